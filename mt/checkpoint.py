@@ -1,0 +1,111 @@
+"""Checkpoints: written atomically, loaded safely, self-contained (config, weights, tokenizer).
+
+A checkpoint is a dict:
+  format, version          -- identifies a file of ours
+  config                   -- the resolved run config (plain dict)
+  model                    -- the model's state_dict
+  tokenizer                -- sentencepiece model bytes (Tokenizer.state_dict())
+  trainer (optional)       -- optimizer, step, data position, RNG states: what exact resume needs
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import zipfile
+from pathlib import Path
+
+import torch
+
+from mt.errors import MTError
+
+FORMAT = "mt-checkpoint"
+VERSION = 1
+
+
+def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over path.
+
+    A crash at any moment leaves either the previous file or the new one, never half of one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"format": FORMAT, "version": VERSION, **state}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    """Load with weights_only=True (no code runs from the file); refuse anything not ours."""
+    path = Path(path)
+    if not path.exists():
+        raise MTError(f"{path}: no such checkpoint")
+    if path.is_dir():
+        raise MTError(f"{path}: is a directory, expected a checkpoint file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, OSError) as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise MTError(f"{path}: not a readable checkpoint ({first_line[:200]})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise MTError(f"{path}: not a checkpoint of this toolkit")
+    if state.get("version") != VERSION:
+        raise MTError(f"{path}: checkpoint version {state.get('version')} is not supported (expected {VERSION})")
+    for key in ("config", "model", "tokenizer"):
+        if key not in state:
+            raise MTError(f"{path}: checkpoint lacks {key!r}")
+    return state
+
+
+def build_model(model_cfg, tokenizer) -> torch.nn.Module:
+    """The model a config describes, sized to the tokenizer's vocabularies."""
+    from mt.model import build_model as build
+
+    options = {k: v for k, v in dict(model_cfg).items() if k != "arch"}
+    return build(model_cfg.arch, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, **options)
+
+
+def average_states(states: list[dict]) -> dict:
+    """Element-wise mean of model state_dicts (checkpoint averaging)."""
+    first = states[0]
+    for other in states[1:]:
+        if other.keys() != first.keys() or any(other[k].shape != first[k].shape for k in first):
+            raise MTError("cannot average checkpoints of different model shapes")
+    return {
+        k: (sum(s[k].double() for s in states) / len(states)).to(v.dtype) if v.is_floating_point() else v
+        for k, v in first.items()
+    }
+
+
+def load_for_inference(paths: list[str]):
+    """(model in eval mode, tokenizer, config) from one checkpoint, or several averaged."""
+    from mt.config import from_dict
+    from mt.tokenizer import Tokenizer
+
+    states = [load_checkpoint(p) for p in paths]
+    cfg = from_dict(states[0]["config"])
+    tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
+    for path, state in zip(paths[1:], states[1:]):
+        if state["tokenizer"] != states[0]["tokenizer"]:
+            raise MTError(f"{path}: its tokenizer differs from {paths[0]}'s; cannot average them")
+    model = build_model(cfg.model, tokenizer)
+    weights = average_states([s["model"] for s in states]) if len(states) > 1 else states[0]["model"]
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as err:
+        raise MTError(f"{paths[0]}: weights do not fit the model its config describes ({str(err)[:200]})") from None
+    return model.eval(), tokenizer, cfg

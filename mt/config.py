@@ -1,0 +1,162 @@
+"""Typed configuration: the schema Hydra merges every YAML preset and override into.
+
+An unknown key or a value of the wrong type is rejected by Hydra when the config is composed;
+`validate` then checks ranges and combinations before any work starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from mt.errors import MTError
+
+# The Hydra presets live at the top of the repository, next to the package.
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+
+
+@dataclass
+class DataConfig:
+    source: str = "hub"  # hub: a Hugging Face dataset (hub id or local folder); files: {split}.{lang} text files
+    name: Optional[str] = None  # hub id or local dataset folder (source=hub)
+    subset: Optional[str] = None  # hub configuration name, e.g. "de-en" for wmt14
+    dir: Optional[str] = None  # folder holding {split}.{lang} files (source=files)
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    train_split: str = "train"
+    valid_split: str = "valid"
+    test_split: Optional[str] = "test"
+    max_len: int = 256  # sentencepiece pieces per side; longer training pairs are filtered (counted)
+    max_len_ratio: float = 0.0  # drop training pairs whose length ratio exceeds this; 0 = off
+    valid_max_sentences: int = 0  # cap the sentences decoded for validation BLEU; 0 = all
+
+
+@dataclass
+class TokenizerConfig:
+    type: str = "unigram"  # unigram | bpe
+    vocab_size: int = 8000
+    joint: bool = True  # one vocabulary for both languages (needed to tie embeddings)
+    character_coverage: float = 1.0
+    max_sentences: int = 2_000_000  # sentences sampled to train sentencepiece
+
+
+@dataclass
+class ModelConfig:
+    arch: str = "transformer"
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    d_model: int = 512
+    heads: int = 8
+    ffn_dim: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    norm_first: bool = False  # False: post-norm, the paper's; True: pre-norm
+    tie_embeddings: bool = True
+
+
+@dataclass
+class TrainConfig:
+    max_tokens: int = 4096  # padded source-or-target tokens per batch
+    update_freq: int = 1  # batches accumulated per update
+    lr: Optional[float] = None  # peak learning rate; None = the paper's d_model^-0.5 * warmup^-0.5
+    warmup: int = 4000
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0  # 0 = no clipping
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only)
+    max_steps: int = 100_000
+    max_epochs: int = 0  # 0 = no limit
+    max_time: float = 0.0  # wall-clock seconds; 0 = no limit
+    valid_every: int = 1000
+    save_every: int = 1000
+    log_every: int = 100
+    patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
+    seed: int = 1
+    device: str = "auto"  # auto | cpu | cuda
+    threads: int = 0  # torch intra-op threads; 0 = torch's default
+
+
+@dataclass
+class DecodeConfig:
+    beam: int = 5
+    alpha: float = 0.6  # GNMT length penalty exponent
+    max_len_a: float = 1.2  # output at most a * source length + b pieces
+    max_len_b: int = 10
+    batch_tokens: int = 8000
+    valid_beam: int = 1  # beam used for validation BLEU (1 = greedy, fast)
+
+
+@dataclass
+class Config:
+    name: str = "default"
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+def register_configs() -> None:
+    """Make the schema available to Hydra as 'schema' (the first entry of configs/config.yaml)."""
+    ConfigStore.instance().store(name="schema", node=Config)
+
+
+def _check(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise MTError(f"config {key}: {message}")
+
+
+def validate(cfg: DictConfig | Config) -> None:
+    """Range and consistency checks that types alone cannot express."""
+    d, t, m, tr, dec = cfg.data, cfg.tokenizer, cfg.model, cfg.train, cfg.decode
+    _check(d.source in ("hub", "files"), "data.source", f"must be 'hub' or 'files', got {d.source!r}")
+    if d.source == "files":
+        _check(bool(d.dir), "data.dir", "is required with data=files (a folder of {split}.{lang} files)")
+    else:
+        _check(bool(d.name), "data.name", "is required with data=hub (a hub id or local dataset folder)")
+    _check(d.src_lang != d.tgt_lang, "data.src_lang", "must differ from data.tgt_lang")
+    _check(d.max_len > 0, "data.max_len", "must be positive")
+    _check(d.max_len_ratio >= 0, "data.max_len_ratio", "must be >= 0")
+    _check(t.type in ("unigram", "bpe"), "tokenizer.type", f"must be 'unigram' or 'bpe', got {t.type!r}")
+    _check(t.vocab_size >= 8, "tokenizer.vocab_size", "must be at least 8")
+    _check(0 < t.character_coverage <= 1, "tokenizer.character_coverage", "must be in (0, 1]")
+    _check(m.arch == "transformer", "model.arch", f"unknown architecture {m.arch!r}")
+    for key in ("encoder_layers", "decoder_layers", "d_model", "heads", "ffn_dim"):
+        _check(m[key] > 0, f"model.{key}", "must be positive")
+    _check(m.d_model % m.heads == 0, "model.heads", f"must divide model.d_model={m.d_model}")
+    _check(m.d_model % 2 == 0, "model.d_model", "must be even (sinusoidal positions)")
+    for key in ("dropout", "attention_dropout", "activation_dropout"):
+        _check(0 <= m[key] < 1, f"model.{key}", "must be in [0, 1)")
+    _check(not m.tie_embeddings or t.joint, "model.tie_embeddings", "needs tokenizer.joint=true")
+    _check(tr.max_tokens > 0, "train.max_tokens", "must be positive")
+    _check(tr.update_freq >= 1, "train.update_freq", "must be >= 1")
+    _check(tr.lr is None or tr.lr > 0, "train.lr", "must be positive")
+    _check(tr.warmup >= 1, "train.warmup", "must be >= 1")
+    _check(len(tr.betas) == 2 and all(0 <= b < 1 for b in tr.betas), "train.betas", "must be two values in [0, 1)")
+    _check(0 <= tr.label_smoothing < 1, "train.label_smoothing", "must be in [0, 1)")
+    _check(tr.precision in ("fp32", "bf16", "fp16"), "train.precision", "must be fp32, bf16 or fp16")
+    _check(tr.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda")
+    for key in ("max_steps", "valid_every", "save_every", "log_every"):
+        _check(tr[key] > 0, f"train.{key}", "must be positive")
+    for key in ("max_epochs", "max_time", "patience", "threads", "clip_norm", "weight_decay"):
+        _check(tr[key] >= 0, f"train.{key}", "must be >= 0")
+    _check(dec.beam >= 1 and dec.valid_beam >= 1, "decode.beam", "must be >= 1")
+    _check(dec.max_len_a >= 0 and dec.max_len_b >= 1, "decode.max_len_b", "output length limit must allow a token")
+    _check(dec.batch_tokens > 0, "decode.batch_tokens", "must be positive")
+
+
+def to_dict(cfg: DictConfig) -> dict:
+    """A plain, resolved dict: what checkpoints and the run directory store."""
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def from_dict(values: dict) -> DictConfig:
+    """Rebuild a typed config from a checkpoint's dict (unknown keys are an error)."""
+    return OmegaConf.merge(OmegaConf.structured(Config), values)

@@ -1,0 +1,153 @@
+"""Parallel corpora from plain text files or Hugging Face datasets, checked on the way in.
+
+A line is what ends in "\\n": carriage returns, Unicode line separators and other characters
+inside a line stay part of it, so the two sides can never shift against each other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt.errors import MTError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ParallelCorpus:
+    src: list[str]
+    tgt: list[str]
+    origin: str  # where it came from, for messages
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def split_lines(text: str) -> list[str]:
+    """Split on "\\n" only (str.splitlines would also split on \\r, \\x0c, \\u2028, ...)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    return lines
+
+
+def decode_utf8(raw: bytes, origin: str) -> str:
+    """Strict UTF-8 decoding; the error names the line that holds the bad byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise MTError(f"{origin}:{line}: invalid UTF-8 (byte 0x{raw[err.start]:02x})") from None
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Read a UTF-8 text file as a list of lines, with a clear error for every way it can be wrong."""
+    path = Path(path)
+    if not path.exists():
+        raise MTError(f"{path}: no such file")
+    if path.is_dir():
+        raise MTError(f"{path}: is a directory, expected a text file")
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise MTError(f"{path}: cannot read ({err.strerror})") from None
+    if b"\x00" in raw[:8192] and not _looks_like_text(raw[:8192]):
+        raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
+    text = decode_utf8(raw, str(path))
+    return split_lines(text.removeprefix("\ufeff"))
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """NUL bytes are legal UTF-8; treat a file as binary only when they are frequent."""
+    return head.count(b"\x00") * 100 < len(head)
+
+
+def load_files(folder: str, split: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
+    """{folder}/{split}.{src_lang} and {split}.{tgt_lang}, line-aligned."""
+    folder_path = Path(folder)
+    if not folder_path.is_dir():
+        raise MTError(f"data.dir={folder}: no such directory")
+    src_path, tgt_path = folder_path / f"{split}.{src_lang}", folder_path / f"{split}.{tgt_lang}"
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise MTError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files must be line-aligned"
+        )
+    if not src:
+        raise MTError(f"{src_path}: empty corpus")
+    return ParallelCorpus(src, tgt, f"{folder_path / split}.{{{src_lang},{tgt_lang}}}")
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _offline_hint(name: str) -> str:
+    return (
+        f"cannot load dataset {name!r} from the Hugging Face hub (offline?). "
+        "Use local files instead, e.g.: data=files data.dir=../shared/data/multi30k "
+        "data.src_lang=de data.tgt_lang=en data.test_split=test2016"
+    )
+
+
+def _load_hub_dataset(name: str, subset: str | None):
+    """A dataset from a local folder (saved, or raw data files) or from the hub.
+
+    Without a connection the hub client would retry for minutes: go offline at once instead,
+    so a cached copy still loads and a missing one fails fast with a hint.
+    """
+    local = Path(name)
+    offline = not local.is_dir() and not _hub_reachable()
+    if offline:
+        os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+    import datasets
+
+    try:
+        if (local / "dataset_dict.json").exists():
+            return datasets.load_from_disk(str(local))
+        return datasets.load_dataset(str(local) if local.is_dir() else name, subset)
+    except Exception as err:  # noqa: BLE001 - datasets raises many kinds; all mean "not loadable"
+        if offline:
+            raise MTError(_offline_hint(name)) from None
+        raise MTError(f"cannot load dataset {name!r}: {err}") from None
+
+
+_hub_cache: dict = {}
+
+
+def load_hub(name: str, subset: str | None, split: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
+    """One split of a Hugging Face dataset with a column per language or a 'translation' dict."""
+    if (name, subset) not in _hub_cache:
+        _hub_cache[name, subset] = _load_hub_dataset(name, subset)
+    dataset = _hub_cache[name, subset]
+    if split not in dataset:
+        raise MTError(f"dataset {name!r} has no split {split!r} (it has: {', '.join(dataset)})")
+    table = dataset[split]
+    origin = f"{name}[{split}]"
+    if "translation" in table.column_names:
+        pairs = table["translation"]
+        src = [p[src_lang] for p in pairs]
+        tgt = [p[tgt_lang] for p in pairs]
+    else:
+        for lang in (src_lang, tgt_lang):
+            if lang not in table.column_names:
+                raise MTError(f"{origin}: no column {lang!r} (columns: {', '.join(table.column_names)})")
+        src, tgt = table[src_lang], table[tgt_lang]
+    if not src:
+        raise MTError(f"{origin}: empty corpus")
+    return ParallelCorpus([s or "" for s in src], [t or "" for t in tgt], origin)
+
+
+def load_split(data_cfg, split: str) -> ParallelCorpus:
+    """Load one split as configured (data.source = files | hub)."""
+    if data_cfg.source == "files":
+        return load_files(data_cfg.dir, split, data_cfg.src_lang, data_cfg.tgt_lang)
+    return load_hub(data_cfg.name, data_cfg.subset, split, data_cfg.src_lang, data_cfg.tgt_lang)

@@ -1,0 +1,34 @@
+"""User-facing errors: one clear line for the user, a traceback only when asked for."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+
+class MTError(Exception):
+    """A problem the user can fix (bad input, bad config, missing file): printed as one line."""
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("MT_DEBUG", "") not in ("", "0")
+
+
+def report_errors(main):
+    """Wrap a command-line entry point: MTError -> 'error: ...' on stderr and exit status 2."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except MTError as err:
+            if debug_enabled():
+                raise
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            sys.exit(130)
+
+    return wrapper

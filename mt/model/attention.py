@@ -1,0 +1,106 @@
+"""Scaled dot-product and multi-head attention (Vaswani et al. 2017, Sec. 3.2).
+
+Masks are boolean and broadcast to (B, h, T_query, T_key): True means "may attend".
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """(B, S) token ids -> (B, 1, 1, S) mask that hides padding keys."""
+    return (tokens != pad_id)[:, None, None, :]
+
+
+def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor:
+    """(T, T) look-ahead mask of Sec. 3.2.3: position i sees positions <= i."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 1, written out: softmax(Q K^T / sqrt(d_k)) V. Returns (output, weights).
+
+    The readable path, and the one that can hand back the weights for heatmaps.
+    A query that may attend to nothing gets zero weights (as SDPA gives), not NaN.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, Tq, Tk)
+    if is_causal:
+        causal = causal_mask(scores.size(-1), scores.device)[-scores.size(-2) :]
+        mask = causal if mask is None else mask & causal
+    if mask is not None:
+        # The dtype's own minimum, never a hard-coded -1e9 (which overflows fp16).
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.float().softmax(dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    weights = weights.to(v.dtype)
+    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return dropped @ v, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Sec. 3.2.2: h heads of attention over linear projections, concatenated and projected."""
+
+    def __init__(self, d_model: int, heads: int, dropout: float = 0.0):
+        super().__init__()
+        if d_model % heads:
+            raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
+        self.heads = heads
+        self.d_k = d_model // heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, d_model) -> (B, h, T, d_k)."""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.heads, self.d_k).transpose(1, 2)
+
+    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of x, split into heads: what an incremental decoder caches."""
+        return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key_value: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from query (B, Tq, d) to key_value (B, Tk, d), or to ready projections kv.
+
+        Returns the output (B, Tq, d) and, if need_weights, the weights (B, h, Tq, Tk).
+        """
+        q = self.split_heads(self.q_proj(query))  # (B, h, Tq, d_k)
+        k, v = kv if kv is not None else self.project_kv(key_value)  # (B, h, Tk, d_k)
+        dropout_p = self.dropout if self.training else 0.0
+        if is_causal and mask is not None:  # SDPA takes one or the other: merge them
+            mask = mask & causal_mask(k.size(2), k.device)[-q.size(2) :]
+            is_causal = False
+        if need_weights:
+            out, weights = attention(q, k, v, mask, is_causal, dropout_p)
+        else:
+            # Fused kernel; same maths as attention() above.
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+            )
+            weights = None
+        batch, _, length, _ = out.shape
+        out = out.transpose(1, 2).reshape(batch, length, self.heads * self.d_k)
+        return self.out_proj(out), weights

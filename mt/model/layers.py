@@ -1,0 +1,132 @@
+"""The building blocks of the Transformer: positions, feed-forward, residual sublayers, layers."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mt.model.attention import MultiHeadAttention
+
+
+def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
+    """Sec. 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), for any positions."""
+    inv_freq = torch.exp(
+        torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float32)
+        * (-math.log(10000.0) / d_model)
+    )
+    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, d/2)
+    table = torch.zeros(positions.numel(), d_model, device=positions.device)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return table
+
+
+class PositionalEncoding(nn.Module):
+    """Adds sinusoidal positions to scaled embeddings, then dropout (Sec. 3.4, 3.5, 5.4).
+
+    The table grows on demand, so there is no fixed maximum length.
+    """
+
+    def __init__(self, d_model: int, dropout: float):
+        super().__init__()
+        self.d_model = d_model
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("table", sinusoidal_positions(torch.arange(256), d_model), persistent=False)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x: (B, T, d) embeddings of positions offset .. offset+T-1."""
+        end = offset + x.size(1)
+        if end > self.table.size(0):
+            self.table = sinusoidal_positions(torch.arange(2 * end, device=x.device), self.d_model)
+        return self.dropout(x + self.table[offset:end].to(x.dtype))
+
+
+class FeedForward(nn.Module):
+    """Sec. 3.3, Eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+    def __init__(self, d_model: int, ffn_dim: int, dropout: float = 0.0):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, ffn_dim)
+        self.linear2 = nn.Linear(ffn_dim, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(F.relu(self.linear1(x))))
+
+
+class Residual(nn.Module):
+    """Sec. 3.1 and 5.4: LayerNorm(x + Dropout(Sublayer(x))) (post-norm, the paper's),
+    or x + Dropout(Sublayer(LayerNorm(x))) (pre-norm, steadier at high learning rates)."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    """Sec. 3.1: self-attention, then a feed-forward network, each in a residual sublayer."""
+
+    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, norm_first):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, heads, attention_dropout)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
+        self.attn_sublayer = Residual(d_model, dropout, norm_first)
+        self.ffn_sublayer = Residual(d_model, dropout, norm_first)
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        x = self.attn_sublayer(x, lambda h: self.self_attn(h, h, mask=src_mask)[0])
+        return self.ffn_sublayer(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    """Sec. 3.1: masked self-attention, encoder-decoder attention, feed-forward.
+
+    With a cache (a dict per layer), x holds only the newest position: its keys and values
+    are appended to the cached ones, and the memory's keys and values are projected once.
+    """
+
+    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, norm_first):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, heads, attention_dropout)
+        self.cross_attn = MultiHeadAttention(d_model, heads, attention_dropout)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
+        self.self_sublayer = Residual(d_model, dropout, norm_first)
+        self.cross_sublayer = Residual(d_model, dropout, norm_first)
+        self.ffn_sublayer = Residual(d_model, dropout, norm_first)
+        self.cross_weights: torch.Tensor | None = None
+
+    def _self_attend(self, h: torch.Tensor, cache: dict | None) -> torch.Tensor:
+        if cache is None:  # teacher forcing: all positions at once, look-ahead masked
+            return self.self_attn(h, h, is_causal=True)[0]
+        k, v = self.self_attn.project_kv(h)  # (B, h, 1, d_k): the newest position
+        if "self_k" in cache:
+            k = torch.cat([cache["self_k"], k], dim=2)
+            v = torch.cat([cache["self_v"], v], dim=2)
+        cache["self_k"], cache["self_v"] = k, v
+        return self.self_attn(h, kv=(k, v))[0]  # one query sees every earlier position
+
+    def _cross_attend(self, h, memory, src_mask, cache, need_weights) -> torch.Tensor:
+        if cache is None:
+            kv = self.cross_attn.project_kv(memory)
+        else:
+            if "cross_k" not in cache:
+                cache["cross_k"], cache["cross_v"] = self.cross_attn.project_kv(memory)
+            kv = (cache["cross_k"], cache["cross_v"])
+        out, self.cross_weights = self.cross_attn(h, mask=src_mask, kv=kv, need_weights=need_weights)
+        return out
+
+    def forward(self, x, memory, src_mask, cache: dict | None = None, need_weights: bool = False):
+        x = self.self_sublayer(x, lambda h: self._self_attend(h, cache))
+        x = self.cross_sublayer(x, lambda h: self._cross_attend(h, memory, src_mask, cache, need_weights))
+        return self.ffn_sublayer(x, self.ffn)

@@ -1,0 +1,143 @@
+"""The encoder-decoder Transformer (Vaswani et al. 2017, Sec. 3), with incremental decoding."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mt.model.attention import padding_mask
+from mt.model.layers import DecoderLayer, EncoderLayer, PositionalEncoding
+
+
+@dataclass
+class DecoderState:
+    """What one decoding step needs: the encoder output and each layer's key/value cache.
+
+    Every tensor has the batch (or batch x beam) on dim 0, so select() can reorder hypotheses
+    (beam search) or drop finished sentences.
+    """
+
+    memory: torch.Tensor  # (B, S, d)
+    src_mask: torch.Tensor  # (B, 1, 1, S)
+    caches: list[dict] = field(default_factory=list)
+    position: int = 0  # how many target positions were fed so far
+
+    def select(self, index: torch.Tensor) -> "DecoderState":
+        return DecoderState(
+            memory=self.memory.index_select(0, index),
+            src_mask=self.src_mask.index_select(0, index),
+            caches=[{k: v.index_select(0, index) for k, v in c.items()} for c in self.caches],
+            position=self.position,
+        )
+
+
+class Transformer(nn.Module):
+    """Embeddings -> N encoder layers; embeddings -> N decoder layers -> linear -> logits."""
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 512,
+        heads: int = 8,
+        ffn_dim: int = 2048,
+        encoder_layers: int = 6,
+        decoder_layers: int = 6,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        norm_first: bool = False,
+        tie_embeddings: bool = True,
+        pad_id: int = 0,
+    ):
+        super().__init__()
+        self.d_model = d_model
+        self.pad_id = pad_id
+        self.norm_first = norm_first
+        layer_args = (d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, norm_first)
+
+        self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
+        # Sec. 3.4: with a joint vocabulary, source, target and output share one matrix.
+        self.tie_embeddings = tie_embeddings
+        if tie_embeddings:
+            if src_vocab_size != tgt_vocab_size:
+                raise ValueError("tied embeddings need a joint vocabulary (equal sizes)")
+            self.tgt_embed = self.src_embed
+        else:
+            self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
+            self.output_proj = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self.positions = PositionalEncoding(d_model, dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(decoder_layers))
+        # Pre-norm leaves the residual stream un-normalised: close each stack with a LayerNorm.
+        self.encoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform projections; embeddings N(0, d^-1/2) so that x sqrt(d) has unit scale."""
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "embed" not in name:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+        for embed in {self.src_embed, self.tgt_embed}:
+            nn.init.normal_(embed.weight, mean=0.0, std=self.d_model**-0.5)
+            with torch.no_grad():
+                embed.weight[self.pad_id].zero_()
+
+    def embed(self, table: nn.Embedding, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Sec. 3.4: embeddings scaled by sqrt(d_model), plus positions."""
+        return self.positions(table(tokens) * math.sqrt(self.d_model), offset)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        h = self.decoder_norm(h)
+        if self.tie_embeddings:
+            return F.linear(h, self.tgt_embed.weight)
+        return self.output_proj(h)
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """src (B, S) -> memory (B, S, d) and the source padding mask (B, 1, 1, S)."""
+        src_mask = padding_mask(src, self.pad_id)
+        x = self.embed(self.src_embed, src)
+        for layer in self.encoder_layers:
+            x = layer(x, src_mask)
+        return self.encoder_norm(x), src_mask
+
+    def decode(self, tgt_in, memory, src_mask, need_weights: bool = False) -> torch.Tensor:
+        """Teacher forcing: all target positions at once, look-ahead masked -> logits (B, T, V)."""
+        x = self.embed(self.tgt_embed, tgt_in)
+        for layer in self.decoder_layers:
+            x = layer(x, memory, src_mask, need_weights=need_weights)
+        return self.logits(x)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        memory, src_mask = self.encode(src)
+        return self.decode(tgt_in, memory, src_mask)
+
+    # Incremental decoding: the interface search.py relies on.
+
+    def start_state(self, src: torch.Tensor) -> DecoderState:
+        memory, src_mask = self.encode(src)
+        return DecoderState(memory, src_mask, [{} for _ in self.decoder_layers])
+
+    def step(
+        self, tokens: torch.Tensor, state: DecoderState, need_weights: bool = False
+    ) -> tuple[torch.Tensor, DecoderState]:
+        """Feed one token per hypothesis, tokens (B,), -> logits (B, V) for the next one.
+
+        Cost does not grow with a re-run over the prefix: earlier keys/values come from the cache.
+        """
+        x = self.embed(self.tgt_embed, tokens[:, None], offset=state.position)  # (B, 1, d)
+        for layer, cache in zip(self.decoder_layers, state.caches):
+            x = layer(x, state.memory, state.src_mask, cache=cache, need_weights=need_weights)
+        state.position += 1
+        return self.logits(x)[:, 0], state
+
+    def cross_attention(self, layer: int = -1) -> torch.Tensor | None:
+        """Cross-attention weights (B, h, T, S) of the last call made with need_weights."""
+        return self.decoder_layers[layer].cross_weights

@@ -1,0 +1,82 @@
+"""The tokenizer step: load and check the corpora, train (or reuse) sentencepiece in the run directory.
+
+Runs alone as `make tokenizer ARGS=...` (mt-tokenizer), and as the first step of training.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from mt.config import CONFIG_DIR, register_configs, validate
+from mt.data import ParallelCorpus, load_split
+from mt.errors import MTError, debug_enabled
+from mt.tokenizer import Tokenizer, build_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Prepared:
+    train: ParallelCorpus
+    valid: ParallelCorpus
+    test: ParallelCorpus | None
+    tokenizer: Tokenizer
+
+
+def run_dir() -> Path:
+    """Hydra's output directory for this run (hydra.run.dir)."""
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def prepare(cfg: DictConfig, out_dir: Path) -> Prepared:
+    """Load every split (failing early on bad data) and build the tokenizer."""
+    validate(cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
+    d = cfg.data
+    train = load_split(d, d.train_split)
+    valid = load_split(d, d.valid_split)
+    test = load_split(d, d.test_split) if d.test_split else None
+    log.info(
+        "data: train %d, valid %d, test %s pairs (%s -> %s, from %s)",
+        len(train), len(valid), len(test) if test else "-", d.src_lang, d.tgt_lang, train.origin,
+    )
+    tokenizer = build_tokenizer(cfg.tokenizer, train.src, train.tgt, out_dir / "tokenizer")
+    return Prepared(train, valid, test, tokenizer)
+
+
+def exit_on_user_error(task):
+    """Inside a Hydra task: an MTError becomes one line on stderr and exit status 2."""
+
+    def wrapper(cfg: DictConfig):
+        try:
+            return task(cfg)
+        except MTError as err:
+            if debug_enabled():
+                raise
+            log.error("error: %s", err)
+            raise SystemExit(2) from None
+
+    wrapper.__name__ = task.__name__
+    wrapper.__doc__ = task.__doc__
+    return wrapper
+
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+@exit_on_user_error
+def main(cfg: DictConfig) -> None:
+    """Train (or reuse) the tokenizer of a run, nothing else."""
+    prepare(cfg, run_dir())
+
+
+if __name__ == "__main__":
+    main()

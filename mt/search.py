@@ -1,0 +1,139 @@
+"""Greedy and beam search over any model with the incremental decoding interface:
+
+    state = model.start_state(src)          # encode once
+    logits, state = model.step(tokens, state)  # one token per hypothesis -> next-token logits
+    state = state.select(index)              # reorder / drop hypotheses (batch dim 0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mt.tokenizer import BOS, EOS, PAD
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without BOS/EOS
+    score: float  # length-normalised log-probability (beam) or plain log-probability (greedy)
+    attention: torch.Tensor | None = None  # (T, S) cross-attention, when asked for
+
+
+def max_output_lengths(src: torch.Tensor, a: float, b: int) -> torch.Tensor:
+    """a * |x| + b for each source sentence (|x| counts real tokens, EOS included)."""
+    return ((src != PAD).sum(1).float() * a).long() + b
+
+
+def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
+    """GNMT (Wu et al. 2016): ((5 + |y|) / 6)^alpha."""
+    return ((5.0 + length.float()) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def greedy_search(model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: int = 10,
+                  need_attention: bool = False) -> list[Hypothesis]:
+    """Pick the most likely token each step. Finished sentences leave the batch."""
+    batch, device = src.size(0), src.device
+    limits = max_output_lengths(src, max_len_a, max_len_b)
+    max_len = int(limits.max())
+    state = model.start_state(src)
+    alive = torch.arange(batch, device=device)  # original row of each live hypothesis
+    tokens = torch.full((batch,), BOS, dtype=torch.long, device=device)
+    output = torch.full((batch, max_len), EOS, dtype=torch.long, device=device)
+    scores = torch.zeros(batch, device=device)
+    attention = torch.zeros(batch, max_len, src.size(1), device=device) if need_attention else None
+    for t in range(max_len):
+        logits, state = model.step(tokens, state, need_weights=need_attention)
+        best_lp, tokens = logits.float().log_softmax(-1).max(-1)
+        output[alive, t] = tokens
+        scores[alive] += best_lp
+        if need_attention:
+            attention[alive, t] = model.cross_attention().float().mean(1)[:, 0]  # mean over heads
+        done = (tokens == EOS) | (t + 1 >= limits[alive])
+        if done.all():
+            break
+        if done.any():
+            keep = (~done).nonzero().squeeze(1)
+            alive, tokens, state = alive[keep], tokens[keep], state.select(keep)
+    hyps = []
+    for row, seq in enumerate(output.tolist()):
+        length = seq.index(EOS) if EOS in seq else len(seq)
+        # (T, S) weights for the emitted tokens and the step that emitted EOS
+        attn = attention[row, : length + 1].cpu() if need_attention else None
+        hyps.append(Hypothesis(seq[:length], float(scores[row]), attn))
+    return hyps
+
+
+@torch.no_grad()
+def beam_search(model, src: torch.Tensor, beam: int = 5, alpha: float = 0.6, max_len_a: float = 1.2,
+                max_len_b: int = 10, nbest: int = 1) -> list[list[Hypothesis]]:
+    """Batched beam search: every sentence x beam in one tensor batch, scored with the GNMT
+    length penalty. A sentence is done once its best finished hypothesis cannot be beaten
+    by any live one (or at its length limit); done sentences leave the batch.
+    Returns nbest hypotheses per sentence, best first.
+    """
+    batch, device = src.size(0), src.device
+    limits = max_output_lengths(src, max_len_a, max_len_b)
+    state = model.start_state(src)
+    # Every row of the decoder batch is (sentence, beam): start with `beam` copies of each sentence.
+    state = state.select(torch.arange(batch, device=device).repeat_interleave(beam))
+    sentence = torch.arange(batch, device=device)  # original index of each live sentence
+    tokens = torch.full((batch * beam,), BOS, dtype=torch.long, device=device)
+    # Only the first copy is live at step 0, so the beam does not fill with duplicates.
+    cum_lp = torch.full((batch, beam), float("-inf"), device=device)
+    cum_lp[:, 0] = 0.0
+    history = torch.empty((batch, beam, 0), dtype=torch.long, device=device)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+
+    for t in range(int(limits.max())):
+        live = sentence.numel()
+        logits, state = model.step(tokens, state)
+        log_probs = logits.float().log_softmax(-1).view(live, beam, -1)
+        vocab = log_probs.size(-1)
+        candidates = (cum_lp[:, :, None] + log_probs).view(live, -1)  # (live, beam * V)
+        # 2 * beam candidates: enough that `beam` survive even if up to `beam` of them end in EOS.
+        top_lp, top_idx = candidates.topk(2 * beam, dim=-1)
+        origin, next_tok = top_idx // vocab, top_idx % vocab
+        at_limit = t + 1 >= limits[sentence]
+        is_eos = (next_tok == EOS) | at_limit[:, None]
+
+        # Record finished hypotheses: EOS among the top `beam`, or every top candidate at the limit.
+        ended = is_eos[:, :beam] & (top_lp[:, :beam] > float("-inf"))
+        if ended.any():
+            penalty_now = float(length_penalty(torch.tensor(t + 1), alpha))
+            for i, rank in ended.nonzero().tolist():
+                toks = history[i, origin[i, rank]].tolist()
+                if next_tok[i, rank] != EOS:
+                    toks.append(int(next_tok[i, rank]))
+                finished[int(sentence[i])].append(Hypothesis(toks, float(top_lp[i, rank]) / penalty_now))
+
+        # Continue the best `beam` candidates that did not end.
+        keep_lp = top_lp.masked_fill(is_eos, float("-inf"))
+        keep_lp, keep_rank = keep_lp.topk(beam, dim=-1)
+        keep_origin = origin.gather(1, keep_rank)
+        keep_tok = next_tok.gather(1, keep_rank)
+
+        # A sentence is done when it hit its limit, or when it has enough finished hypotheses and the
+        # best live score, even with the most favourable future penalty, cannot beat the worst kept.
+        done = at_limit.clone()
+        best_possible = (keep_lp[:, 0] / length_penalty(limits[sentence], alpha)).tolist()
+        for i, row in enumerate(sentence.tolist()):
+            hyps = finished[row]
+            if len(hyps) >= nbest and not done[i]:
+                worst_kept = sorted((h.score for h in hyps), reverse=True)[nbest - 1]
+                done[i] = best_possible[i] <= worst_kept
+        if done.all():
+            break
+        history = torch.cat([history.gather(1, keep_origin[:, :, None].expand(-1, -1, history.size(2))),
+                             keep_tok[:, :, None]], dim=2)
+        rows = (torch.arange(live, device=device)[:, None] * beam + keep_origin).view(-1)
+        if done.any():
+            still = (~done).nonzero().squeeze(1)
+            rows = rows.view(live, beam)[still].view(-1)
+            sentence, keep_lp, keep_tok, history = sentence[still], keep_lp[still], keep_tok[still], history[still]
+        state = state.select(rows)
+        cum_lp, tokens = keep_lp, keep_tok.reshape(-1)
+
+    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]

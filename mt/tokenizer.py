@@ -1,0 +1,150 @@
+"""Sentencepiece subword tokenizers (BPE or unigram), joint or separate, trained on the training split.
+
+Special ids are fixed so every model agrees on them: pad 0, unk 1, bos 2, eos 3.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+from pathlib import Path
+
+import sentencepiece as spm
+
+from mt.errors import MTError
+
+log = logging.getLogger(__name__)
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+class Tokenizer:
+    """A source and a target sentencepiece model (the same one when the vocabulary is joint)."""
+
+    def __init__(self, src_proto: bytes, tgt_proto: bytes | None = None):
+        self.src_proto, self.tgt_proto = src_proto, tgt_proto
+        self.src = _load_proto(src_proto)
+        self.tgt = self.src if tgt_proto is None else _load_proto(tgt_proto)
+
+    @property
+    def joint(self) -> bool:
+        return self.tgt_proto is None
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.src.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.tgt.get_piece_size()
+
+    def encode_src(self, lines: list[str]) -> list[list[int]]:
+        return self.src.encode(lines)
+
+    def encode_tgt(self, lines: list[str]) -> list[list[int]]:
+        return self.tgt.encode(lines)
+
+    def src_pieces(self, ids: list[int]) -> list[str]:
+        return [self.src.id_to_piece(i) for i in ids]
+
+    def tgt_pieces(self, ids: list[int]) -> list[str]:
+        return [self.tgt.id_to_piece(i) for i in ids]
+
+    def decode_tgt(self, ids: list[list[int]]) -> list[str]:
+        return self.tgt.decode(ids)
+
+    def state_dict(self) -> dict:
+        """Bytes of the models, so a checkpoint carries its tokenizer."""
+        return {"src": self.src_proto, "tgt": self.tgt_proto}
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> "Tokenizer":
+        return cls(state["src"], state["tgt"])
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in ("spm.model", "spm.src.model", "spm.tgt.model"):
+            (folder / stale).unlink(missing_ok=True)
+        if self.joint:
+            (folder / "spm.model").write_bytes(self.src_proto)
+        else:
+            (folder / "spm.src.model").write_bytes(self.src_proto)
+            (folder / "spm.tgt.model").write_bytes(self.tgt_proto)
+
+    @classmethod
+    def load(cls, folder: Path) -> "Tokenizer":
+        if (folder / "spm.model").exists():
+            return cls((folder / "spm.model").read_bytes())
+        return cls((folder / "spm.src.model").read_bytes(), (folder / "spm.tgt.model").read_bytes())
+
+
+def _load_proto(proto: bytes) -> spm.SentencePieceProcessor:
+    processor = spm.SentencePieceProcessor()
+    try:
+        processor.load_from_serialized_proto(proto)
+    except (RuntimeError, OSError) as err:
+        raise MTError(f"not a sentencepiece model: {err}") from None
+    if processor.pad_id() != PAD or processor.eos_id() != EOS or processor.bos_id() != BOS:
+        raise MTError("sentencepiece model has unexpected special ids (pad 0, unk 1, bos 2, eos 3 expected)")
+    return processor
+
+
+def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
+    """Train one sentencepiece model on lines and return its serialized bytes."""
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise MTError("cannot train a tokenizer on an empty corpus")
+    model = io.BytesIO()
+    spm.set_random_generator_seed(seed)  # sampling of input sentences is reproducible
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        model_type=tok_cfg.type,
+        vocab_size=tok_cfg.vocab_size,
+        hard_vocab_limit=False,  # a small corpus gets a smaller vocabulary rather than an error
+        character_coverage=tok_cfg.character_coverage,
+        input_sentence_size=tok_cfg.max_sentences,
+        shuffle_input_sentence=True,
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        num_threads=2,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def fingerprint(tok_cfg, src: list[str], tgt: list[str]) -> str:
+    """Identifies the settings and training text a tokenizer was made from."""
+    digest = hashlib.sha256(json.dumps(dict(tok_cfg), sort_keys=True).encode())
+    for side in (src, tgt):
+        digest.update(b"\x00side\x00")
+        for line in side:
+            digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
+    return digest.hexdigest()
+
+
+def build_tokenizer(tok_cfg, src: list[str], tgt: list[str], folder: Path) -> Tokenizer:
+    """Train on the training split, or reuse the one in folder if data and settings match."""
+    meta_path = folder / "meta.json"
+    key = fingerprint(tok_cfg, src, tgt)
+    if meta_path.exists() and json.loads(meta_path.read_text()).get("fingerprint") == key:
+        log.info("tokenizer: reusing %s (same data and settings)", folder)
+        return Tokenizer.load(folder)
+    log.info(
+        "tokenizer: training sentencepiece %s, vocab %d, %s",
+        tok_cfg.type, tok_cfg.vocab_size, "joint" if tok_cfg.joint else "separate",
+    )
+    if tok_cfg.joint:
+        tokenizer = Tokenizer(train_sentencepiece(src + tgt, tok_cfg))
+    else:
+        tokenizer = Tokenizer(train_sentencepiece(src, tok_cfg), train_sentencepiece(tgt, tok_cfg))
+    tokenizer.save(folder)
+    meta = {"fingerprint": key, "src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size}
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    log.info("tokenizer: vocab %d (src) / %d (tgt), saved in %s",
+             tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, folder)
+    return tokenizer

@@ -1,0 +1,83 @@
+"""`make train`: data -> tokenizer -> model -> training -> test-set BLEU, all in one run directory.
+
+    mt-train experiment=smoke data=files data.dir=../shared/data/multi30k data.test_split=test2016
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+from mt.batching import encode_corpus
+from mt.checkpoint import build_model, load_for_inference
+from mt.config import CONFIG_DIR
+from mt.errors import MTError
+from mt.metrics import score
+from mt.prepare import exit_on_user_error, prepare, run_dir
+from mt.trainer import Trainer
+from mt.translator import Translator
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise MTError("train.device=cuda but no CUDA device is available")
+    return torch.device(name)
+
+
+def evaluate_test(cfg: DictConfig, out_dir: Path, test, device: torch.device) -> dict:
+    """Translate the test split with best.pt and the decode settings; write test.hyp and results.json."""
+    model, tokenizer, _ = load_for_inference([str(out_dir / "checkpoints" / "best.pt")])
+    dc = cfg.decode
+    translator = Translator(model, tokenizer, device, cfg.train.precision, dc.batch_tokens)
+    results = translator.translate(test.src, beam=dc.beam, alpha=dc.alpha, max_len_a=dc.max_len_a,
+                                   max_len_b=dc.max_len_b, progress=True)
+    hypotheses = [r[0].text for r in results]
+    (out_dir / "test.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    scores = score(hypotheses, test.tgt)
+    summary = {"split": cfg.data.test_split, "beam": dc.beam, "alpha": dc.alpha, **scores.as_dict()}
+    (out_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    log.info("test %s (beam %d): BLEU %.2f | chrF %.2f", cfg.data.test_split, dc.beam, scores.bleu, scores.chrf)
+    log.info("%s", scores.bleu_signature)
+    return summary
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+@exit_on_user_error
+def main(cfg: DictConfig) -> None:
+    """Train a model as configured; rerunning on the same run directory resumes."""
+    out_dir = run_dir()
+    device = pick_device(cfg.train.device)
+    if cfg.train.precision == "fp16" and device.type != "cuda":
+        raise MTError("train.precision=fp16 needs CUDA; on CPU use bf16 or fp32")
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    torch.manual_seed(cfg.train.seed)
+    data = prepare(cfg, out_dir)
+    tok = data.tokenizer
+    train, report = encode_corpus(tok, data.train, cfg.data.max_len, cfg.data.max_len_ratio)
+    log.info("train filter: %s", report)
+    if not len(train):
+        raise MTError(f"{data.train.origin}: no training pairs left after filtering ({report})")
+    valid, valid_report = encode_corpus(tok, data.valid)
+    if valid_report.empty:
+        log.info("valid: %d pairs with an empty side are left out of the validation loss", valid_report.empty)
+    model = build_model(cfg.model, tok)
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info("model: %s, %.1fM parameters, run directory %s", cfg.model.arch, n_params / 1e6, out_dir)
+    trainer = Trainer(cfg, model, tok, train, valid, data.valid, out_dir, device)
+    trainer.fit()
+    if data.test is not None and (out_dir / "checkpoints" / "best.pt").exists():
+        evaluate_test(cfg, out_dir, data.test, device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+"""The training loop: token batches -> label-smoothed loss -> Adam, with periodic validation,
+checkpoints that resume exactly, TensorBoard curves and JSON logs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from mt.batching import EncodedCorpus, collate, token_batches
+from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.config import to_dict
+from mt.data import ParallelCorpus
+from mt.errors import MTError
+from mt.loss import label_smoothed_loss
+from mt.metrics import score
+from mt.optim import build_optimizer, inverse_sqrt_lr, peak_lr
+from mt.tokenizer import PAD
+from mt.translator import Translator, autocast
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Progress:
+    """Where training stands: everything besides weights and optimizer that exact resume needs."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0  # current epoch (0-based)
+    batch_in_epoch: int = 0  # batches of the current epoch already consumed
+    elapsed: float = 0.0  # training wall-clock seconds, summed over resumed runs
+    best_bleu: float = -1.0
+    best_step: int = 0
+    bad_validations: int = 0  # validations since the last improvement (early stopping)
+
+
+class Trainer:
+    def __init__(self, cfg, model, tokenizer, train_data: EncodedCorpus, valid_data: EncodedCorpus,
+                 valid_text: ParallelCorpus, run_dir: Path, device: torch.device):
+        self.cfg, self.tc = cfg, cfg.train
+        self.model = model.to(device)
+        self.tokenizer = tokenizer
+        self.train_data, self.valid_data, self.valid_text = train_data, valid_data, valid_text
+        self.run_dir, self.device = run_dir, device
+        self.ckpt_dir = run_dir / "checkpoints"
+        self.optimizer = build_optimizer(model, self.tc)
+        self.peak_lr = peak_lr(self.tc, cfg.model.d_model)
+        self.progress = Progress()
+        self.src_lens, self.tgt_lens = train_data.src_lens, train_data.tgt_lens
+        self._epoch_batches: tuple[int, list[np.ndarray]] | None = None
+
+    # ---- data order -------------------------------------------------------------------------
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """The batches of an epoch: a pure function of (seed, epoch), so a resumed run sees the same."""
+        if self._epoch_batches is None or self._epoch_batches[0] != epoch:
+            rng = np.random.default_rng([self.tc.seed, epoch])
+            self._epoch_batches = (epoch, token_batches(self.src_lens, self.tgt_lens, self.tc.max_tokens, rng))
+        return self._epoch_batches[1]
+
+    def next_batches(self, count: int) -> list[np.ndarray]:
+        """The next `count` batches (one update's worth), advancing the data position."""
+        out = []
+        while len(out) < count:
+            batches = self.epoch_batches(self.progress.epoch)
+            if self.progress.batch_in_epoch >= len(batches):
+                self.progress.epoch += 1
+                self.progress.batch_in_epoch = 0
+                continue
+            out.append(batches[self.progress.batch_in_epoch])
+            self.progress.batch_in_epoch += 1
+        return out
+
+    # ---- one update -------------------------------------------------------------------------
+
+    def train_step(self) -> dict:
+        """One optimizer update over update_freq batches; the loss is normalised by target tokens."""
+        self.model.train()
+        batches = [collate(self.train_data, idx).to(self.device) for idx in self.next_batches(self.tc.update_freq)]
+        total_tokens = sum(b.num_tgt_tokens for b in batches)
+        loss_sum = nll_sum = 0.0
+        for batch in batches:
+            with autocast(self.device, self.tc.precision):
+                logits = self.model(batch.src, batch.tgt_in)
+            loss, nll = label_smoothed_loss(logits, batch.tgt_out, self.tc.label_smoothing, PAD)
+            (loss / total_tokens).backward()
+            loss_sum += float(loss)
+            nll_sum += float(nll)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
+        )
+        lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.progress.step += 1
+        return {
+            "loss": loss_sum / total_tokens,
+            "nll": nll_sum / total_tokens,
+            "lr": lr,
+            "grad_norm": float(grad_norm),
+            "tgt_tokens": total_tokens,
+            "padded_tokens": sum(b.padded_tokens for b in batches),
+            "real_tokens": sum(b.real_tokens for b in batches),
+        }
+
+    # ---- validation -------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def valid_loss(self) -> tuple[float, float]:
+        """Teacher-forced (label-smoothed loss, nll) per target token on the validation set."""
+        self.model.eval()
+        loss_sum = nll_sum = tokens = 0.0
+        v = self.valid_data
+        for idx in token_batches(v.src_lens, v.tgt_lens, self.tc.max_tokens):
+            batch = collate(v, idx).to(self.device)
+            with autocast(self.device, self.tc.precision):
+                logits = self.model(batch.src, batch.tgt_in)
+            loss, nll = label_smoothed_loss(logits, batch.tgt_out, self.tc.label_smoothing, PAD)
+            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.num_tgt_tokens
+        return loss_sum / tokens, nll_sum / tokens
+
+    def validate(self, writer: SummaryWriter) -> dict:
+        loss, nll = self.valid_loss()
+        limit = self.cfg.data.valid_max_sentences or len(self.valid_text)
+        sources, references = self.valid_text.src[:limit], self.valid_text.tgt[:limit]
+        dc = self.cfg.decode
+        translator = Translator(self.model, self.tokenizer, self.device, self.tc.precision, dc.batch_tokens)
+        results = translator.translate(sources, beam=dc.valid_beam, alpha=dc.alpha,
+                                       max_len_a=dc.max_len_a, max_len_b=dc.max_len_b)
+        hypotheses = [r[0].text for r in results]
+        scores = score(hypotheses, references)
+        step = self.progress.step
+        record = {
+            "step": step, "epoch": self.progress.epoch, "valid_loss": round(loss, 4), "valid_nll": round(nll, 4),
+            "valid_ppl": round(math.exp(min(nll, 50)), 3), "valid_bleu": scores.bleu, "valid_chrf": scores.chrf,
+            "bleu_signature": scores.bleu_signature, "elapsed": round(self.progress.elapsed, 1),
+        }
+        for key in ("loss", "ppl", "bleu", "chrf"):
+            writer.add_scalar(f"valid/{key}", record[f"valid_{key}"], step)
+        samples = "\n\n".join(
+            f"**src:** {s}  \n**ref:** {r}  \n**hyp:** {h}"
+            for s, r, h in list(zip(sources, references, hypotheses))[:3]
+        )
+        writer.add_text("valid/samples", samples, step)
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        (self.run_dir / "valid.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        return record
+
+    # ---- checkpoints ------------------------------------------------------------------------
+
+    def checkpoint_state(self, with_optimizer: bool) -> dict:
+        trainer = {
+            "progress": asdict(self.progress),
+            "rng_torch": torch.get_rng_state(),
+            "rng_python": random.getstate(),
+        }
+        if torch.cuda.is_available():
+            trainer["rng_cuda"] = torch.cuda.get_rng_state_all()
+        if with_optimizer:
+            trainer["optimizer"] = self.optimizer.state_dict()
+        return {
+            "config": to_dict(self.cfg),
+            "model": self.model.state_dict(),
+            "tokenizer": self.tokenizer.state_dict(),
+            "trainer": trainer,
+        }
+
+    def save(self, name: str, with_optimizer: bool = True) -> None:
+        save_checkpoint(self.checkpoint_state(with_optimizer), self.ckpt_dir / name)
+
+    def resume(self) -> bool:
+        """Continue from checkpoints/last.pt if there is one; refuse one from another setup."""
+        path = self.ckpt_dir / "last.pt"
+        if not path.exists():
+            return False
+        state = load_checkpoint(path)
+        saved_model = state["config"].get("model", {})
+        current = to_dict(self.cfg)["model"]
+        changed = [k for k in current if saved_model.get(k) != current[k]]
+        if changed:
+            raise MTError(
+                f"{path}: was trained with a different model config ({', '.join(f'model.{k}' for k in changed)}); "
+                "use a new run directory (hydra.run.dir=...) or the same settings"
+            )
+        if state["tokenizer"] != self.tokenizer.state_dict():
+            raise MTError(f"{path}: its tokenizer differs from this run's; use a new run directory")
+        self.model.load_state_dict(state["model"])
+        trainer = state["trainer"]
+        self.optimizer.load_state_dict(trainer["optimizer"])
+        self.progress = Progress(**trainer["progress"])
+        torch.set_rng_state(trainer["rng_torch"])
+        random.setstate(trainer["rng_python"])
+        if "rng_cuda" in trainer and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(trainer["rng_cuda"])
+        log.info("resumed from %s at step %d (epoch %d)", path, self.progress.step, self.progress.epoch + 1)
+        return True
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def should_stop(self) -> str | None:
+        p, tc = self.progress, self.tc
+        if p.step >= tc.max_steps:
+            return f"reached train.max_steps={tc.max_steps}"
+        epochs_done = p.epoch + (p.batch_in_epoch >= len(self.epoch_batches(p.epoch)))
+        if tc.max_epochs and epochs_done >= tc.max_epochs:
+            return f"reached train.max_epochs={tc.max_epochs}"
+        if tc.max_time and p.elapsed >= tc.max_time:
+            return f"reached train.max_time={tc.max_time:g}s"
+        if tc.patience and p.bad_validations >= tc.patience:
+            return f"no BLEU improvement in {tc.patience} validations (train.patience)"
+        return None
+
+    def fit(self) -> Progress:
+        self.resume()
+        writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.progress.step + 1)
+        train_log = open(self.run_dir / "train.jsonl", "a", encoding="utf-8")
+        window = _Window()
+        bar = tqdm(total=self.tc.max_steps, initial=self.progress.step, unit="step", dynamic_ncols=True,
+                   disable=None)
+        log.info("training: %d pairs, %d batches/epoch, peak lr %.2e, %s on %s",
+                 len(self.train_data), len(self.epoch_batches(self.progress.epoch)), self.peak_lr,
+                 self.tc.precision, self.device)
+        try:
+            with logging_redirect_tqdm():
+                while (reason := self.should_stop()) is None:
+                    start = time.perf_counter()
+                    stats = self.train_step()
+                    self.progress.elapsed += time.perf_counter() - start
+                    window.add(stats, time.perf_counter() - start)
+                    bar.update(1)
+                    step = self.progress.step
+                    if step % self.tc.log_every == 0:
+                        record = window.flush(step, self.progress.epoch)
+                        self._log_train(record, writer, train_log, bar)
+                    if step % self.tc.valid_every == 0:
+                        self._validate_and_keep_best(writer)
+                    if step % self.tc.save_every == 0:
+                        self.save("last.pt")
+                log.info("stopping: %s", reason)
+                if self.progress.step % self.tc.valid_every:
+                    self._validate_and_keep_best(writer)
+                self.save("last.pt")
+        finally:
+            bar.close()
+            train_log.close()
+            writer.close()
+        return self.progress
+
+    def _validate_and_keep_best(self, writer: SummaryWriter) -> None:
+        start = time.perf_counter()
+        record = self.validate(writer)
+        p = self.progress
+        improved = record["valid_bleu"] > p.best_bleu
+        if improved:
+            p.best_bleu, p.best_step, p.bad_validations = record["valid_bleu"], p.step, 0
+            self.save("best.pt", with_optimizer=False)
+        else:
+            p.bad_validations += 1
+        log.info(
+            "valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f | best %.2f @ %d%s (%.1fs)",
+            p.step, record["valid_loss"], record["valid_ppl"], record["valid_bleu"], record["valid_chrf"],
+            p.best_bleu, p.best_step, " *" if improved else "", time.perf_counter() - start,
+        )
+
+    def _log_train(self, record: dict, writer: SummaryWriter, train_log, bar) -> None:
+        for key in ("loss", "ppl", "lr", "grad_norm", "tgt_tokens_per_s", "padding"):
+            writer.add_scalar(f"train/{key}", record[key], record["step"])
+        train_log.write(json.dumps(record) + "\n")
+        train_log.flush()
+        bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tgt_tokens_per_s']:.0f}")
+        log.info(
+            "step %d | epoch %d | loss %.3f | ppl %.2f | lr %.2e | gnorm %.2f | %.0f tgt tok/s | pad %.0f%%",
+            record["step"], record["epoch"], record["loss"], record["ppl"], record["lr"], record["grad_norm"],
+            record["tgt_tokens_per_s"], 100 * record["padding"],
+        )
+
+
+class _Window:
+    """Averages of the training stats since the last log line."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss = self.nll = self.tokens = self.padded = self.real = self.seconds = self.grad_norm = 0.0
+        self.steps, self.lr = 0, 0.0
+
+    def add(self, stats: dict, seconds: float) -> None:
+        n = stats["tgt_tokens"]
+        self.loss += stats["loss"] * n
+        self.nll += stats["nll"] * n
+        self.tokens += n
+        self.padded += stats["padded_tokens"]
+        self.real += stats["real_tokens"]
+        self.grad_norm += stats["grad_norm"]
+        self.seconds += seconds
+        self.steps += 1
+        self.lr = stats["lr"]
+
+    def flush(self, step: int, epoch: int) -> dict:
+        nll = self.nll / self.tokens
+        record = {
+            "step": step, "epoch": epoch + 1, "loss": round(self.loss / self.tokens, 4),
+            "nll": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 3), "lr": self.lr,
+            "grad_norm": round(self.grad_norm / self.steps, 4),
+            "tgt_tokens_per_s": round(self.tokens / self.seconds, 1),
+            "padding": round(1 - self.real / self.padded, 4),
+        }
+        self.reset()
+        return record

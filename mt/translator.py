@@ -1,0 +1,88 @@
+"""Translate lists of sentences: tokenize, sort by length, batch by tokens, search, restore order.
+
+The one code path behind validation BLEU, `translate` and `evaluate`, so their scores agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from mt.batching import pad_sequences, token_batches
+from mt.search import Hypothesis, beam_search, greedy_search
+from mt.tokenizer import EOS
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(device: torch.device, precision: str):
+    """Mixed precision context for fp32/bf16/fp16 (fp32 = no autocast)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=DTYPES[precision])
+
+
+@dataclass
+class Translation:
+    text: str
+    score: float
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    attention: torch.Tensor | None = None  # (T, S) cross-attention, when asked for
+
+
+class Translator:
+    def __init__(self, model, tokenizer, device: torch.device | str = "cpu", precision: str = "fp32",
+                 batch_tokens: int = 8000, max_src_len: int = 1024):
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.precision = precision
+        self.batch_tokens = batch_tokens
+        self.max_src_len = max_src_len
+        self.truncated = 0  # lines cut to max_src_len, reported by the caller
+
+    def translate(self, lines: list[str], beam: int = 1, alpha: float = 0.6, max_len_a: float = 1.2,
+                  max_len_b: int = 10, nbest: int = 1, need_attention: bool = False,
+                  progress: bool = False) -> list[list[Translation]]:
+        """nbest translations for every line, in input order. An empty line gives one empty translation."""
+        ids = self.tokenizer.encode_src(lines)
+        for i, seq in enumerate(ids):
+            if len(seq) > self.max_src_len:
+                ids[i] = seq[: self.max_src_len]
+                self.truncated += 1
+        results: list[list[Translation] | None] = [None] * len(lines)
+        todo = [i for i, seq in enumerate(ids) if seq]
+        for i in set(range(len(lines))) - set(todo):
+            results[i] = [Translation("", 0.0, [], [])] * nbest
+        lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
+        batches = token_batches(lengths, lengths, self.batch_tokens) if todo else []
+        bar = tqdm(total=len(todo), unit="sent", disable=not progress, leave=False)
+        for batch in batches:
+            rows = [todo[j] for j in batch]
+            src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)
+            for row, hyps in zip(rows, self._search(src, beam, alpha, max_len_a, max_len_b, nbest, need_attention)):
+                results[row] = [self._finish(ids[row], h) for h in hyps]
+            bar.update(len(rows))
+        bar.close()
+        return results
+
+    def _search(self, src, beam, alpha, max_len_a, max_len_b, nbest, need_attention) -> list[list[Hypothesis]]:
+        with torch.inference_mode(), autocast(self.device, self.precision):
+            if beam == 1 and nbest == 1:
+                return [[h] for h in greedy_search(self.model, src, max_len_a, max_len_b, need_attention)]
+            return beam_search(self.model, src, beam, alpha, max_len_a, max_len_b, nbest)
+
+    def _finish(self, src_ids: list[int], hyp: Hypothesis) -> Translation:
+        text = self.tokenizer.decode_tgt([hyp.tokens])[0]
+        return Translation(
+            text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]),
+            self.tokenizer.tgt_pieces(hyp.tokens + [EOS]), hyp.attention,
+        )
