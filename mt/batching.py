@@ -100,7 +100,7 @@ class Batch:
     tgt_out: torch.Tensor  # (B, T): tokens + EOS
     num_tgt_tokens: int  # real (non-pad) target tokens, the loss normaliser
 
-    def to(self, device) -> "Batch":
+    def to(self, device) -> Batch:
         return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device), self.num_tgt_tokens)
 
     @property

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -22,14 +21,14 @@ CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
 @dataclass
 class DataConfig:
     source: str = "hub"  # hub: a Hugging Face dataset (hub id or local folder); files: {split}.{lang} text files
-    name: Optional[str] = None  # hub id or local dataset folder (source=hub)
-    subset: Optional[str] = None  # hub configuration name, e.g. "de-en" for wmt14
-    dir: Optional[str] = None  # folder holding {split}.{lang} files (source=files)
+    name: str | None = None  # hub id or local dataset folder (source=hub)
+    subset: str | None = None  # hub configuration name, e.g. "de-en" for wmt14
+    dir: str | None = None  # folder holding {split}.{lang} files (source=files)
     src_lang: str = "de"
     tgt_lang: str = "en"
     train_split: str = "train"
     valid_split: str = "valid"
-    test_split: Optional[str] = "test"
+    test_split: str | None = "test"
     max_len: int = 256  # sentencepiece pieces per side; longer training pairs are filtered (counted)
     max_len_ratio: float = 0.0  # drop training pairs whose length ratio exceeds this; 0 = off
     valid_max_sentences: int = 0  # cap the sentences decoded for validation BLEU; 0 = all
@@ -63,7 +62,7 @@ class ModelConfig:
 class TrainConfig:
     max_tokens: int = 4096  # padded source-or-target tokens per batch
     update_freq: int = 1  # batches accumulated per update
-    lr: Optional[float] = None  # peak learning rate; None = the paper's d_model^-0.5 * warmup^-0.5
+    lr: float | None = None  # peak learning rate; None = the paper's d_model^-0.5 * warmup^-0.5
     warmup: int = 4000
     betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
     eps: float = 1e-9

@@ -60,7 +60,7 @@ class Tokenizer:
         return {"src": self.src_proto, "tgt": self.tgt_proto}
 
     @classmethod
-    def from_state_dict(cls, state: dict) -> "Tokenizer":
+    def from_state_dict(cls, state: dict) -> Tokenizer:
         return cls(state["src"], state["tgt"])
 
     def save(self, folder: Path) -> None:
@@ -74,7 +74,7 @@ class Tokenizer:
             (folder / "spm.tgt.model").write_bytes(self.tgt_proto)
 
     @classmethod
-    def load(cls, folder: Path) -> "Tokenizer":
+    def load(cls, folder: Path) -> Tokenizer:
         if (folder / "spm.model").exists():
             return cls((folder / "spm.model").read_bytes())
         return cls((folder / "spm.src.model").read_bytes(), (folder / "spm.tgt.model").read_bytes())

@@ -64,7 +64,7 @@ class Translator:
             results[i] = [Translation("", 0.0, [], [])] * nbest
         lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
         batches = token_batches(lengths, lengths, self.batch_tokens) if todo else []
-        bar = tqdm(total=len(todo), unit="sent", disable=not progress, leave=False)
+        bar = tqdm(total=len(todo), unit="sent", disable=None if progress else True, leave=False)
         for batch in batches:
             rows = [todo[j] for j in batch]
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)

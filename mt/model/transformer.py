@@ -26,7 +26,7 @@ class DecoderState:
     caches: list[dict] = field(default_factory=list)
     position: int = 0  # how many target positions were fed so far
 
-    def select(self, index: torch.Tensor) -> "DecoderState":
+    def select(self, index: torch.Tensor) -> DecoderState:
         return DecoderState(
             memory=self.memory.index_select(0, index),
             src_mask=self.src_mask.index_select(0, index),

@@ -1,0 +1,58 @@
+# Two commands do all set-up: `make train` and `make test` create .venv on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# A CPU build of torch installed first satisfies the package's range without a multi-GB CUDA download.
+TORCH  ?= torch==2.13.0
+ARGS   ?=
+RUN    ?= runs/smoke
+SPLIT  ?= test
+BEAM   ?=
+
+.PHONY: help venv train tokenizer test lint format eval bench tensorboard clean
+
+help:
+	@echo "make train ARGS='<hydra overrides>'   train (creates .venv first if needed)"
+	@echo "make test                            lint + tests"
+	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
+	@echo "make eval RUN=runs/smoke SPLIT=test  BLEU/chrF of a run's best checkpoint on a split"
+	@echo "make bench                           speed figures"
+	@echo "make tensorboard                     curves of every run under runs/"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)" || echo "note: $(TORCH) not available; pip will pick a torch from pyproject's range"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+train: $(STAMP)
+	$(BIN)/mt-train $(ARGS)
+
+tokenizer: $(STAMP)
+	$(BIN)/mt-tokenizer $(ARGS)
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check mt tests scripts
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix mt tests scripts
+	$(BIN)/ruff format mt tests scripts
+
+eval: $(STAMP)
+	$(BIN)/mt-evaluate --checkpoint $(RUN)/checkpoints/best.pt --split $(SPLIT) $(if $(BEAM),--beam $(BEAM),)
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench_model.py $(ARGS)
+
+tensorboard: $(STAMP)
+	$(BIN)/tensorboard --logdir runs
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

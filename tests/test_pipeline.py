@@ -1,0 +1,112 @@
+"""End to end through the real entry points: mt-train, translate, mt-evaluate."""
+
+import json
+
+from conftest import run_cli, train_tiny
+
+
+def test_run_directory_holds_what_the_readme_promises(trained_run):
+    assert (trained_run / "checkpoints" / "best.pt").is_file()
+    assert (trained_run / "checkpoints" / "last.pt").is_file()
+    assert list((trained_run / "tb").glob("events.out.tfevents.*"))
+    assert (trained_run / "tokenizer" / "spm.model").is_file()
+    assert (trained_run / "config.yaml").is_file()
+    records = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [100, 200, 300]
+    assert {"step", "valid_loss", "valid_bleu", "valid_chrf"} <= records[0].keys()
+    train_log = [json.loads(line) for line in (trained_run / "train.jsonl").read_text().splitlines()]
+    assert {"step", "loss", "lr", "grad_norm", "tgt_tokens_per_s"} <= train_log[0].keys()
+    assert train_log[-1]["loss"] < train_log[0]["loss"]
+    # The tiny model learns its word-for-word lexicon.
+    assert records[-1]["valid_bleu"] > 60, records
+    results = json.loads((trained_run / "results.json").read_text())
+    assert results["bleu"] > 60 and "tok:13a" in results["bleu_signature"]
+
+
+def test_translate_keeps_line_alignment(trained_run, tmp_path):
+    lines = ["ein hund läuft", "", "eine katze schläft hier", "   ", "ein mann\rsitzt", "klein\u2028rot", ""]
+    source = tmp_path / "in.de"
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    out = run_cli("translate", "--checkpoint", str(trained_run / "checkpoints" / "best.pt"),
+                  "--input", str(source), "--beam", "3")
+    output_lines = out.stdout.split("\n")
+    assert output_lines[-1] == "" and len(output_lines) - 1 == len(lines)
+    assert output_lines[0] == "a dog runs"
+    assert output_lines[1] == "" and output_lines[6] == ""
+    # stdin, greedy, a last line without a newline still counts
+    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--beam", "1",
+                  input_text="ein hund läuft\n\nein kind")
+    assert out.stdout == "a dog runs\n\na child\n"
+
+
+def test_translate_nbest_format(trained_run):
+    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--beam", "4", "--nbest", "3",
+                  input_text="ein hund läuft\nrot\n")
+    rows = [line.split("\t") for line in out.stdout.splitlines()]
+    assert [(r[0], r[1]) for r in rows] == [(str(i), str(k)) for i in range(2) for k in range(3)]
+    scores = [float(r[2]) for r in rows[:3]]
+    assert scores == sorted(scores, reverse=True)
+    assert rows[0][3] == "a dog runs"
+
+
+def test_translate_errors_are_one_line(trained_run, tmp_path):
+    result = run_cli("translate", "-c", str(tmp_path / "missing.pt"), check=False, input_text="x\n")
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert "missing.pt: no such checkpoint" in result.stderr
+    foreign = tmp_path / "foreign.pt"
+    foreign.write_bytes(b"not a checkpoint at all")
+    result = run_cli("translate", "-c", str(foreign), check=False, input_text="x\n")
+    assert result.returncode == 2 and "not a readable checkpoint" in result.stderr
+    bad = tmp_path / "bad.de"
+    bad.write_bytes(b"ein hund\nein \xff kind\n")
+    result = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "-i", str(bad), check=False)
+    assert result.returncode == 2 and "bad.de:2: invalid UTF-8" in result.stderr
+
+
+def test_evaluate_prints_bleu_chrf_and_signature(trained_run):
+    out = run_cli("mt-evaluate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--split", "test")
+    assert "BLEU" in out.stdout and "chrF" in out.stdout and "nrefs:1|case:mixed" in out.stdout
+
+
+def test_rerun_resumes_from_last_checkpoint(tiny_corpus, tmp_path):
+    """Stopped at step 20 then resumed to 40: the same losses as one uninterrupted run to 40."""
+    common = ["train.log_every=1", "train.save_every=10", "train.valid_every=1000", "data.test_split=null"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train_tiny(tiny_corpus, straight, "train.max_steps=40", *common)
+    train_tiny(tiny_corpus, resumed, "train.max_steps=20", *common)
+    second = train_tiny(tiny_corpus, resumed, "train.max_steps=40", *common)
+    assert "resumed from" in second.stdout + second.stderr
+
+    def losses(run):
+        return {r["step"]: r["loss"] for r in map(json.loads, (run / "train.jsonl").read_text().splitlines())}
+
+    assert losses(resumed) == losses(straight)
+
+
+def test_resume_refuses_a_different_model(tiny_corpus, tmp_path):
+    train_tiny(tiny_corpus, tmp_path, "train.max_steps=5", "data.test_split=null")
+    result = train_tiny(tiny_corpus, tmp_path, "train.max_steps=10", "model.ffn_dim=96", check=False)
+    assert result.returncode == 2
+    assert "different model config (model.ffn_dim)" in result.stdout + result.stderr
+
+
+def test_config_errors(tiny_corpus, tmp_path):
+    result = train_tiny(tiny_corpus, tmp_path, "train.no_such_key=1", check=False)
+    assert result.returncode != 0 and "no_such_key" in result.stderr
+    result = train_tiny(tiny_corpus, tmp_path, "model.heads=5", check=False)
+    assert result.returncode == 2 and "model.heads: must divide model.d_model=64" in result.stdout + result.stderr
+    result = train_tiny(tiny_corpus, tmp_path, "train.precision=fp8", check=False)
+    assert result.returncode == 2 and "train.precision" in result.stdout + result.stderr
+    result = train_tiny(tiny_corpus, tmp_path, "train.max_tokens=lots", check=False)
+    assert result.returncode != 0 and "max_tokens" in result.stderr
+
+
+def test_bad_data_is_a_clear_error(tmp_path):
+    from conftest import write_corpus
+
+    corpus = write_corpus(tmp_path / "c", {"train": 20, "valid": 5, "test": 5})
+    with open(corpus / "train.en", "a", encoding="utf-8") as f:
+        f.write("one line too many\n")
+    result = train_tiny(corpus, tmp_path / "run", check=False)
+    assert result.returncode == 2
+    assert "train.de has 20 lines but" in result.stdout + result.stderr

@@ -1,0 +1,154 @@
+"""The Transformer against ground truth: torch.nn.Transformer, causality, padding, incremental decoding."""
+
+import math
+
+import pytest
+import torch
+
+from mt.model import Transformer
+from mt.model.layers import sinusoidal_positions
+
+PAD = 0
+
+
+def small_model(norm_first=False, tie=True, seed=0):
+    torch.manual_seed(seed)
+    return Transformer(50, 50, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2,
+                       dropout=0.0, norm_first=norm_first, tie_embeddings=tie).eval()
+
+
+def padded_batch(lengths, max_len, vocab=50, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(4, vocab, (len(lengths), max_len), generator=g)
+    for row, n in enumerate(lengths):
+        tokens[row, n:] = PAD
+    return tokens
+
+
+def copy_into_torch_transformer(ours: Transformer) -> torch.nn.Transformer:
+    """An nn.Transformer with our weights (post-norm, no final norms, dropout off)."""
+    layer0 = ours.encoder_layers[0]
+    d_model, heads, ffn = ours.d_model, layer0.self_attn.heads, layer0.ffn.linear1.out_features
+    ref = torch.nn.Transformer(d_model, heads, len(ours.encoder_layers), len(ours.decoder_layers), ffn,
+                               dropout=0.0, batch_first=True, norm_first=ours.norm_first).eval()
+
+    def copy_attn(dst, src):
+        dst.in_proj_weight.copy_(torch.cat([src.q_proj.weight, src.k_proj.weight, src.v_proj.weight]))
+        dst.in_proj_bias.copy_(torch.cat([src.q_proj.bias, src.k_proj.bias, src.v_proj.bias]))
+        dst.out_proj.load_state_dict(src.out_proj.state_dict())
+
+    with torch.no_grad():
+        for dst, src in zip(ref.encoder.layers, ours.encoder_layers):
+            copy_attn(dst.self_attn, src.self_attn)
+            dst.linear1.load_state_dict(src.ffn.linear1.state_dict())
+            dst.linear2.load_state_dict(src.ffn.linear2.state_dict())
+            dst.norm1.load_state_dict(src.attn_sublayer.norm.state_dict())
+            dst.norm2.load_state_dict(src.ffn_sublayer.norm.state_dict())
+        for dst, src in zip(ref.decoder.layers, ours.decoder_layers):
+            copy_attn(dst.self_attn, src.self_attn)
+            copy_attn(dst.multihead_attn, src.cross_attn)
+            dst.linear1.load_state_dict(src.ffn.linear1.state_dict())
+            dst.linear2.load_state_dict(src.ffn.linear2.state_dict())
+            dst.norm1.load_state_dict(src.self_sublayer.norm.state_dict())
+            dst.norm2.load_state_dict(src.cross_sublayer.norm.state_dict())
+            dst.norm3.load_state_dict(src.ffn_sublayer.norm.state_dict())
+        if ours.norm_first:
+            ref.encoder.norm.load_state_dict(ours.encoder_norm.state_dict())
+            ref.decoder.norm.load_state_dict(ours.decoder_norm.state_dict())
+    if not ours.norm_first:  # the paper's post-norm stack has no final LayerNorm
+        ref.encoder.norm = None
+        ref.decoder.norm = None
+    return ref
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_matches_torch_nn_transformer(norm_first):
+    ours = small_model(norm_first=norm_first)
+    ref = copy_into_torch_transformer(ours)
+    src = padded_batch([9, 5, 2], 9)
+    tgt = padded_batch([7, 7, 3], 7, seed=2)
+    src_emb = ours.embed(ours.src_embed, src)
+    tgt_emb = ours.embed(ours.tgt_embed, tgt)
+    with torch.no_grad():
+        memory, src_mask = ours.encode(src)
+        x = tgt_emb
+        for layer in ours.decoder_layers:
+            x = layer(x, memory, src_mask)
+        ours_out = ours.decoder_norm(x)
+        ref_out = ref(src_emb, tgt_emb, src_key_padding_mask=src == PAD,
+                      memory_key_padding_mask=src == PAD,
+                      tgt_mask=ref.generate_square_subsequent_mask(7), tgt_is_causal=True)
+    real_tgt = tgt != PAD  # torch's fast path may zero padded query rows; compare real positions
+    torch.testing.assert_close(ours_out[real_tgt], ref_out[real_tgt], atol=1e-5, rtol=1e-5)
+
+
+def test_causality_future_tokens_change_nothing_before():
+    model = small_model()
+    src = padded_batch([6, 4], 6)
+    tgt = padded_batch([8, 8], 8, seed=3)
+    changed = tgt.clone()
+    changed[:, 5:] = padded_batch([3, 3], 3, seed=9)
+    with torch.no_grad():
+        a, b = model(src, tgt), model(src, changed)
+    torch.testing.assert_close(a[:, :5], b[:, :5], atol=1e-6, rtol=0)
+    assert not torch.allclose(a[:, 5:], b[:, 5:])
+
+
+def test_source_padding_changes_nothing():
+    model = small_model()
+    src = padded_batch([6, 4], 6)
+    tgt = padded_batch([5, 5], 5, seed=3)
+    more_padding = torch.cat([src, torch.zeros(2, 11, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, tgt), model(more_padding, tgt), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_incremental_decoding_equals_full_forward(norm_first):
+    model = small_model(norm_first=norm_first, tie=False)
+    src = padded_batch([9, 3, 6], 9)
+    tgt = padded_batch([8, 8, 8], 8, seed=4)
+    with torch.no_grad():
+        full = model(src, tgt)  # (B, T, V)
+        state = model.start_state(src)
+        steps = []
+        for t in range(tgt.size(1)):
+            logits, state = model.step(tgt[:, t], state)
+            steps.append(logits)
+    torch.testing.assert_close(torch.stack(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_state_select_reorders_hypotheses():
+    model = small_model()
+    src = padded_batch([5, 3], 5)
+    with torch.no_grad():
+        state = model.start_state(src)
+        first, state = model.step(torch.tensor([2, 2]), state)
+        swapped = state.select(torch.tensor([1, 0]))
+        a, _ = model.step(torch.tensor([7, 9]), state)
+        b, _ = model.step(torch.tensor([9, 7]), swapped)
+    torch.testing.assert_close(a.flip(0), b, atol=1e-5, rtol=1e-5)
+
+
+def test_sinusoidal_positions_formula_and_any_length():
+    table = sinusoidal_positions(torch.arange(10_000), 16)
+    pos, i = 9_999, 3
+    assert table[pos, 2 * i].item() == pytest.approx(math.sin(pos / 10000 ** (2 * i / 16)), abs=1e-3)
+    assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(pos / 10000 ** (2 * i / 16)), abs=1e-3)
+    model = small_model()
+    src = padded_batch([600], 600)
+    with torch.no_grad():
+        out = model(src, padded_batch([700], 700))
+    assert out.shape == (1, 700, 50) and torch.isfinite(out).all()
+
+
+def test_base_preset_has_the_papers_size():
+    model = Transformer(37_000, 37_000)  # 6+6, d 512, h 8, ffn 2048, shared 37k vocabulary
+    n = sum(p.numel() for p in model.parameters())
+    assert 60e6 < n < 66e6, n  # the paper reports 65M
+
+
+def test_pad_embedding_is_zero_and_tied_weights_shared():
+    model = small_model()
+    assert model.src_embed.weight[PAD].abs().max() == 0
+    assert model.tgt_embed is model.src_embed
