@@ -40,6 +40,7 @@ class TokenizerConfig:
     vocab_size: int = 8000
     joint: bool = True  # one vocabulary for both languages (needed to tie embeddings)
     character_coverage: float = 1.0
+    byte_fallback: bool = True  # unseen characters become UTF-8 byte pieces, never <unk>
     max_sentences: int = 2_000_000  # sentences sampled to train sentencepiece
 
 
@@ -125,6 +126,8 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(d.max_len_ratio >= 0, "data.max_len_ratio", "must be >= 0")
     _check(t.type in ("unigram", "bpe"), "tokenizer.type", f"must be 'unigram' or 'bpe', got {t.type!r}")
     _check(t.vocab_size >= 8, "tokenizer.vocab_size", "must be at least 8")
+    _check(not t.byte_fallback or t.vocab_size >= 300, "tokenizer.vocab_size",
+           "must be at least 300 with tokenizer.byte_fallback=true (256 byte pieces)")
     _check(0 < t.character_coverage <= 1, "tokenizer.character_coverage", "must be in (0, 1]")
     _check(m.arch == "transformer", "model.arch", f"unknown architecture {m.arch!r}")
     for key in ("encoder_layers", "decoder_layers", "d_model", "heads", "ffn_dim"):

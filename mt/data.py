@@ -62,8 +62,8 @@ def read_lines(path: str | os.PathLike) -> list[str]:
 
 
 def _looks_like_text(head: bytes) -> bool:
-    """NUL bytes are legal UTF-8; treat a file as binary only when they are frequent."""
-    return head.count(b"\x00") * 100 < len(head)
+    """NUL bytes are legal UTF-8 and may sit inside a line; only a file of many (>10%) is binary."""
+    return head.count(b"\x00") * 10 <= len(head)
 
 
 def load_files(folder: str, split: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:

@@ -105,6 +105,7 @@ def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
         vocab_size=tok_cfg.vocab_size,
         hard_vocab_limit=False,  # a small corpus gets a smaller vocabulary rather than an error
         character_coverage=tok_cfg.character_coverage,
+        byte_fallback=tok_cfg.byte_fallback,
         input_sentence_size=tok_cfg.max_sentences,
         shuffle_input_sentence=True,
         pad_id=PAD,

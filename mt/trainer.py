@@ -84,6 +84,13 @@ class Trainer:
 
     # ---- one update -------------------------------------------------------------------------
 
+    def batch_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Summed (label-smoothed loss, nll) over the batch's real target tokens."""
+        real = batch.tgt_out != PAD
+        with autocast(self.device, self.tc.precision):
+            logits = self.model(batch.src, batch.tgt_in, keep=real)  # (N real tokens, V)
+        return label_smoothed_loss(logits, batch.tgt_out[real], self.tc.label_smoothing)
+
     def train_step(self) -> dict:
         """One optimizer update over update_freq batches; the loss is normalised by target tokens."""
         self.model.train()
@@ -91,12 +98,10 @@ class Trainer:
         total_tokens = sum(b.num_tgt_tokens for b in batches)
         loss_sum = nll_sum = 0.0
         for batch in batches:
-            with autocast(self.device, self.tc.precision):
-                logits = self.model(batch.src, batch.tgt_in)
-            loss, nll = label_smoothed_loss(logits, batch.tgt_out, self.tc.label_smoothing, PAD)
+            loss, nll = self.batch_loss(batch)
             (loss / total_tokens).backward()
-            loss_sum += float(loss)
-            nll_sum += float(nll)
+            loss_sum += loss.item()
+            nll_sum += nll.item()
         grad_norm = torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
         )
@@ -126,9 +131,7 @@ class Trainer:
         v = self.valid_data
         for idx in token_batches(v.src_lens, v.tgt_lens, self.tc.max_tokens):
             batch = collate(v, idx).to(self.device)
-            with autocast(self.device, self.tc.precision):
-                logits = self.model(batch.src, batch.tgt_in)
-            loss, nll = label_smoothed_loss(logits, batch.tgt_out, self.tc.label_smoothing, PAD)
+            loss, nll = self.batch_loss(batch)
             loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.num_tgt_tokens
         return loss_sum / tokens, nll_sum / tokens
 

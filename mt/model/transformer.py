@@ -109,15 +109,19 @@ class Transformer(nn.Module):
         return self.encoder_norm(x), src_mask
 
     def decode(self, tgt_in, memory, src_mask, need_weights: bool = False) -> torch.Tensor:
-        """Teacher forcing: all target positions at once, look-ahead masked -> logits (B, T, V)."""
+        """Teacher forcing: all target positions at once, look-ahead masked -> states (B, T, d)."""
         x = self.embed(self.tgt_embed, tgt_in)
         for layer in self.decoder_layers:
             x = layer(x, memory, src_mask, need_weights=need_weights)
-        return self.logits(x)
+        return x
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (B, T, V) of the next token at every target position; with a boolean mask
+        keep (B, T), only the kept positions' logits (N, V), which spares the output layer
+        the padding."""
         memory, src_mask = self.encode(src)
-        return self.decode(tgt_in, memory, src_mask)
+        h = self.decode(tgt_in, memory, src_mask)
+        return self.logits(h if keep is None else h[keep])
 
     # Incremental decoding: the interface search.py relies on.
 

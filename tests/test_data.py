@@ -1,0 +1,92 @@
+"""Reading corpora: every way a file can be wrong is a clear error naming it; lines never shift."""
+
+import pytest
+
+from mt import data
+from mt.config import DataConfig
+from mt.data import load_files, load_split, read_lines
+from mt.errors import MTError
+
+
+def write(path, content: bytes):
+    path.write_bytes(content)
+    return path
+
+
+def test_lines_split_on_newline_only(tmp_path):
+    odd = "a\rb|c\u2028d|e\x0cf|g\x85h|\ufeffi|nul\x00here|tab\there| |".replace("|", "\n")
+    path = write(tmp_path / "x.txt", odd.encode())
+    lines = read_lines(path)
+    assert lines == ["a\rb", "c\u2028d", "e\x0cf", "g\x85h", "\ufeffi", "nul\x00here", "tab\there", " "]
+
+
+def test_last_line_without_newline_and_bom(tmp_path):
+    assert read_lines(write(tmp_path / "a", b"\xef\xbb\xbfone\n\ntwo")) == ["one", "", "two"]
+    assert read_lines(write(tmp_path / "b", b"")) == []
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda d: None, "no such file"),
+        (lambda d: (d / "train.de").mkdir(), "is a directory"),
+        (lambda d: write(d / "train.de", b"gut\nnicht \xc3\x28 gut\n"), "train.de:2: invalid UTF-8"),
+        (lambda d: write(d / "train.de", b"\x00\x01\x02\x00" * 100), "binary file"),
+    ],
+)
+def test_file_errors_name_the_file(tmp_path, setup, message):
+    setup(tmp_path)
+    (tmp_path / "train.en").write_text("good\n")
+    with pytest.raises(MTError, match=message) as err:
+        load_files(str(tmp_path), "train", "de", "en")
+    assert "train.de" in str(err.value)
+
+
+def test_line_count_mismatch_and_empty_corpus(tmp_path):
+    (tmp_path / "train.de").write_text("a\nb\n")
+    (tmp_path / "train.en").write_text("a\n")
+    with pytest.raises(MTError, match=r"train.de has 2 lines but .*train.en has 1"):
+        load_files(str(tmp_path), "train", "de", "en")
+    (tmp_path / "train.en").write_text("a\nb\n")
+    assert len(load_files(str(tmp_path), "train", "de", "en")) == 2
+    (tmp_path / "valid.de").write_text("")
+    (tmp_path / "valid.en").write_text("")
+    with pytest.raises(MTError, match="empty corpus"):
+        load_files(str(tmp_path), "valid", "de", "en")
+
+
+def test_missing_data_dir(tmp_path):
+    with pytest.raises(MTError, match="no such directory"):
+        load_files(str(tmp_path / "nope"), "train", "de", "en")
+
+
+def test_hub_offline_fails_fast_with_a_hint(monkeypatch):
+    monkeypatch.setattr(data, "_hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(data, "_hub_cache", {})
+    cfg = DataConfig(source="hub", name="someone/not-cached-anywhere-xyz")
+    with pytest.raises(MTError, match="data=files data.dir="):
+        load_split(cfg, "train")
+
+
+def test_local_hugging_face_dataset_folder(tmp_path, monkeypatch):
+    import datasets
+
+    monkeypatch.setattr(data, "_hub_cache", {})
+    saved = tmp_path / "saved"
+    datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"de": ["ein hund", "eine katze"], "en": ["a dog", "a cat"]}),
+        "validation": datasets.Dataset.from_dict({"de": ["ein"], "en": ["a"]}),
+    }).save_to_disk(str(saved))
+    corpus = load_split(DataConfig(source="hub", name=str(saved)), "train")
+    assert corpus.src == ["ein hund", "eine katze"] and corpus.tgt == ["a dog", "a cat"]
+    with pytest.raises(MTError, match="no split 'test'"):
+        load_split(DataConfig(source="hub", name=str(saved)), "test")
+    with pytest.raises(MTError, match="no column 'fr'"):
+        load_split(DataConfig(source="hub", name=str(saved), tgt_lang="fr"), "train")
+
+    # a "translation" column, as in wmt14, from a folder of JSON-lines files
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "train.jsonl").write_text('{"translation": {"de": "hallo", "en": "hello"}}\n')
+    corpus = load_split(DataConfig(source="hub", name=str(raw)), "train")
+    assert (corpus.src, corpus.tgt) == (["hallo"], ["hello"])

@@ -1,0 +1,162 @@
+"""A tiny model overfits a tiny task; greedy and beam search then reproduce its targets.
+Checkpoints round-trip exactly, are written atomically and refuse foreign files."""
+
+import os
+
+import pytest
+import torch
+
+from mt.checkpoint import average_states, load_checkpoint, save_checkpoint
+from mt.errors import MTError
+from mt.loss import label_smoothed_loss
+from mt.model import Transformer
+from mt.search import beam_search, greedy_search, length_penalty
+from mt.tokenizer import BOS, EOS, PAD
+
+VOCAB = 20
+
+
+def task(n=64, seed=0):
+    """Reverse a sequence of 2..8 tokens from ids 4..VOCAB-1."""
+    g = torch.Generator().manual_seed(seed)
+    sources = [torch.randint(4, VOCAB, (int(torch.randint(2, 9, (1,), generator=g)),), generator=g) for _ in range(n)]
+    return [(s.tolist(), s.flip(0).tolist()) for s in sources]
+
+
+def pad(seqs, prefix=(), suffix=()):
+    length = max(len(s) for s in seqs) + len(prefix) + len(suffix)
+    return torch.tensor([list(prefix) + s + list(suffix) + [PAD] * (length - len(s) - len(prefix) - len(suffix))
+                         for s in seqs])
+
+
+@pytest.fixture(scope="module")
+def overfit_model():
+    torch.manual_seed(0)
+    data = task()
+    model = Transformer(VOCAB, VOCAB, d_model=64, heads=4, ffn_dim=128, encoder_layers=2, decoder_layers=2,
+                        dropout=0.0, norm_first=True)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    src = pad([s for s, _ in data], suffix=[EOS])
+    tgt_in, tgt_out = pad([t for _, t in data], prefix=[BOS]), pad([t for _, t in data], suffix=[EOS])
+    for _ in range(400):
+        real = tgt_out != PAD
+        loss, _ = label_smoothed_loss(model(src, tgt_in, keep=real), tgt_out[real], 0.0)
+        opt.zero_grad()
+        (loss / real.sum()).backward()
+        opt.step()
+    return model.eval(), data
+
+
+def test_greedy_reproduces_training_targets(overfit_model):
+    model, data = overfit_model
+    src = pad([s for s, _ in data], suffix=[EOS])
+    hyps = greedy_search(model, src, max_len_a=1.0, max_len_b=5)
+    correct = sum(h.tokens == t for h, (_, t) in zip(hyps, data))
+    assert correct == len(data)
+
+
+def test_beam_reproduces_targets_and_ranks_nbest(overfit_model):
+    model, data = overfit_model
+    src = pad([s for s, _ in data[:16]], suffix=[EOS])
+    nbest = beam_search(model, src, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=5, nbest=3)
+    assert all(len(n) == 3 for n in nbest)
+    for hyps, (_, target) in zip(nbest, data):
+        assert hyps[0].tokens == target
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_batch_composition_does_not_change_results(overfit_model):
+    model, data = overfit_model
+    alone = [greedy_search(model, pad([s], suffix=[EOS]))[0].tokens for s, _ in data[:8]]
+    together = [h.tokens for h in greedy_search(model, pad([s for s, _ in data[:8]], suffix=[EOS]))]
+    assert alone == together
+    beam_alone = [beam_search(model, pad([s], suffix=[EOS]), beam=3)[0][0].tokens for s, _ in data[:8]]
+    beam_together = [n[0].tokens for n in beam_search(model, pad([s for s, _ in data[:8]], suffix=[EOS]), beam=3)]
+    assert beam_alone == beam_together
+
+
+def test_length_limit_and_penalty():
+    model = Transformer(VOCAB, VOCAB, d_model=32, heads=2, ffn_dim=32, encoder_layers=1, decoder_layers=1,
+                        dropout=0.0).eval()
+    with torch.no_grad():  # never emit EOS: every output stops at a*|x|+b
+        model.tgt_embed.weight[EOS].fill_(-100.0)
+    src = pad([[5, 6, 7], [5]], suffix=[EOS])
+    hyps = greedy_search(model, src, max_len_a=1.0, max_len_b=2)
+    assert [len(h.tokens) for h in hyps] == [6, 4]
+    beams = beam_search(model, src, beam=2, max_len_a=1.0, max_len_b=2)
+    assert [len(n[0].tokens) for n in beams] == [6, 4]
+    assert length_penalty(torch.tensor(1), 0.0) == 1.0
+    assert length_penalty(torch.tensor(7), 1.0) == pytest.approx(2.0)
+
+
+def test_length_penalty_prefers_longer_with_higher_alpha(overfit_model):
+    """Same model, same inputs: raising alpha can only lengthen the best hypotheses on average."""
+    model, data = overfit_model
+    src = pad([s for s, _ in data[:16]], suffix=[EOS])
+    short = beam_search(model, src, beam=5, alpha=0.0, nbest=5)
+    # Re-rank the same n-best lists by the penalty: alpha=2 favours longer hypotheses.
+    for hyps in short:
+        raw = [(h.score, len(h.tokens)) for h in hyps]
+        ranked0 = max(raw, key=lambda r: r[0])
+        ranked2 = max(raw, key=lambda r: r[0] / float(length_penalty(torch.tensor(r[1] + 1), 2.0)))
+        assert ranked2[1] >= ranked0[1]
+
+
+def test_checkpoint_round_trip_gives_identical_outputs(overfit_model, tmp_path):
+    model, data = overfit_model
+    path = tmp_path / "ck.pt"
+    save_checkpoint({"config": {}, "model": model.state_dict(), "tokenizer": {}}, path)
+    state = load_checkpoint(path)
+    clone = Transformer(VOCAB, VOCAB, d_model=64, heads=4, ffn_dim=128, encoder_layers=2, decoder_layers=2,
+                        dropout=0.0, norm_first=True).eval()
+    clone.load_state_dict(state["model"])
+    src = pad([s for s, _ in data[:4]], suffix=[EOS])
+    tgt = pad([t for _, t in data[:4]], prefix=[BOS])
+    with torch.no_grad():
+        assert torch.equal(model(src, tgt), clone(src, tgt))
+
+
+def test_interrupted_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_checkpoint({"config": {}, "model": {"w": torch.ones(3)}, "tokenizer": {}}, path)
+
+    def crash(obj, f, *args, **kwargs):
+        f.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(OSError):
+        save_checkpoint({"config": {}, "model": {"w": torch.zeros(3)}, "tokenizer": {}}, path)
+    monkeypatch.undo()
+    assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temp file left behind
+
+
+def test_foreign_and_malicious_files_are_refused(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
+
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": "mt-checkpoint", "version": 1, "x": Evil()}, evil)
+    with pytest.raises(MTError, match="not a readable checkpoint"):
+        load_checkpoint(evil)
+    assert not (tmp_path / "pwned").exists()
+    other = tmp_path / "other.pt"
+    torch.save({"state_dict": {}}, other)
+    with pytest.raises(MTError, match="not a checkpoint of this toolkit"):
+        load_checkpoint(other)
+    truncated = tmp_path / "truncated.pt"
+    save_checkpoint({"config": {}, "model": {"w": torch.ones(1000)}, "tokenizer": {}}, truncated)
+    truncated.write_bytes(truncated.read_bytes()[:500])
+    with pytest.raises(MTError, match="not a readable checkpoint"):
+        load_checkpoint(truncated)
+
+
+def test_average_states():
+    a, b = {"w": torch.tensor([1.0, 3.0]), "n": torch.tensor(7)}, {"w": torch.tensor([3.0, 5.0]), "n": torch.tensor(7)}
+    avg = average_states([a, b])
+    assert avg["w"].tolist() == [2.0, 4.0] and avg["n"] == 7
+    with pytest.raises(MTError):
+        average_states([a, {"w": torch.zeros(3), "n": torch.tensor(7)}])

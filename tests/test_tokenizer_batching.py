@@ -1,0 +1,117 @@
+"""Tokenizer training, reuse and round trip; length filtering; token-budget batches."""
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import make_pairs
+from mt import tokenizer as tokenizer_module
+from mt.batching import collate, encode_corpus, token_batches
+from mt.config import TokenizerConfig
+from mt.data import ParallelCorpus
+from mt.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer
+
+
+def tok_cfg(**overrides):
+    return OmegaConf.structured(TokenizerConfig(**{"vocab_size": 100, "byte_fallback": False, **overrides}))
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return make_pairs(300, seed=5)
+
+
+@pytest.mark.parametrize("kind", ["unigram", "bpe"])
+def test_round_trip_and_special_ids(tmp_path, pairs, kind):
+    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
+    tok = build_tokenizer(tok_cfg(type=kind), src, tgt, tmp_path)
+    sentences = ["ein hund läuft schnell", "a small cat sleeps here"]
+    for sentence, ids in zip(sentences, tok.encode_src(sentences)):
+        assert PAD not in ids and BOS not in ids and EOS not in ids
+        assert tok.decode_tgt([ids])[0] == sentence
+    assert tok.decode_tgt(tok.encode_tgt(["a dog runs"]))[0] == "a dog runs"
+    assert tok.joint and tok.src_vocab_size == tok.tgt_vocab_size
+    assert tok.tgt.id_to_piece(PAD) == "<pad>" and tok.tgt.id_to_piece(EOS) == "</s>"
+
+
+def test_byte_fallback_round_trips_unseen_characters(tmp_path, pairs):
+    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
+    unseen = "Fremdwörter: Zürich 42! 東京 🙂"
+    with_bytes = build_tokenizer(tok_cfg(vocab_size=400, byte_fallback=True), src, tgt, tmp_path / "b")
+    assert with_bytes.decode_tgt(with_bytes.encode_src([unseen]))[0] == unseen
+    without = build_tokenizer(tok_cfg(), src, tgt, tmp_path / "u")
+    assert "⁇" in without.decode_tgt(without.encode_src([unseen]))[0]
+
+
+def test_reused_when_data_and_settings_match(tmp_path, pairs, monkeypatch):
+    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
+    first = build_tokenizer(tok_cfg(), src, tgt, tmp_path)
+    calls = []
+    real_train = tokenizer_module.train_sentencepiece
+    monkeypatch.setattr(tokenizer_module, "train_sentencepiece", lambda *a, **k: calls.append(1) or real_train(*a, **k))
+    again = build_tokenizer(tok_cfg(), src, tgt, tmp_path)
+    assert calls == [] and again.state_dict() == first.state_dict()
+    build_tokenizer(tok_cfg(vocab_size=90), src, tgt, tmp_path)  # settings changed: retrain
+    assert calls == [1]
+    build_tokenizer(tok_cfg(vocab_size=90), src, tgt[:-1] + ["changed"], tmp_path)  # data changed
+    assert calls == [1, 1]
+
+
+def test_separate_vocabularies(tmp_path, pairs):
+    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
+    tok = build_tokenizer(tok_cfg(joint=False), src, tgt, tmp_path)
+    assert not tok.joint
+    assert (tmp_path / "spm.src.model").exists() and not (tmp_path / "spm.model").exists()
+    restored = Tokenizer.from_state_dict(tok.state_dict())
+    assert restored.encode_src(["ein hund"]) == tok.encode_src(["ein hund"])
+    assert Tokenizer.load(tmp_path).encode_tgt(["a dog"]) == tok.encode_tgt(["a dog"])
+
+
+def test_filtering_is_counted(tmp_path, pairs):
+    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
+    tok = build_tokenizer(tok_cfg(), src, tgt, tmp_path)
+    corpus = ParallelCorpus(
+        ["ein hund", "", "ein " * 40, "ein", "mann"],
+        ["a dog", "a", "a " * 40, "", "man " * 9],
+        "test",
+    )
+    encoded, report = encode_corpus(tok, corpus, max_len=20, max_ratio=3.0)
+    assert (report.kept, report.empty, report.too_long, report.bad_ratio) == (1, 2, 1, 1)
+    assert encoded.line_numbers.tolist() == [1]
+    assert "dropped 2 with an empty side" in str(report)
+
+
+def test_token_batches_respect_budget_and_cover_everything():
+    rng = np.random.default_rng(0)
+    src_lens, tgt_lens = rng.integers(1, 60, 2000), rng.integers(1, 60, 2000)
+    batches = token_batches(src_lens, tgt_lens, 1000, np.random.default_rng(1))
+    seen = np.concatenate(batches)
+    assert sorted(seen.tolist()) == list(range(2000))
+    for b in batches:
+        assert len(b) * max((src_lens[b] + 1).max(), (tgt_lens[b] + 1).max()) <= 1000
+    # sorted by length: far less padding than random batches of the same count
+    padded = sum(len(b) * (tgt_lens[b] + 1).max() for b in batches)
+    assert padded < 1.15 * (tgt_lens + 1).sum()
+    # deterministic for a seed, different for another
+    again = token_batches(src_lens, tgt_lens, 1000, np.random.default_rng(1))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+    other = token_batches(src_lens, tgt_lens, 1000, np.random.default_rng(2))
+    assert not all(np.array_equal(a, b) for a, b in zip(batches, other))
+
+
+def test_a_sentence_over_the_budget_gets_its_own_batch():
+    batches = token_batches([5, 500, 5], [5, 5, 5], 100)
+    assert sorted(len(b) for b in batches) == [1, 2]
+
+
+def test_collate_adds_bos_eos_and_padding(tmp_path, pairs):
+    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
+    tok = build_tokenizer(tok_cfg(), src, tgt, tmp_path)
+    encoded, _ = encode_corpus(tok, ParallelCorpus(["ein hund", "mann"], ["a dog runs", "man"], "t"))
+    batch = collate(encoded, [0, 1])
+    y0, y1 = encoded.tgt[0].tolist(), encoded.tgt[1].tolist()
+    assert batch.tgt_in[0].tolist() == [BOS] + y0
+    assert batch.tgt_out[0].tolist() == y0 + [EOS]
+    assert batch.tgt_out[1].tolist() == y1 + [EOS] + [PAD] * (len(y0) - len(y1))
+    assert batch.src[0, len(encoded.src[0])] == EOS
+    assert batch.num_tgt_tokens == len(y0) + len(y1) + 2
