@@ -162,3 +162,34 @@ def to_dict(cfg: DictConfig) -> dict:
 def from_dict(values: dict) -> DictConfig:
     """Rebuild a typed config from a checkpoint's dict (unknown keys are an error)."""
     return OmegaConf.merge(OmegaConf.structured(Config), values)
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Compose the config from command-line overrides once, up front, so that an unknown key or a
+    badly typed value is one clear line (and exit status 2) instead of Hydra's multi-line report.
+    Skipped when Hydra's own flags (--help, --cfg, -m, ...) are used."""
+    if any(arg.startswith("-") for arg in argv):
+        return
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    register_configs()
+    overrides = [arg for arg in argv if not arg.startswith("hydra.") and not arg.startswith("hydra/")]
+    try:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise MTError(_one_line(err)) from None
+
+
+def _one_line(err: BaseException) -> str:
+    """Hydra/OmegaConf errors, and their causes, as one line without the debugging detail."""
+    parts = []
+    while err is not None:
+        for line in str(err).split("Config search path")[0].splitlines():
+            line = line.strip().rstrip(":.")
+            if line and not line.startswith(("full_key", "reference_type", "object_type", "To append")):
+                parts.append(line)
+        err = err.__cause__
+    return "; ".join(dict.fromkeys(parts)).replace("Available options in", "available in").replace(";;", ";")

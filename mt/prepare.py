@@ -6,6 +6,7 @@ Runs alone as `make tokenizer ARGS=...` (mt-tokenizer), and as the first step of
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,9 +14,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from mt.config import CONFIG_DIR, register_configs, validate
+from mt.config import CONFIG_DIR, check_overrides, register_configs, validate
 from mt.data import ParallelCorpus, load_split
-from mt.errors import MTError, debug_enabled
+from mt.errors import MTError, debug_enabled, report_errors
 from mt.tokenizer import Tokenizer, build_tokenizer
 
 log = logging.getLogger(__name__)
@@ -73,9 +74,15 @@ register_configs()
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 @exit_on_user_error
-def main(cfg: DictConfig) -> None:
+def hydra_main(cfg: DictConfig) -> None:
     """Train (or reuse) the tokenizer of a run, nothing else."""
     prepare(cfg, run_dir())
+
+
+@report_errors
+def main() -> None:
+    check_overrides(sys.argv[1:])
+    hydra_main()
 
 
 if __name__ == "__main__":

