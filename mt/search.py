@@ -18,7 +18,6 @@ from mt.tokenizer import BOS, EOS, PAD
 class Hypothesis:
     tokens: list[int]  # without BOS/EOS
     score: float  # length-normalised log-probability (beam) or plain log-probability (greedy)
-    attention: torch.Tensor | None = None  # (T, S) cross-attention, when asked for
 
 
 def max_output_lengths(src: torch.Tensor, a: float, b: int) -> torch.Tensor:
@@ -32,8 +31,7 @@ def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
 
 
 @torch.no_grad()
-def greedy_search(model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: int = 10,
-                  need_attention: bool = False) -> list[Hypothesis]:
+def greedy_search(model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: int = 10) -> list[Hypothesis]:
     """Pick the most likely token each step. Finished sentences leave the batch."""
     batch, device = src.size(0), src.device
     limits = max_output_lengths(src, max_len_a, max_len_b)
@@ -43,14 +41,11 @@ def greedy_search(model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: i
     tokens = torch.full((batch,), BOS, dtype=torch.long, device=device)
     output = torch.full((batch, max_len), EOS, dtype=torch.long, device=device)
     scores = torch.zeros(batch, device=device)
-    attention = torch.zeros(batch, max_len, src.size(1), device=device) if need_attention else None
     for t in range(max_len):
-        logits, state = model.step(tokens, state, need_weights=need_attention)
+        logits, state = model.step(tokens, state)
         best_lp, tokens = logits.float().log_softmax(-1).max(-1)
         output[alive, t] = tokens
         scores[alive] += best_lp
-        if need_attention:
-            attention[alive, t] = model.cross_attention().float().mean(1)[:, 0]  # mean over heads
         done = (tokens == EOS) | (t + 1 >= limits[alive])
         if done.all():
             break
@@ -60,9 +55,7 @@ def greedy_search(model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: i
     hyps = []
     for row, seq in enumerate(output.tolist()):
         length = seq.index(EOS) if EOS in seq else len(seq)
-        # (T, S) weights for the emitted tokens and the step that emitted EOS
-        attn = attention[row, : length + 1].cpu() if need_attention else None
-        hyps.append(Hypothesis(seq[:length], float(scores[row]), attn))
+        hyps.append(Hypothesis(seq[:length], float(scores[row])))
     return hyps
 
 

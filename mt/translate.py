@@ -3,8 +3,10 @@
     translate --checkpoint runs/smoke/checkpoints/best.pt < input.de > output.en
 
 Output formats:
-  default      one translation per input line, in input order (an empty line gives an empty line)
-  --nbest K    K lines per input line: "<line number, 0-based>\\t<rank>\\t<score>\\t<translation>"
+  default       one translation per input line, in input order (an empty line gives an empty line)
+  --nbest K     K lines per input line: "<line number, 0-based>\\t<rank>\\t<score>\\t<translation>"
+  --alignments  "<translation>\\t<alignment>", the alignment as source-target piece index pairs
+                ("0-0 2-1 ..."), the most-attended source piece of each target piece (EOS included)
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 
+from mt.alignment import format_alignment, hard_alignment, heatmap_svg
 from mt.checkpoint import load_for_inference
 from mt.data import decode_utf8, read_lines, split_lines
 from mt.errors import MTError, report_errors
@@ -37,6 +41,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-src-len", type=int, default=1024, help="longer inputs are truncated (and counted)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--attention-dir", help="write a cross-attention heatmap (SVG) per input line here")
+    p.add_argument("--attention-layer", type=int, default=-1, help="decoder layer for heatmaps/alignments")
+    p.add_argument("--attention-head", type=int, help="one head for heatmaps/alignments (default: mean)")
+    p.add_argument("--alignments", action="store_true", help="append the hard alignment after a tab")
     p.add_argument("--interactive", action="store_true",
                    help="translate each line as it arrives and flush (the default when stdin is a terminal)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
@@ -51,10 +59,24 @@ def read_input(path: str | None) -> list[str]:
     return read_lines(path)
 
 
-def format_results(results, nbest: int) -> list[str]:
+def format_results(results, nbest: int, alignments: bool = False) -> list[str]:
+    if alignments:
+        return [r[0].text + "\t" + format_alignment(hard_alignment(r[0].attention))
+                if r[0].attention is not None else r[0].text + "\t" for r in results]
     if nbest == 1:
         return [r[0].text for r in results]
     return [f"{i}\t{rank}\t{t.score:.4f}\t{t.text}" for i, r in enumerate(results) for rank, t in enumerate(r)]
+
+
+def write_heatmaps(results, folder: str, first_line: int = 0) -> None:
+    """One SVG per translated line, named by its 0-based line number."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    for i, r in enumerate(results, start=first_line):
+        t = r[0]
+        if t.attention is not None:
+            svg = heatmap_svg(t.attention, t.src_pieces, t.tgt_pieces, title=f"line {i}: {t.text}")
+            (out / f"{i:06d}.svg").write_text(svg, encoding="utf-8")
 
 
 def check_args(args) -> None:
@@ -64,6 +86,8 @@ def check_args(args) -> None:
         raise MTError("--nbest must be between 1 and --beam")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise MTError("--device cuda: no CUDA device is available")
+    if args.nbest > 1 and (args.alignments or args.attention_dir):
+        raise MTError("--alignments and --attention-dir work with --nbest 1")
     if args.dtype == "fp16" and args.device != "cuda":
         raise MTError("--dtype fp16 needs --device cuda; on CPU use bf16 or fp32")
 
@@ -86,6 +110,8 @@ def main(argv=None) -> None:
         max_len_a=dc.max_len_a if args.max_len_a is None else args.max_len_a,
         max_len_b=dc.max_len_b if args.max_len_b is None else args.max_len_b,
         nbest=args.nbest,
+        attention_layer=args.attention_layer if (args.alignments or args.attention_dir) else None,
+        attention_head=args.attention_head,
     )
     translator = Translator(model, tokenizer, args.device, args.dtype,
                             args.batch_tokens or dc.batch_tokens, args.max_src_len)
@@ -93,16 +119,20 @@ def main(argv=None) -> None:
     try:
         interactive = args.interactive or (args.input is None and sys.stdin.isatty())
         if interactive:
-            for raw in sys.stdin.buffer:
-                line = split_lines(decode_utf8(raw, "<stdin>"))
-                for text in format_results(translator.translate(line or [""], **options), args.nbest):
+            for number, raw in enumerate(sys.stdin.buffer):
+                results = translator.translate(split_lines(decode_utf8(raw, "<stdin>")) or [""], **options)
+                if args.attention_dir:
+                    write_heatmaps(results, args.attention_dir, number)
+                for text in format_results(results, args.nbest, args.alignments):
                     out.write(text + "\n")
                 out.flush()
         else:
             lines = read_input(args.input)
             show = not args.quiet and sys.stderr.isatty()
             results = translator.translate(lines, progress=show, **options)
-            out.write("".join(text + "\n" for text in format_results(results, args.nbest)))
+            if args.attention_dir:
+                write_heatmaps(results, args.attention_dir)
+            out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments)))
             if not args.quiet:
                 seconds = time.perf_counter() - start
                 print(f"translated {len(lines)} lines in {seconds:.1f}s (beam {beam})", file=sys.stderr)

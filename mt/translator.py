@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from mt.batching import pad_sequences, token_batches
 from mt.search import Hypothesis, beam_search, greedy_search
-from mt.tokenizer import EOS
+from mt.tokenizer import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +50,13 @@ class Translator:
         self.truncated = 0  # lines cut to max_src_len, reported by the caller
 
     def translate(self, lines: list[str], beam: int = 1, alpha: float = 0.6, max_len_a: float = 1.2,
-                  max_len_b: int = 10, nbest: int = 1, need_attention: bool = False,
-                  progress: bool = False) -> list[list[Translation]]:
-        """nbest translations for every line, in input order. An empty line gives one empty translation."""
+                  max_len_b: int = 10, nbest: int = 1, attention_layer: int | None = None,
+                  attention_head: int | None = None, progress: bool = False) -> list[list[Translation]]:
+        """nbest translations for every line, in input order. An empty line gives one empty translation.
+
+        With attention_layer set, each translation carries that decoder layer's cross-attention
+        (one head, or the mean over heads), from a forced pass over the chosen hypothesis.
+        """
         ids = self.tokenizer.encode_src(lines)
         for i, seq in enumerate(ids):
             if len(seq) > self.max_src_len:
@@ -68,21 +72,35 @@ class Translator:
         for batch in batches:
             rows = [todo[j] for j in batch]
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)
-            for row, hyps in zip(rows, self._search(src, beam, alpha, max_len_a, max_len_b, nbest, need_attention)):
+            found = self._search(src, beam, alpha, max_len_a, max_len_b, nbest)
+            for row, hyps in zip(rows, found):
                 results[row] = [self._finish(ids[row], h) for h in hyps]
+            if attention_layer is not None:
+                best = [hyps[0] for hyps in found]
+                for row, weights in zip(rows, self._attention(src, best, attention_layer, attention_head)):
+                    results[row][0].attention = weights
             bar.update(len(rows))
         bar.close()
         return results
 
-    def _search(self, src, beam, alpha, max_len_a, max_len_b, nbest, need_attention) -> list[list[Hypothesis]]:
+    def _search(self, src, beam, alpha, max_len_a, max_len_b, nbest) -> list[list[Hypothesis]]:
         with torch.inference_mode(), autocast(self.device, self.precision):
             if beam == 1 and nbest == 1:
-                return [[h] for h in greedy_search(self.model, src, max_len_a, max_len_b, need_attention)]
+                return [[h] for h in greedy_search(self.model, src, max_len_a, max_len_b)]
             return beam_search(self.model, src, beam, alpha, max_len_a, max_len_b, nbest)
+
+    def _attention(self, src, hyps: list[Hypothesis], layer: int, head: int | None) -> list[torch.Tensor]:
+        """(T+1, S+1) cross-attention of each hypothesis (EOS included on both sides)."""
+        tgt_in = pad_sequences([h.tokens for h in hyps], prefix=[BOS]).to(self.device)
+        with torch.inference_mode(), autocast(self.device, self.precision):
+            memory, src_mask = self.model.encode(src)
+            self.model.decode(tgt_in, memory, src_mask, need_weights=True)
+            weights = self.model.cross_attention(layer).float()  # (B, h, T, S)
+        weights = weights.mean(1) if head is None else weights[:, head]
+        src_lens = (src != PAD).sum(1).tolist()
+        return [weights[i, : len(h.tokens) + 1, : src_lens[i]].cpu() for i, h in enumerate(hyps)]
 
     def _finish(self, src_ids: list[int], hyp: Hypothesis) -> Translation:
         text = self.tokenizer.decode_tgt([hyp.tokens])[0]
-        return Translation(
-            text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]),
-            self.tokenizer.tgt_pieces(hyp.tokens + [EOS]), hyp.attention,
-        )
+        return Translation(text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]),
+                           self.tokenizer.tgt_pieces(hyp.tokens + [EOS]))

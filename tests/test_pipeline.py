@@ -110,3 +110,32 @@ def test_bad_data_is_a_clear_error(tmp_path):
     result = train_tiny(corpus, tmp_path / "run", check=False)
     assert result.returncode == 2
     assert "train.de has 20 lines but" in result.stdout + result.stderr
+
+
+def test_attention_heatmaps_and_alignments(trained_run, tmp_path):
+    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--alignments",
+                  "--attention-dir", str(tmp_path / "att"), input_text="ein hund läuft\n\nkatze rot\n")
+    rows = out.stdout.split("\n")[:-1]
+    assert len(rows) == 3 and rows[1] == "\t"
+    text, alignment = rows[0].split("\t")
+    assert text == "a dog runs"
+    pairs = [tuple(map(int, p.split("-"))) for p in alignment.split()]
+    assert [t for _, t in pairs] == list(range(len(pairs)))  # one source piece per target piece
+    assert all(0 <= s <= 3 for s, _ in pairs)  # 3 source pieces + EOS
+    assert sorted(p.name for p in (tmp_path / "att").iterdir()) == ["000000.svg", "000002.svg"]
+    svg = (tmp_path / "att" / "000000.svg").read_text()
+    assert svg.startswith("<svg") and "▁hund" in svg and "▁dog" in svg
+
+
+def test_over_long_lines_are_truncated_and_counted(trained_run):
+    long_line = " ".join(["ein hund läuft"] * 50)
+    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--max-src-len", "20",
+                  input_text=f"{long_line}\nrot\n\n")
+    assert len(out.stdout.split("\n")) - 1 == 3
+    assert "1 lines were longer than 20 pieces" in out.stderr
+
+
+def test_interactive_mode_answers_line_by_line(trained_run):
+    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--interactive",
+                  input_text="ein hund läuft\n\nkatze\n")
+    assert out.stdout == "a dog runs\n\ncat\n"

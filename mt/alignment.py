@@ -1,0 +1,45 @@
+"""Cross-attention for people: heatmaps (SVG, readable labels, no plotting library) and
+hard alignments (the most-attended source piece of each target piece), as in Bahdanau et al.'s figures.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+import torch
+
+
+def hard_alignment(weights: torch.Tensor) -> list[tuple[int, int]]:
+    """(T, S) weights -> [(source index, target index)] pairs, the argmax source for each target piece."""
+    return [(int(s), t) for t, s in enumerate(weights.argmax(dim=-1).tolist())]
+
+
+def format_alignment(pairs: list[tuple[int, int]]) -> str:
+    """Pharaoh format, as fast_align and Moses write it: "0-0 1-2 ..." (source-target)."""
+    return " ".join(f"{s}-{t}" for s, t in pairs)
+
+
+def heatmap_svg(weights: torch.Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str = "") -> str:
+    """A (T, S) attention matrix as an SVG heatmap: source pieces across the top, target pieces down the side."""
+    weights = weights.float().clamp(0, 1)
+    rows, cols = weights.shape
+    cell, left, top = 22, 9 * max((len(p) for p in tgt_pieces), default=4) + 16, \
+        8 * max((len(p) for p in src_pieces), default=4) + 36
+    width, height = left + cols * cell + 10, top + rows * cell + 10
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="monospace" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="4" y="14">{escape(title)}</text>',
+    ]
+    for j, piece in enumerate(src_pieces):
+        x, y = left + j * cell + cell // 2 + 4, top - 6
+        out.append(f'<text x="{x}" y="{y}" transform="rotate(-60 {x} {y})">{escape(piece)}</text>')
+    for i, piece in enumerate(tgt_pieces):
+        out.append(f'<text x="{left - 6}" y="{top + i * cell + 15}" text-anchor="end">{escape(piece)}</text>')
+        for j in range(cols):
+            shade = 255 - int(round(float(weights[i, j]) * 255))
+            out.append(f'<rect x="{left + j * cell}" y="{top + i * cell}" width="{cell - 1}" height="{cell - 1}" '
+                       f'fill="rgb({shade},{shade},{shade})"><title>{float(weights[i, j]):.3f}</title></rect>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
