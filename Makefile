@@ -8,6 +8,7 @@ TORCH  ?= torch==2.13.0
 ARGS   ?=
 RUN    ?= runs/smoke
 SPLIT  ?= test
+DATA   ?= ../shared/data/multi30k
 BEAM   ?=
 
 .PHONY: help venv train tokenizer test lint format eval bench tensorboard clean
@@ -17,7 +18,7 @@ help:
 	@echo "make test                            lint + tests"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
 	@echo "make eval RUN=runs/smoke SPLIT=test  BLEU/chrF of a run's best checkpoint on a split"
-	@echo "make bench                           speed figures"
+	@echo "make bench [RUN=runs/smoke]           training and decoding speed figures"
 	@echo "make tensorboard                     curves of every run under runs/"
 
 venv: $(STAMP)
@@ -50,6 +51,10 @@ eval: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_model.py $(ARGS)
+	@if [ -f $(RUN)/checkpoints/best.pt ]; then \
+	  $(BIN)/python scripts/bench_decode.py --checkpoint $(RUN)/checkpoints/best.pt \
+	    --src $(DATA)/test2016.de --ref $(DATA)/test2016.en; \
+	else echo "no $(RUN)/checkpoints/best.pt: train experiment=smoke (see README) for decoding figures"; fi
 
 tensorboard: $(STAMP)
 	$(BIN)/tensorboard --logdir runs

@@ -89,7 +89,7 @@ class DecodeConfig:
     alpha: float = 0.6  # GNMT length penalty exponent
     max_len_a: float = 1.2  # output at most a * source length + b pieces
     max_len_b: int = 10
-    batch_tokens: int = 8000
+    batch_tokens: int = 16000  # source tokens per batch for greedy; divided by the beam size for beam search
     valid_beam: int = 1  # beam used for validation BLEU (1 = greedy, fast)
 
 

@@ -67,7 +67,9 @@ class Translator:
         for i in set(range(len(lines))) - set(todo):
             results[i] = [Translation("", 0.0, [], [])] * nbest
         lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
-        batches = token_batches(lengths, lengths, self.batch_tokens) if todo else []
+        # Beam search decodes beam rows per sentence: keep the rows per batch, not the sentences, constant.
+        budget = max(1, self.batch_tokens // (beam if beam > 1 or nbest > 1 else 1))
+        batches = token_batches(lengths, lengths, budget) if todo else []
         bar = tqdm(total=len(todo), unit="sent", disable=None if progress else True, leave=False)
         for batch in batches:
             rows = [todo[j] for j in batch]

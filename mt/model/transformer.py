@@ -27,12 +27,21 @@ class DecoderState:
     position: int = 0  # how many target positions were fed so far
 
     def select(self, index: torch.Tensor) -> DecoderState:
+        """Keep (and reorder) the hypotheses at index."""
         return DecoderState(
             memory=self.memory.index_select(0, index),
             src_mask=self.src_mask.index_select(0, index),
             caches=[{k: v.index_select(0, index) for k, v in c.items()} for c in self.caches],
             position=self.position,
         )
+
+    def reorder_same_source(self, index: torch.Tensor) -> DecoderState:
+        """select(index) where every hypothesis moves to a row with the same source sentence (beam
+        search within a sentence): what depends on the source alone (memory, mask, cross-attention
+        keys/values) is already in place, so only the self-attention caches are reordered."""
+        caches = [{k: (v if k.startswith("cross") else v.index_select(0, index)) for k, v in c.items()}
+                  for c in self.caches]
+        return DecoderState(self.memory, self.src_mask, caches, self.position)
 
 
 class Transformer(nn.Module):

@@ -1,0 +1,85 @@
+"""Decoding speed and quality of a checkpoint: sentences/s, target tokens/s and BLEU for greedy and beam
+search in fp32 and bf16, batched by tokens, plus `translate` start-up time on one sentence.
+
+    .venv/bin/python scripts/bench_decode.py --checkpoint runs/smoke/checkpoints/best.pt \\
+        --src ../shared/data/multi30k/test2016.de --ref ../shared/data/multi30k/test2016.en
+Prints one JSON object per measurement, then a table. Reports, never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from mt.checkpoint import load_for_inference
+from mt.data import read_lines
+from mt.metrics import score
+from mt.translator import Translator
+
+
+def startup_seconds(checkpoint: str, sentence: str) -> float:
+    """Wall time of a whole `translate` process on one sentence."""
+    exe = Path(sys.executable).parent / "translate"
+    start = time.perf_counter()
+    subprocess.run([str(exe), "-c", checkpoint, "--beam", "1", "-q"], input=sentence + "\n",
+                   capture_output=True, text=True, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--ref")
+    p.add_argument("--beams", nargs="+", type=int, default=[1, 5])
+    p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
+    p.add_argument("--batch-tokens", type=int, default=0, help="default: the checkpoint's decode.batch_tokens")
+    p.add_argument("--repeats", type=int, default=1)
+    args = p.parse_args()
+
+    model, tokenizer, cfg = load_for_inference([args.checkpoint])
+    sources = read_lines(args.src)
+    references = read_lines(args.ref) if args.ref else None
+    batch_tokens = args.batch_tokens or cfg.decode.batch_tokens
+    env = {"bench": "env", "torch": torch.__version__, "threads": torch.get_num_threads(),
+           "sentences": len(sources), "batch_tokens": batch_tokens}
+    print(json.dumps(env), flush=True)
+    rows = []
+    for precision in args.precisions:
+        translator = Translator(model, tokenizer, "cpu", precision, batch_tokens)
+        translator.translate(sources[:64], beam=max(args.beams))  # warm-up
+        for beam in args.beams:
+            best = float("inf")
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                results = translator.translate(sources, beam=beam, alpha=cfg.decode.alpha,
+                                               max_len_a=cfg.decode.max_len_a, max_len_b=cfg.decode.max_len_b)
+                best = min(best, time.perf_counter() - start)
+            hyps = [r[0].text for r in results]
+            tgt_tokens = sum(len(r[0].tgt_pieces) for r in results)
+            row = {"bench": "decode", "precision": precision, "beam": beam,
+                   "sentences_per_s": round(len(sources) / best, 1), "tgt_tokens_per_s": round(tgt_tokens / best),
+                   "seconds": round(best, 2)}
+            if references:
+                row["bleu"] = score(hyps, references).bleu
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    startup = startup_seconds(args.checkpoint, sources[0])
+    print(json.dumps({"bench": "startup", "seconds": round(startup, 2)}), flush=True)
+
+    print(f"\ndecoding {len(sources)} sentences, batches of {batch_tokens} tokens, {env['threads']} threads")
+    print(f"{'precision':9} {'beam':>4} {'sent/s':>8} {'tgt tok/s':>10} {'BLEU':>6}")
+    for r in rows:
+        print(f"{r['precision']:9} {r['beam']:>4} {r['sentences_per_s']:>8} {r['tgt_tokens_per_s']:>10} "
+              f"{r.get('bleu', '-'):>6}")
+    print(f"translate start-up on one sentence: {startup:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
