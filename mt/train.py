@@ -14,6 +14,7 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
+from mt.allocator import keep_large_buffers
 from mt.batching import encode_corpus
 from mt.checkpoint import build_model, load_for_inference
 from mt.config import CONFIG_DIR, check_overrides
@@ -61,6 +62,8 @@ def hydra_main(cfg: DictConfig) -> None:
         raise MTError("train.precision=fp16 needs CUDA; on CPU use bf16 or fp32")
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    if device.type == "cpu":
+        keep_large_buffers()
     torch.manual_seed(cfg.train.seed)
     data = prepare(cfg, out_dir)
     tok = data.tokenizer

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from mt.alignment import format_alignment, hard_alignment, heatmap_svg
+from mt.allocator import keep_large_buffers
 from mt.checkpoint import load_for_inference
 from mt.data import decode_utf8, read_lines, split_lines
 from mt.errors import MTError, report_errors
@@ -98,6 +99,8 @@ def main(argv=None) -> None:
     if args.debug:
         os.environ["MT_DEBUG"] = "1"
     check_args(args)
+    if args.device == "cpu":
+        keep_large_buffers()
     start = time.perf_counter()
     model, tokenizer, cfg = load_for_inference(args.checkpoint)
     dc = cfg.decode
