@@ -109,3 +109,15 @@ def load_for_inference(paths: list[str]):
     except RuntimeError as err:
         raise MTError(f"{paths[0]}: weights do not fit the model its config describes ({str(err)[:200]})") from None
     return model.eval(), tokenizer, cfg
+
+
+def average_checkpoint_files(paths: list, output) -> None:
+    """Average the weights of several checkpoints of one run into a self-contained checkpoint
+    (config and tokenizer of the first) that translate loads like any other."""
+    states = [load_checkpoint(p) for p in paths]
+    for path, state in zip(paths[1:], states[1:]):
+        if state["tokenizer"] != states[0]["tokenizer"]:
+            raise MTError(f"{path}: its tokenizer differs from {paths[0]}'s; cannot average them")
+    averaged = average_states([s["model"] for s in states])
+    save_checkpoint({"config": states[0]["config"], "model": averaged, "tokenizer": states[0]["tokenizer"],
+                     "averaged_from": [str(p) for p in paths]}, output)

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from mt.allocator import keep_large_buffers
 from mt.batching import encode_corpus
-from mt.checkpoint import build_model, load_for_inference
+from mt.checkpoint import average_checkpoint_files, build_model, load_for_inference
 from mt.config import CONFIG_DIR, check_overrides
 from mt.errors import MTError, report_errors
 from mt.metrics import score
@@ -35,9 +35,10 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def evaluate_test(cfg: DictConfig, out_dir: Path, test, device: torch.device) -> dict:
-    """Translate the test split with best.pt and the decode settings; write test.hyp and results.json."""
-    model, tokenizer, _ = load_for_inference([str(out_dir / "checkpoints" / "best.pt")])
+def evaluate_test(cfg: DictConfig, checkpoint: Path, out_dir: Path, test, device: torch.device) -> dict:
+    """Translate the test split with the final checkpoint and the decode settings;
+    write test.hyp and results.json."""
+    model, tokenizer, _ = load_for_inference([str(checkpoint)])
     dc = cfg.decode
     translator = Translator(model, tokenizer, device, cfg.train.precision, dc.batch_tokens)
     results = translator.translate(test.src, beam=dc.beam, alpha=dc.alpha, max_len_a=dc.max_len_a,
@@ -45,11 +46,28 @@ def evaluate_test(cfg: DictConfig, out_dir: Path, test, device: torch.device) ->
     hypotheses = [r[0].text for r in results]
     (out_dir / "test.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     scores = score(hypotheses, test.tgt)
-    summary = {"split": cfg.data.test_split, "beam": dc.beam, "alpha": dc.alpha, **scores.as_dict()}
+    summary = {"split": cfg.data.test_split, "checkpoint": checkpoint.name, "beam": dc.beam, "alpha": dc.alpha,
+               **scores.as_dict()}
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    log.info("test %s (beam %d): BLEU %.2f | chrF %.2f", cfg.data.test_split, dc.beam, scores.bleu, scores.chrf)
+    log.info("test %s (%s, beam %d): BLEU %.2f | chrF %.2f", cfg.data.test_split, checkpoint.name, dc.beam,
+             scores.bleu, scores.chrf)
     log.info("%s", scores.bleu_signature)
     return summary
+
+
+def final_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
+    """best.pt, or the average of the last train.average_last checkpoints if its validation BLEU is higher."""
+    best = ckpt_dir / "best.pt"
+    steps = trainer.progress.last_kept[-cfg.train.average_last:] if cfg.train.average_last else []
+    if len(steps) < 2:
+        return best
+    averaged = ckpt_dir / "averaged.pt"
+    average_checkpoint_files([ckpt_dir / f"step{s}.pt" for s in steps], averaged)
+    model, _, _ = load_for_inference([str(averaged)])
+    trainer.model.load_state_dict(model.state_dict())
+    bleu = trainer.validate(writer=None)["valid_bleu"]
+    log.info("averaged steps %s: valid BLEU %.2f (best.pt %.2f)", steps, bleu, trainer.progress.best_bleu)
+    return averaged if bleu > trainer.progress.best_bleu else best
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
@@ -79,8 +97,9 @@ def hydra_main(cfg: DictConfig) -> None:
     log.info("model: %s, %.1fM parameters, run directory %s", cfg.model.arch, n_params / 1e6, out_dir)
     trainer = Trainer(cfg, model, tok, train, valid, data.valid, out_dir, device)
     trainer.fit()
-    if data.test is not None and (out_dir / "checkpoints" / "best.pt").exists():
-        evaluate_test(cfg, out_dir, data.test, device)
+    final = final_checkpoint(cfg, trainer, out_dir / "checkpoints")
+    if data.test is not None and final.exists():
+        evaluate_test(cfg, final, out_dir, data.test, device)
 
 
 @report_errors

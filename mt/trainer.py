@@ -9,7 +9,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,8 @@ class Progress:
     best_bleu: float = -1.0
     best_step: int = 0
     bad_validations: int = 0  # validations since the last improvement (early stopping)
+    best_kept: list = field(default_factory=list)  # [[bleu, step], ...], best first
+    last_kept: list = field(default_factory=list)  # steps of the kept stepN.pt, oldest first
 
 
 class Trainer:
@@ -135,7 +137,7 @@ class Trainer:
             loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.num_tgt_tokens
         return loss_sum / tokens, nll_sum / tokens
 
-    def validate(self, writer: SummaryWriter) -> dict:
+    def validate(self, writer: SummaryWriter | None) -> dict:
         loss, nll = self.valid_loss()
         limit = self.cfg.data.valid_max_sentences or len(self.valid_text)
         sources, references = self.valid_text.src[:limit], self.valid_text.tgt[:limit]
@@ -151,6 +153,8 @@ class Trainer:
             "valid_ppl": round(math.exp(min(nll, 50)), 3), "valid_bleu": scores.bleu, "valid_chrf": scores.chrf,
             "bleu_signature": scores.bleu_signature, "elapsed": round(self.progress.elapsed, 1),
         }
+        if writer is None:  # a side evaluation (e.g. of averaged weights): nothing logged
+            return record
         for key in ("loss", "ppl", "bleu", "chrf"):
             writer.add_scalar(f"valid/{key}", record[f"valid_{key}"], step)
         samples = "\n\n".join(
@@ -252,16 +256,42 @@ class Trainer:
                     if step % self.tc.valid_every == 0:
                         self._validate_and_keep_best(writer)
                     if step % self.tc.save_every == 0:
-                        self.save("last.pt")
+                        self.save_periodic()
                 log.info("stopping: %s", reason)
                 if self.progress.step % self.tc.valid_every:
                     self._validate_and_keep_best(writer)
-                self.save("last.pt")
+                self.save_periodic()
         finally:
             bar.close()
             train_log.close()
             writer.close()
         return self.progress
+
+    def _keep_best(self, bleu: float) -> None:
+        """best.pt is the best so far; with keep_best > 1, best_stepN.pt holds each of the N best."""
+        p, n = self.progress, self.tc.keep_best
+        ranked = sorted(p.best_kept + [[bleu, p.step]], key=lambda entry: (-entry[0], entry[1]))
+        p.best_kept, dropped = ranked[:n], ranked[n:]
+        if ranked[0][1] == p.step:
+            self.save("best.pt", with_optimizer=False)
+        if n > 1 and [bleu, p.step] in p.best_kept:
+            self.save(f"best_step{p.step}.pt", with_optimizer=False)
+        for _, step in dropped:
+            (self.ckpt_dir / f"best_step{step}.pt").unlink(missing_ok=True)
+
+    def _keep_last(self) -> None:
+        """stepN.pt for the keep_last latest saves (weights only: for averaging)."""
+        p = self.progress
+        if not self.tc.keep_last or (p.last_kept and p.last_kept[-1] == p.step):
+            return
+        self.save(f"step{p.step}.pt", with_optimizer=False)
+        p.last_kept.append(p.step)
+        while len(p.last_kept) > self.tc.keep_last:
+            (self.ckpt_dir / f"step{p.last_kept.pop(0)}.pt").unlink(missing_ok=True)
+
+    def save_periodic(self) -> None:
+        self._keep_last()
+        self.save("last.pt")
 
     def _validate_and_keep_best(self, writer: SummaryWriter) -> None:
         start = time.perf_counter()
@@ -270,9 +300,9 @@ class Trainer:
         improved = record["valid_bleu"] > p.best_bleu
         if improved:
             p.best_bleu, p.best_step, p.bad_validations = record["valid_bleu"], p.step, 0
-            self.save("best.pt", with_optimizer=False)
         else:
             p.bad_validations += 1
+        self._keep_best(record["valid_bleu"])
         log.info(
             "valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f | best %.2f @ %d%s (%.1fs)",
             p.step, record["valid_loss"], record["valid_ppl"], record["valid_bleu"], record["valid_chrf"],

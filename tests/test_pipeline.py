@@ -139,3 +139,22 @@ def test_interactive_mode_answers_line_by_line(trained_run):
     out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--interactive",
                   input_text="ein hund läuft\n\nkatze\n")
     assert out.stdout == "a dog runs\n\ncat\n"
+
+
+def test_keep_best_last_and_average(tiny_corpus, tmp_path):
+    run = tmp_path / "run"
+    train_tiny(tiny_corpus, run, "train.max_steps=120", "train.valid_every=20", "train.save_every=20",
+               "train.keep_best=3", "train.keep_last=2", "train.average_last=2")
+    ckpts = run / "checkpoints"
+    assert sorted(p.name for p in ckpts.glob("step*.pt")) == ["step100.pt", "step120.pt"]
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    top3 = sorted(metrics, key=lambda r: (-r["valid_bleu"], r["step"]))[:3]
+    assert sorted(p.name for p in ckpts.glob("best_step*.pt")) == sorted(f"best_step{r['step']}.pt" for r in top3)
+    assert (ckpts / "averaged.pt").is_file()
+    results = json.loads((run / "results.json").read_text())
+    assert results["checkpoint"] in ("best.pt", "averaged.pt")
+    out = run_cli("python", "scripts/average_checkpoints.py", "--run", str(run), "--best", "2",
+                  "--output", str(tmp_path / "avg.pt"))
+    assert "averaged 2 checkpoints" in out.stdout
+    translated = run_cli("translate", "-c", str(tmp_path / "avg.pt"), input_text="ein hund\n")
+    assert translated.stdout.count("\n") == 1
