@@ -81,6 +81,8 @@ class TrainConfig:
     keep_best: int = 1  # best.pt, plus best_stepN.pt for each of the N best when N > 1
     keep_last: int = 0  # also keep the M latest periodic checkpoints as stepN.pt (weights only)
     average_last: int = 0  # at the end, average the K latest stepN.pt into averaged.pt (K <= keep_last)
+    max_bad_steps: int = 10  # stop after this many consecutive updates with a non-finite loss or gradient
+    peak_tflops: float = 0.0  # the device's peak, for the MFU estimate; 0 = known GPUs only
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda
     threads: int = 0  # torch intra-op threads; 0 = torch's default
@@ -151,9 +153,10 @@ def validate(cfg: DictConfig | Config) -> None:
     for key in ("max_steps", "valid_every", "save_every", "log_every"):
         _check(tr[key] > 0, f"train.{key}", "must be positive")
     _check(tr.keep_best >= 1, "train.keep_best", "must be >= 1")
+    _check(tr.max_bad_steps >= 1, "train.max_bad_steps", "must be >= 1")
     _check(tr.average_last <= tr.keep_last, "train.average_last", f"must be <= train.keep_last={tr.keep_last}")
     for key in ("max_epochs", "max_time", "patience", "threads", "clip_norm", "weight_decay", "keep_last",
-                "average_last"):
+                "average_last", "peak_tflops"):
         _check(tr[key] >= 0, f"train.{key}", "must be >= 0")
     _check(dec.beam >= 1 and dec.valid_beam >= 1, "decode.beam", "must be >= 1")
     _check(dec.max_len_a >= 0 and dec.max_len_b >= 1, "decode.max_len_b", "output length limit must allow a token")

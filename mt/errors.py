@@ -11,6 +11,10 @@ class MTError(Exception):
     """A problem the user can fix (bad input, bad config, missing file): printed as one line."""
 
 
+class Interrupted(MTError):
+    """Stopped on a signal after saving what is needed to resume."""
+
+
 def debug_enabled() -> bool:
     return os.environ.get("MT_DEBUG", "") not in ("", "0")
 

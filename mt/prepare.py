@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mt.config import CONFIG_DIR, check_overrides, register_configs, validate
 from mt.data import ParallelCorpus, load_split
-from mt.errors import MTError, debug_enabled, report_errors
+from mt.errors import Interrupted, MTError, debug_enabled, report_errors
 from mt.tokenizer import Tokenizer, build_tokenizer
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,9 @@ def exit_on_user_error(task):
     def wrapper(cfg: DictConfig):
         try:
             return task(cfg)
+        except Interrupted as stop:
+            log.warning("%s", stop)
+            raise SystemExit(130) from None
         except MTError as err:
             if debug_enabled():
                 raise

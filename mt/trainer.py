@@ -22,7 +22,9 @@ from mt.batching import EncodedCorpus, collate, token_batches
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import to_dict
 from mt.data import ParallelCorpus
-from mt.errors import MTError
+from mt.errors import Interrupted, MTError
+from mt.flops import parameter_counts, peak_flops, training_flops
+from mt.interrupt import StopRequest
 from mt.loss import label_smoothed_loss
 from mt.metrics import score
 from mt.optim import build_optimizer, inverse_sqrt_lr, peak_lr
@@ -43,6 +45,7 @@ class Progress:
     best_bleu: float = -1.0
     best_step: int = 0
     bad_validations: int = 0  # validations since the last improvement (early stopping)
+    skipped_steps: int = 0  # updates skipped for a non-finite loss or gradient
     best_kept: list = field(default_factory=list)  # [[bleu, step], ...], best first
     last_kept: list = field(default_factory=list)  # steps of the kept stepN.pt, oldest first
 
@@ -60,6 +63,11 @@ class Trainer:
         self.peak_lr = peak_lr(self.tc, cfg.model.d_model)
         self.progress = Progress()
         self.src_lens, self.tgt_lens = train_data.src_lens, train_data.tgt_lens
+        self.peak = peak_flops(device, self.tc.peak_tflops)
+        self.param_counts = parameter_counts(model)
+        self.bad_in_a_row = 0
+        self.stop_request = StopRequest()
+        check_writable(self.ckpt_dir)
         self._epoch_batches: tuple[int, list[np.ndarray]] | None = None
 
     # ---- data order -------------------------------------------------------------------------
@@ -94,7 +102,11 @@ class Trainer:
         return label_smoothed_loss(logits, batch.tgt_out[real], self.tc.label_smoothing)
 
     def train_step(self) -> dict:
-        """One optimizer update over update_freq batches; the loss is normalised by target tokens."""
+        """One optimizer update over update_freq batches; the loss is normalised by target tokens.
+
+        An update whose loss or gradient is not finite is skipped (weights untouched) and counted;
+        train.max_bad_steps of them in a row stop training with an error.
+        """
         self.model.train()
         batches = [collate(self.train_data, idx).to(self.device) for idx in self.next_batches(self.tc.update_freq)]
         total_tokens = sum(b.num_tgt_tokens for b in batches)
@@ -104,23 +116,36 @@ class Trainer:
             (loss / total_tokens).backward()
             loss_sum += loss.item()
             nll_sum += nll.item()
-        grad_norm = torch.nn.utils.clip_grad_norm_(
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
-        )
+        ))
         lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
+        finite = math.isfinite(loss_sum) and math.isfinite(grad_norm)
+        if finite:
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.step()
+            self.progress.step += 1
+            self.bad_in_a_row = 0
+        else:
+            self.progress.skipped_steps += 1
+            self.bad_in_a_row += 1
+            log.warning("skipped an update: loss %s, grad norm %s (%d in a row, %d in all)",
+                        loss_sum, grad_norm, self.bad_in_a_row, self.progress.skipped_steps)
+            if self.bad_in_a_row >= self.tc.max_bad_steps:
+                raise MTError(f"{self.bad_in_a_row} updates in a row had a non-finite loss or gradient "
+                              f"(train.max_bad_steps); lower train.lr or use train.precision=fp32")
         self.optimizer.zero_grad(set_to_none=True)
-        self.progress.step += 1
         return {
+            "finite": finite,
             "loss": loss_sum / total_tokens,
             "nll": nll_sum / total_tokens,
             "lr": lr,
-            "grad_norm": float(grad_norm),
+            "grad_norm": grad_norm,
             "tgt_tokens": total_tokens,
             "padded_tokens": sum(b.padded_tokens for b in batches),
             "real_tokens": sum(b.real_tokens for b in batches),
+            "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in batches),
         }
 
     # ---- validation -------------------------------------------------------------------------
@@ -162,6 +187,11 @@ class Trainer:
             for s, r, h in list(zip(sources, references, hypotheses))[:3]
         )
         writer.add_text("valid/samples", samples, step)
+        for i, shown in enumerate(translator.translate(sources[:2], attention_layer=-1)):
+            if shown[0].attention is not None:
+                # cross-attention of the last decoder layer (target rows x source columns), 8x8 pixels a cell
+                image = shown[0].attention.repeat_interleave(8, 0).repeat_interleave(8, 1)
+                writer.add_image(f"valid/attention_{i}", image[None].clamp(0, 1), step)
         with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
         (self.run_dir / "valid.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -220,6 +250,8 @@ class Trainer:
 
     def should_stop(self) -> str | None:
         p, tc = self.progress, self.tc
+        if self.stop_request.signal_name:
+            return f"interrupted by {self.stop_request.signal_name}"
         if p.step >= tc.max_steps:
             return f"reached train.max_steps={tc.max_steps}"
         epochs_done = p.epoch + (p.batch_in_epoch >= len(self.epoch_batches(p.epoch)))
@@ -235,18 +267,20 @@ class Trainer:
         self.resume()
         writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.progress.step + 1)
         train_log = open(self.run_dir / "train.jsonl", "a", encoding="utf-8")
-        window = _Window()
+        window = _Window(self.peak)
         bar = tqdm(total=self.tc.max_steps, initial=self.progress.step, unit="step", dynamic_ncols=True,
                    disable=None)
         log.info("training: %d pairs, %d batches/epoch, peak lr %.2e, %s on %s",
                  len(self.train_data), len(self.epoch_batches(self.progress.epoch)), self.peak_lr,
                  self.tc.precision, self.device)
         try:
-            with logging_redirect_tqdm():
+            with logging_redirect_tqdm(), self.stop_request:
                 while (reason := self.should_stop()) is None:
                     start = time.perf_counter()
                     stats = self.train_step()
                     self.progress.elapsed += time.perf_counter() - start
+                    if not stats["finite"]:
+                        continue
                     window.add(stats, time.perf_counter() - start)
                     bar.update(1)
                     step = self.progress.step
@@ -258,6 +292,10 @@ class Trainer:
                     if step % self.tc.save_every == 0:
                         self.save_periodic()
                 log.info("stopping: %s", reason)
+                if self.stop_request.signal_name:
+                    self.save("last.pt")
+                    raise Interrupted(f"{reason}: saved {self.ckpt_dir / 'last.pt'} at step {self.progress.step}; "
+                                      "run the same command again to resume")
                 if self.progress.step % self.tc.valid_every:
                     self._validate_and_keep_best(writer)
                 self.save_periodic()
@@ -310,27 +348,42 @@ class Trainer:
         )
 
     def _log_train(self, record: dict, writer: SummaryWriter, train_log, bar) -> None:
-        for key in ("loss", "ppl", "lr", "grad_norm", "tgt_tokens_per_s", "padding"):
-            writer.add_scalar(f"train/{key}", record[key], record["step"])
+        for key in ("loss", "ppl", "lr", "grad_norm", "tgt_tokens_per_s", "padding", "tflops", "mfu"):
+            if key in record:
+                writer.add_scalar(f"train/{key}", record[key], record["step"])
         train_log.write(json.dumps(record) + "\n")
         train_log.flush()
         bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tgt_tokens_per_s']:.0f}")
+        mfu = f" | MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
         log.info(
-            "step %d | epoch %d | loss %.3f | ppl %.2f | lr %.2e | gnorm %.2f | %.0f tgt tok/s | pad %.0f%%",
+            "step %d | epoch %d | loss %.3f | ppl %.2f | lr %.2e | gnorm %.2f | %.0f tgt tok/s | "
+            "%.2f TFLOP/s%s | pad %.0f%%",
             record["step"], record["epoch"], record["loss"], record["ppl"], record["lr"], record["grad_norm"],
-            record["tgt_tokens_per_s"], 100 * record["padding"],
+            record["tgt_tokens_per_s"], record["tflops"], mfu, 100 * record["padding"],
         )
+
+
+def check_writable(folder: Path) -> None:
+    """Fail before training, not at the first checkpoint, if the run directory cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as err:
+        raise MTError(f"{folder}: cannot write checkpoints there ({err.strerror})") from None
 
 
 class _Window:
     """Averages of the training stats since the last log line."""
 
-    def __init__(self):
+    def __init__(self, peak: float | None = None):
+        self.peak = peak
         self.reset()
 
     def reset(self) -> None:
         self.loss = self.nll = self.tokens = self.padded = self.real = self.seconds = self.grad_norm = 0.0
-        self.steps, self.lr = 0, 0.0
+        self.steps, self.lr, self.flops = 0, 0.0, 0.0
 
     def add(self, stats: dict, seconds: float) -> None:
         n = stats["tgt_tokens"]
@@ -341,6 +394,7 @@ class _Window:
         self.real += stats["real_tokens"]
         self.grad_norm += stats["grad_norm"]
         self.seconds += seconds
+        self.flops += stats["flops"]
         self.steps += 1
         self.lr = stats["lr"]
 
@@ -352,6 +406,9 @@ class _Window:
             "grad_norm": round(self.grad_norm / self.steps, 4),
             "tgt_tokens_per_s": round(self.tokens / self.seconds, 1),
             "padding": round(1 - self.real / self.padded, 4),
+            "tflops": round(self.flops / self.seconds / 1e12, 3),
         }
+        if self.peak:
+            record["mfu"] = round(self.flops / self.seconds / self.peak, 4)
         self.reset()
         return record

@@ -53,10 +53,14 @@ TINY_TRAIN = [
 ]
 
 
+def cli_path(name: str) -> str:
+    """One of our console scripts, beside the interpreter running the tests (.venv/bin)."""
+    return str(Path(sys.executable).parent / name)
+
+
 def run_cli(*args, check=True, input_text=None, timeout=600):
-    """Run one of our console scripts from .venv/bin (or the current interpreter's bin)."""
-    exe = Path(sys.executable).parent / args[0]
-    result = subprocess.run([str(exe), *args[1:]], capture_output=True, text=True, input=input_text,
+    """Run one of our console scripts and capture its output."""
+    result = subprocess.run([cli_path(args[0]), *args[1:]], capture_output=True, text=True, input=input_text,
                             timeout=timeout, cwd=REPO)
     if check and result.returncode != 0:
         raise AssertionError(f"{args[0]} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")

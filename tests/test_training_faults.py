@@ -1,0 +1,95 @@
+"""Training under faults: signals, non-finite losses, unwritable run directories; what TensorBoard gets."""
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from mt.batching import encode_corpus
+from mt.checkpoint import build_model, load_checkpoint
+from mt.config import CONFIG_DIR, register_configs
+from mt.data import load_split
+from mt.errors import MTError
+from mt.tokenizer import build_tokenizer
+from mt.trainer import Trainer, check_writable
+
+from conftest import REPO, TINY_TRAIN, cli_path, train_tiny
+
+
+def tiny_trainer(corpus, run_dir, *overrides) -> Trainer:
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["data=files", f"data.dir={corpus}", *TINY_TRAIN, *overrides])
+    train, valid = load_split(cfg.data, "train"), load_split(cfg.data, "valid")
+    tok = build_tokenizer(cfg.tokenizer, train.src, train.tgt, run_dir / "tokenizer")
+    torch.manual_seed(0)
+    return Trainer(cfg, build_model(cfg.model, tok), tok, encode_corpus(tok, train)[0], encode_corpus(tok, valid)[0],
+                   valid, run_dir, torch.device("cpu"))
+
+
+def test_non_finite_updates_are_skipped_then_stop(tiny_corpus, tmp_path):
+    trainer = tiny_trainer(tiny_corpus, tmp_path, "train.max_bad_steps=3")
+    trainer.train_step()
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    real_loss = trainer.batch_loss
+    trainer.batch_loss = lambda batch: tuple(x * float("nan") for x in real_loss(batch))
+    stats = trainer.train_step()
+    assert not stats["finite"] and trainer.progress.step == 1 and trainer.progress.skipped_steps == 1
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    trainer.batch_loss = real_loss  # a good update resets the run of bad ones
+    assert trainer.train_step()["finite"] and trainer.progress.step == 2
+    trainer.batch_loss = lambda batch: tuple(x * float("inf") for x in real_loss(batch))
+    trainer.train_step()
+    trainer.train_step()
+    with pytest.raises(MTError, match="3 updates in a row had a non-finite loss"):
+        trainer.train_step()
+
+
+def test_unwritable_run_directory_fails_before_training(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(MTError, match="cannot write checkpoints there"):
+        check_writable(blocker / "checkpoints")
+
+
+def test_sigterm_saves_and_resume_ends_with_the_same_weights(tiny_corpus, tmp_path):
+    common = ["train.max_steps=60", "train.log_every=1", "train.save_every=1000", "train.valid_every=1000",
+              "data.test_split=null"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    train_tiny(tiny_corpus, straight, *common)
+    command = [cli_path("mt-train"), "data=files", f"data.dir={tiny_corpus}", f"hydra.run.dir={stopped}",
+               *TINY_TRAIN, *common]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = stopped / "train.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 15):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output
+    assert "interrupted by SIGTERM" in output and "run the same command again to resume" in output
+    stopped_at = load_checkpoint(stopped / "checkpoints" / "last.pt")["trainer"]["progress"]["step"]
+    assert 15 <= stopped_at < 60
+    train_tiny(tiny_corpus, stopped, *common)
+    a = load_checkpoint(straight / "checkpoints" / "last.pt")["model"]
+    b = load_checkpoint(stopped / "checkpoints" / "last.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_tensorboard_has_curves_samples_and_attention_images(trained_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(trained_run / "tb"), size_guidance={"images": 0, "tensors": 0}).Reload()
+    tags = events.Tags()
+    for scalar in ("train/loss", "train/ppl", "train/lr", "train/grad_norm", "train/tgt_tokens_per_s",
+                   "valid/loss", "valid/ppl", "valid/bleu", "valid/chrf"):
+        assert scalar in tags["scalars"], scalar
+    assert "valid/samples/text_summary" in tags["tensors"]
+    assert {"valid/attention_0", "valid/attention_1"} <= set(tags["images"])
+    assert [e.step for e in events.Scalars("valid/bleu")] == [100, 200, 300]
+    train_log = [json.loads(line) for line in (trained_run / "train.jsonl").read_text().splitlines()]
+    assert train_log[-1]["tflops"] > 0
