@@ -6,6 +6,7 @@ STAMP  := $(VENV)/.installed
 # A CPU build of torch installed first satisfies the package's range without a multi-GB CUDA download.
 TORCH  ?= torch==2.13.0
 ARGS   ?=
+NPROC  ?= 1
 RUN    ?= runs/smoke
 SPLIT  ?= test
 DATA   ?= ../shared/data/multi30k
@@ -14,7 +15,7 @@ BEAM   ?=
 .PHONY: help venv train tokenizer test lint format eval bench tensorboard clean
 
 help:
-	@echo "make train ARGS='<hydra overrides>'   train (creates .venv first if needed)"
+	@echo "make train ARGS='<hydra overrides>'   train (creates .venv first if needed); NPROC=N for N processes"
 	@echo "make test                            lint + tests"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
 	@echo "make eval RUN=runs/smoke SPLIT=test  BLEU/chrF of a run's best checkpoint on a split"
@@ -31,7 +32,11 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 train: $(STAMP)
+ifeq ($(NPROC),1)
 	$(BIN)/mt-train $(ARGS)
+else
+	$(BIN)/python -m torch.distributed.run --standalone --nproc_per_node $(NPROC) -m mt.train $(ARGS)
+endif
 
 tokenizer: $(STAMP)
 	$(BIN)/mt-tokenizer $(ARGS)

@@ -35,11 +35,12 @@ def run_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
-def prepare(cfg: DictConfig, out_dir: Path) -> Prepared:
+def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepared:
     """Load every split (failing early on bad data) and build the tokenizer."""
     validate(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
+    if write_config:
+        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
     d = cfg.data
     train = load_split(d, d.train_split)
     valid = load_split(d, d.valid_split)

@@ -18,6 +18,7 @@ from mt.allocator import keep_large_buffers
 from mt.batching import encode_corpus
 from mt.checkpoint import average_checkpoint_files, build_model, load_for_inference
 from mt.config import CONFIG_DIR, check_overrides
+from mt.distributed import Dist, barrier, init_from_env, shutdown
 from mt.errors import MTError, report_errors
 from mt.metrics import score
 from mt.prepare import exit_on_user_error, prepare, run_dir
@@ -27,12 +28,12 @@ from mt.translator import Translator
 log = logging.getLogger(__name__)
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def pick_device(name: str, dist: Dist) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise MTError("train.device=cuda but no CUDA device is available")
-    return torch.device(name)
+    if name == "cpu" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", dist.local_rank)
 
 
 def evaluate_test(cfg: DictConfig, checkpoint: Path, out_dir: Path, test, device: torch.device) -> dict:
@@ -73,33 +74,46 @@ def final_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 @exit_on_user_error
 def hydra_main(cfg: DictConfig) -> None:
-    """Train a model as configured; rerunning on the same run directory resumes."""
+    """Train a model as configured; rerunning on the same run directory resumes.
+    Under torchrun, every process trains on its share of each update; rank 0 writes the files."""
     out_dir = run_dir()
-    device = pick_device(cfg.train.device)
-    if cfg.train.precision == "fp16" and device.type != "cuda":
-        raise MTError("train.precision=fp16 needs CUDA; on CPU use bf16 or fp32")
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    dist = init_from_env(use_cuda=cfg.train.device != "cpu" and torch.cuda.is_available())
+    if not dist.is_main:
+        logging.getLogger().setLevel(logging.WARNING)  # one voice: rank 0's
+    device = pick_device(cfg.train.device, dist)
+    if cfg.train.precision == "fp16" and device.type != "cuda":
+        raise MTError("train.precision=fp16 needs CUDA; on CPU use bf16 or fp32")
     if device.type == "cpu":
         keep_large_buffers()
     torch.manual_seed(cfg.train.seed)
-    data = prepare(cfg, out_dir)
-    tok = data.tokenizer
-    train, report = encode_corpus(tok, data.train, cfg.data.max_len, cfg.data.max_len_ratio)
-    log.info("train filter: %s", report)
-    if not len(train):
-        raise MTError(f"{data.train.origin}: no training pairs left after filtering ({report})")
-    valid, valid_report = encode_corpus(tok, data.valid)
-    if valid_report.empty:
-        log.info("valid: %d pairs with an empty side are left out of the validation loss", valid_report.empty)
-    model = build_model(cfg.model, tok)
-    n_params = sum(p.numel() for p in model.parameters())
-    log.info("model: %s, %.1fM parameters, run directory %s", cfg.model.arch, n_params / 1e6, out_dir)
-    trainer = Trainer(cfg, model, tok, train, valid, data.valid, out_dir, device)
-    trainer.fit()
-    final = final_checkpoint(cfg, trainer, out_dir / "checkpoints")
-    if data.test is not None and final.exists():
-        evaluate_test(cfg, final, out_dir, data.test, device)
+    try:
+        if not dist.is_main:
+            barrier(dist)  # rank 0 trains (or checks) the tokenizer first; the others then reuse it
+        data = prepare(cfg, out_dir, write_config=dist.is_main)
+        if dist.is_main:
+            barrier(dist)
+        tok = data.tokenizer
+        train, report = encode_corpus(tok, data.train, cfg.data.max_len, cfg.data.max_len_ratio)
+        log.info("train filter: %s", report)
+        if not len(train):
+            raise MTError(f"{data.train.origin}: no training pairs left after filtering ({report})")
+        valid, valid_report = encode_corpus(tok, data.valid)
+        if valid_report.empty:
+            log.info("valid: %d pairs with an empty side are left out of the validation loss", valid_report.empty)
+        model = build_model(cfg.model, tok)
+        n_params = sum(p.numel() for p in model.parameters())
+        log.info("model: %s, %.1fM parameters, run directory %s%s", cfg.model.arch, n_params / 1e6, out_dir,
+                 f", {dist.world} processes" if dist.enabled else "")
+        trainer = Trainer(cfg, model, tok, train, valid, data.valid, out_dir, device, dist)
+        trainer.fit()
+        if dist.is_main:
+            final = final_checkpoint(cfg, trainer, out_dir / "checkpoints")
+            if data.test is not None and final.exists():
+                evaluate_test(cfg, final, out_dir, data.test, device)
+    finally:
+        shutdown(dist)
 
 
 @report_errors

@@ -4,6 +4,7 @@ checkpoints that resume exactly, TensorBoard curves and JSON logs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -22,6 +24,7 @@ from mt.batching import EncodedCorpus, collate, token_batches
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import to_dict
 from mt.data import ParallelCorpus
+from mt.distributed import Dist, broadcast_from_main, sum_across
 from mt.errors import Interrupted, MTError
 from mt.flops import parameter_counts, peak_flops, training_flops
 from mt.interrupt import StopRequest
@@ -52,9 +55,12 @@ class Progress:
 
 class Trainer:
     def __init__(self, cfg, model, tokenizer, train_data: EncodedCorpus, valid_data: EncodedCorpus,
-                 valid_text: ParallelCorpus, run_dir: Path, device: torch.device):
-        self.cfg, self.tc = cfg, cfg.train
+                 valid_text: ParallelCorpus, run_dir: Path, device: torch.device, dist: Dist | None = None):
+        self.cfg, self.tc, self.dist = cfg, cfg.train, dist or Dist()
         self.model = model.to(device)
+        # What training calls: the model itself, or its DistributedDataParallel wrapper. The only
+        # buffers are sinusoid tables each rank grows to its own batches' lengths: not broadcast.
+        self.net = DistributedDataParallel(self.model, broadcast_buffers=False) if self.dist.enabled else self.model
         self.tokenizer = tokenizer
         self.train_data, self.valid_data, self.valid_text = train_data, valid_data, valid_text
         self.run_dir, self.device = run_dir, device
@@ -67,7 +73,8 @@ class Trainer:
         self.param_counts = parameter_counts(model)
         self.bad_in_a_row = 0
         self.stop_request = StopRequest()
-        check_writable(self.ckpt_dir)
+        if self.dist.is_main:
+            check_writable(self.ckpt_dir)
         self._epoch_batches: tuple[int, list[np.ndarray]] | None = None
 
     # ---- data order -------------------------------------------------------------------------
@@ -98,7 +105,7 @@ class Trainer:
         """Summed (label-smoothed loss, nll) over the batch's real target tokens."""
         real = batch.tgt_out != PAD
         with autocast(self.device, self.tc.precision):
-            logits = self.model(batch.src, batch.tgt_in, keep=real)  # (N real tokens, V)
+            logits = self.net(batch.src, batch.tgt_in, keep=real)  # (N real tokens, V)
         return label_smoothed_loss(logits, batch.tgt_out[real], self.tc.label_smoothing)
 
     def train_step(self) -> dict:
@@ -108,14 +115,19 @@ class Trainer:
         train.max_bad_steps of them in a row stop training with an error.
         """
         self.model.train()
-        batches = [collate(self.train_data, idx).to(self.device) for idx in self.next_batches(self.tc.update_freq)]
-        total_tokens = sum(b.num_tgt_tokens for b in batches)
+        world, rank = self.dist.world, self.dist.rank
+        update = self.next_batches(self.tc.update_freq * world)  # the same on every rank
+        total_tokens = int(sum(self.tgt_lens[idx].sum() + len(idx) for idx in update))  # EOS included
+        batches = [collate(self.train_data, idx).to(self.device) for idx in update[rank::world]]
         loss_sum = nll_sum = 0.0
-        for batch in batches:
-            loss, nll = self.batch_loss(batch)
-            (loss / total_tokens).backward()
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            with contextlib.nullcontext() if last or not self.dist.enabled else self.net.no_sync():
+                loss, nll = self.batch_loss(batch)
+                (loss * world / total_tokens).backward()  # DDP averages over ranks: undo it
             loss_sum += loss.item()
             nll_sum += nll.item()
+        loss_sum, nll_sum = sum_across([loss_sum, nll_sum], self.dist, self.device)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
         ))
@@ -143,9 +155,9 @@ class Trainer:
             "lr": lr,
             "grad_norm": grad_norm,
             "tgt_tokens": total_tokens,
-            "padded_tokens": sum(b.padded_tokens for b in batches),
-            "real_tokens": sum(b.real_tokens for b in batches),
-            "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in batches),
+            "padded_tokens": sum(b.padded_tokens for b in batches) * world,  # this rank's share, scaled
+            "real_tokens": sum(b.real_tokens for b in batches) * world,
+            "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in batches) * world,
         }
 
     # ---- validation -------------------------------------------------------------------------
@@ -217,7 +229,8 @@ class Trainer:
         }
 
     def save(self, name: str, with_optimizer: bool = True) -> None:
-        save_checkpoint(self.checkpoint_state(with_optimizer), self.ckpt_dir / name)
+        if self.dist.is_main:
+            save_checkpoint(self.checkpoint_state(with_optimizer), self.ckpt_dir / name)
 
     def resume(self) -> bool:
         """Continue from checkpoints/last.pt if there is one; refuse one from another setup."""
@@ -249,6 +262,14 @@ class Trainer:
     # ---- the loop ---------------------------------------------------------------------------
 
     def should_stop(self) -> str | None:
+        """Why to stop now, or None. With several ranks, all stop when any would (signals and
+        wall-clock time can differ between processes)."""
+        reason = self._stop_reason()
+        if self.dist.enabled and sum_across([float(reason is not None)], self.dist, self.device)[0] > 0:
+            reason = reason or "another rank stopped"
+        return reason
+
+    def _stop_reason(self) -> str | None:
         p, tc = self.progress, self.tc
         if self.stop_request.signal_name:
             return f"interrupted by {self.stop_request.signal_name}"
@@ -265,11 +286,12 @@ class Trainer:
 
     def fit(self) -> Progress:
         self.resume()
-        writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.progress.step + 1)
-        train_log = open(self.run_dir / "train.jsonl", "a", encoding="utf-8")
+        main = self.dist.is_main
+        writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.progress.step + 1) if main else None
+        train_log = open(self.run_dir / "train.jsonl", "a", encoding="utf-8") if main else None
         window = _Window(self.peak)
         bar = tqdm(total=self.tc.max_steps, initial=self.progress.step, unit="step", dynamic_ncols=True,
-                   disable=None)
+                   disable=None if main else True)
         log.info("training: %d pairs, %d batches/epoch, peak lr %.2e, %s on %s",
                  len(self.train_data), len(self.epoch_batches(self.progress.epoch)), self.peak_lr,
                  self.tc.precision, self.device)
@@ -286,7 +308,8 @@ class Trainer:
                     step = self.progress.step
                     if step % self.tc.log_every == 0:
                         record = window.flush(step, self.progress.epoch)
-                        self._log_train(record, writer, train_log, bar)
+                        if main:
+                            self._log_train(record, writer, train_log, bar)
                     if step % self.tc.valid_every == 0:
                         self._validate_and_keep_best(writer)
                     if step % self.tc.save_every == 0:
@@ -301,8 +324,9 @@ class Trainer:
                 self.save_periodic()
         finally:
             bar.close()
-            train_log.close()
-            writer.close()
+            if main:
+                train_log.close()
+                writer.close()
         return self.progress
 
     def _keep_best(self, bleu: float) -> None:
@@ -320,6 +344,8 @@ class Trainer:
     def _keep_last(self) -> None:
         """stepN.pt for the keep_last latest saves (weights only: for averaging)."""
         p = self.progress
+        if not self.dist.is_main:
+            return
         if not self.tc.keep_last or (p.last_kept and p.last_kept[-1] == p.step):
             return
         self.save(f"step{p.step}.pt", with_optimizer=False)
@@ -331,7 +357,13 @@ class Trainer:
         self._keep_last()
         self.save("last.pt")
 
-    def _validate_and_keep_best(self, writer: SummaryWriter) -> None:
+    def _validate_and_keep_best(self, writer: SummaryWriter | None) -> None:
+        """Rank 0 validates and keeps checkpoints; the others then take its bookkeeping."""
+        if self.dist.is_main:
+            self._validate_on_main(writer)
+        self.progress = broadcast_from_main(self.progress, self.dist)
+
+    def _validate_on_main(self, writer: SummaryWriter) -> None:
         start = time.perf_counter()
         record = self.validate(writer)
         p = self.progress

@@ -1,0 +1,71 @@
+"""Data-parallel training across processes (torchrun), in a few functions.
+
+Every rank computes the same batch order; each update takes update_freq x world batches and rank r
+trains on every world-th one. DistributedDataParallel averages gradients, so the loss is scaled
+by world / (target tokens of the whole update): the result equals one process accumulating all of
+those batches. Only rank 0 writes files.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+
+def init_from_env(use_cuda: bool) -> Dist:
+    """Join the process group torchrun describes in the environment (a no-op for one process)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Dist()
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    return Dist(rank=dist.get_rank(), world=world, local_rank=local_rank)
+
+
+def sum_across(values: list[float], d: Dist, device: torch.device) -> list[float]:
+    """Element-wise sum of the values over all ranks (the values themselves for one process)."""
+    if not d.enabled:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def barrier(d: Dist) -> None:
+    if d.enabled:
+        dist.barrier()
+
+
+def broadcast_from_main(obj, d: Dist):
+    """Rank 0's obj, on every rank."""
+    if not d.enabled:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def shutdown(d: Dist) -> None:
+    if d.enabled and dist.is_initialized():
+        dist.destroy_process_group()
