@@ -66,6 +66,8 @@ class Trainer:
         self.run_dir, self.device = run_dir, device
         self.ckpt_dir = run_dir / "checkpoints"
         self.optimizer = build_optimizer(model, self.tc)
+        # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not (a no-op then).
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.tc.precision == "fp16")
         self.peak_lr = peak_lr(self.tc, cfg.model.d_model)
         self.progress = Progress()
         self.src_lens, self.tgt_lens = train_data.src_lens, train_data.tgt_lens
@@ -124,10 +126,11 @@ class Trainer:
             last = i == len(batches) - 1
             with contextlib.nullcontext() if last or not self.dist.enabled else self.net.no_sync():
                 loss, nll = self.batch_loss(batch)
-                (loss * world / total_tokens).backward()  # DDP averages over ranks: undo it
+                self.scaler.scale(loss * world / total_tokens).backward()  # DDP averages over ranks: undo it
             loss_sum += loss.item()
             nll_sum += nll.item()
         loss_sum, nll_sum = sum_across([loss_sum, nll_sum], self.dist, self.device)
+        self.scaler.unscale_(self.optimizer)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
         ))
@@ -136,9 +139,11 @@ class Trainer:
         if finite:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            self.optimizer.step()
+            self.scaler.step(self.optimizer)
             self.progress.step += 1
             self.bad_in_a_row = 0
+        elif math.isfinite(loss_sum) and self.scaler.is_enabled():
+            self.progress.skipped_steps += 1  # fp16 overflow: the scaler lowers its scale and we go on
         else:
             self.progress.skipped_steps += 1
             self.bad_in_a_row += 1
@@ -147,6 +152,7 @@ class Trainer:
             if self.bad_in_a_row >= self.tc.max_bad_steps:
                 raise MTError(f"{self.bad_in_a_row} updates in a row had a non-finite loss or gradient "
                               f"(train.max_bad_steps); lower train.lr or use train.precision=fp32")
+        self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         return {
             "finite": finite,
@@ -221,6 +227,7 @@ class Trainer:
             trainer["rng_cuda"] = torch.cuda.get_rng_state_all()
         if with_optimizer:
             trainer["optimizer"] = self.optimizer.state_dict()
+            trainer["grad_scaler"] = self.scaler.state_dict()
         return {
             "config": to_dict(self.cfg),
             "model": self.model.state_dict(),
@@ -251,6 +258,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         trainer = state["trainer"]
         self.optimizer.load_state_dict(trainer["optimizer"])
+        if trainer.get("grad_scaler"):
+            self.scaler.load_state_dict(trainer["grad_scaler"])
         self.progress = Progress(**trainer["progress"])
         torch.set_rng_state(trainer["rng_torch"])
         random.setstate(trainer["rng_python"])
