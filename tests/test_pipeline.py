@@ -24,7 +24,9 @@ def test_run_directory_holds_what_the_readme_promises(trained_run):
 
 
 def test_translate_keeps_line_alignment(trained_run, tmp_path):
-    lines = ["ein hund läuft", "", "eine katze schläft hier", "   ", "ein mann\rsitzt", "klein\u2028rot", ""]
+    lines = ["ein hund läuft", "", "eine katze schläft hier", "   ", "ein mann\rsitzt", "klein\u2028rot", "",
+             "rot\u2029blau", "hund\x0ckatze", "nul\x00byte", "tab\there", "zero\u200bwidth", "no\u00a0break",
+             "\ufeffbom mid-file", "\x85next line", "ein " * 400]
     source = tmp_path / "in.de"
     source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     out = run_cli("translate", "--checkpoint", str(trained_run / "checkpoints" / "best.pt"),
@@ -37,6 +39,15 @@ def test_translate_keeps_line_alignment(trained_run, tmp_path):
     out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--beam", "1",
                   input_text="ein hund läuft\n\nein kind")
     assert out.stdout == "a dog runs\n\na child\n"
+
+
+def test_several_checkpoints_are_averaged_on_load(trained_run, tmp_path):
+    ckpts = trained_run / "checkpoints"
+    out = run_cli("translate", "-c", str(ckpts / "best.pt"), str(ckpts / "last.pt"), input_text="ein hund läuft\n")
+    assert out.stdout == "a dog runs\n"
+    result = run_cli("translate", "-c", str(ckpts / "best.pt"), str(tmp_path / "nope.pt"), check=False,
+                     input_text="x\n")
+    assert result.returncode == 2 and "nope.pt: no such checkpoint" in result.stderr
 
 
 def test_translate_nbest_format(trained_run):
