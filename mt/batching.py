@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from dataclasses import dataclass
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -13,12 +19,61 @@ from mt.tokenizer import BOS, EOS, PAD
 log = logging.getLogger(__name__)
 
 
+class Ragged:
+    """Variable-length int32 sequences in one flat array plus offsets: compact, and memory-mappable
+    from disk, so a corpus of millions of pairs costs two arrays rather than millions of objects."""
+
+    def __init__(self, values: np.ndarray, offsets: np.ndarray):
+        self.values, self.offsets = values, offsets
+
+    @classmethod
+    def from_lists(cls, seqs: list) -> Ragged:
+        lengths = np.fromiter((len(x) for x in seqs), dtype=np.int64, count=len(seqs))
+        offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        values = np.fromiter((t for x in seqs for t in x), dtype=np.int32, count=int(offsets[-1]))
+        return cls(values, offsets)
+
+    @classmethod
+    def concatenate(cls, parts: list[Ragged]) -> Ragged:
+        values = np.concatenate([p.values for p in parts]) if parts else np.zeros(0, np.int32)
+        lengths = np.concatenate([p.lengths for p in parts]) if parts else np.zeros(0, np.int64)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(values, offsets)
+
+    def select(self, keep: np.ndarray) -> Ragged:
+        """The sequences where the boolean mask keep is True."""
+        lengths = self.lengths[keep]
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return Ragged(self.values[np.repeat(keep, self.lengths)], offsets)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i) -> np.ndarray:
+        return self.values[self.offsets[i] : self.offsets[i + 1]]
+
+    def save(self, prefix: Path) -> None:
+        np.save(f"{prefix}.values.npy", self.values)
+        np.save(f"{prefix}.offsets.npy", self.offsets)
+
+    @classmethod
+    def load(cls, prefix: Path) -> Ragged:
+        return cls(np.load(f"{prefix}.values.npy", mmap_mode="r"), np.load(f"{prefix}.offsets.npy", mmap_mode="r"))
+
+
 @dataclass
 class EncodedCorpus:
-    """Token ids per sentence (without BOS/EOS), and the original line number of each pair."""
+    """Token ids per sentence (without BOS/EOS), and the original line number (1-based) of each pair."""
 
-    src: list[np.ndarray]
-    tgt: list[np.ndarray]
+    src: Ragged
+    tgt: Ragged
     line_numbers: np.ndarray
 
     def __len__(self) -> int:
@@ -26,11 +81,11 @@ class EncodedCorpus:
 
     @property
     def src_lens(self) -> np.ndarray:
-        return np.fromiter((len(s) for s in self.src), dtype=np.int64, count=len(self.src))
+        return self.src.lengths
 
     @property
     def tgt_lens(self) -> np.ndarray:
-        return np.fromiter((len(t) for t in self.tgt), dtype=np.int64, count=len(self.tgt))
+        return self.tgt.lengths
 
 
 @dataclass
@@ -48,25 +103,52 @@ class FilterReport:
         )
 
 
-def encode_corpus(tokenizer, corpus, max_len: int = 0, max_ratio: float = 0.0) -> tuple[EncodedCorpus, FilterReport]:
-    """Tokenize both sides; drop (and count) empty pairs, over-long pairs and bad length ratios."""
-    src_ids = tokenizer.encode_src(corpus.src)
-    tgt_ids = tokenizer.encode_tgt(corpus.tgt)
-    report = FilterReport()
-    kept_src, kept_tgt, lines = [], [], []
-    for line, (s, t) in enumerate(zip(src_ids, tgt_ids), start=1):
-        if not s or not t:
-            report.empty += 1
-        elif max_len and (len(s) > max_len or len(t) > max_len):
-            report.too_long += 1
-        elif max_ratio and max(len(s), len(t)) > max_ratio * min(len(s), len(t)):
-            report.bad_ratio += 1
-        else:
-            kept_src.append(np.asarray(s, dtype=np.int32))
-            kept_tgt.append(np.asarray(t, dtype=np.int32))
-            lines.append(line)
-    report.kept = len(kept_src)
-    return EncodedCorpus(kept_src, kept_tgt, np.asarray(lines, dtype=np.int64)), report
+def encode_corpus(tokenizer, corpus, max_len: int = 0, max_ratio: float = 0.0,
+                  chunk: int = 100_000) -> tuple[EncodedCorpus, FilterReport]:
+    """Tokenize both sides (chunk by chunk, to bound memory); drop and count empty pairs,
+    over-long pairs and bad length ratios."""
+    src_parts, tgt_parts = [], []
+    for start in range(0, len(corpus), chunk):
+        src_parts.append(Ragged.from_lists(tokenizer.encode_src(corpus.src[start : start + chunk])))
+        tgt_parts.append(Ragged.from_lists(tokenizer.encode_tgt(corpus.tgt[start : start + chunk])))
+    src, tgt = Ragged.concatenate(src_parts), Ragged.concatenate(tgt_parts)
+    s, t = src.lengths, tgt.lengths
+    empty = (s == 0) | (t == 0)
+    too_long = ~empty & ((np.maximum(s, t) > max_len) if max_len else False)
+    bad_ratio = ~empty & ~too_long & ((np.maximum(s, t) > max_ratio * np.minimum(s, t)) if max_ratio else False)
+    keep = ~(empty | too_long | bad_ratio)
+    report = FilterReport(int(keep.sum()), int(empty.sum()), int(np.sum(too_long)), int(np.sum(bad_ratio)))
+    if not keep.all():
+        src, tgt = src.select(keep), tgt.select(keep)
+    return EncodedCorpus(src, tgt, np.flatnonzero(keep) + 1), report
+
+
+def cached_encode(tokenizer, corpus, max_len: int, max_ratio: float,
+                  cache_dir: str | None) -> tuple[EncodedCorpus, FilterReport]:
+    """encode_corpus, stored once under cache_dir and memory-mapped afterwards (by every run and
+    process with the same tokenizer, text and filters)."""
+    if not cache_dir:
+        return encode_corpus(tokenizer, corpus, max_len, max_ratio)
+    key = hashlib.sha256(repr((tokenizer.state_dict(), corpus.digest(), max_len, max_ratio)).encode()).hexdigest()
+    folder = Path(cache_dir) / key[:24]
+    if (folder / "report.json").exists():
+        report = FilterReport(**json.loads((folder / "report.json").read_text()))
+        encoded = EncodedCorpus(Ragged.load(folder / "src"), Ragged.load(folder / "tgt"),
+                                np.load(folder / "lines.npy", mmap_mode="r"))
+        log.info("encoded corpus: reusing %s", folder)
+        return encoded, report
+    encoded, report = encode_corpus(tokenizer, corpus, max_len, max_ratio)
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".tmp-"))
+    encoded.src.save(tmp / "src")
+    encoded.tgt.save(tmp / "tgt")
+    np.save(tmp / "lines.npy", encoded.line_numbers)
+    (tmp / "report.json").write_text(json.dumps(asdict(report)))
+    try:
+        os.replace(tmp, folder)  # atomic: a half-written cache is never read
+    except OSError:  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return encoded, report
 
 
 def token_batches(src_lens, tgt_lens, max_tokens: int, rng: np.random.Generator | None = None) -> list[np.ndarray]:

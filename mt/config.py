@@ -32,6 +32,7 @@ class DataConfig:
     max_len: int = 256  # sentencepiece pieces per side; longer training pairs are filtered (counted)
     max_len_ratio: float = 0.0  # drop training pairs whose length ratio exceeds this; 0 = off
     valid_max_sentences: int = 0  # cap the sentences decoded for validation BLEU; 0 = all
+    cache_dir: str | None = "data/cache"  # encoded corpora, memory-mapped and shared by runs; null = off
 
 
 @dataclass

@@ -6,10 +6,11 @@ inside a line stay part of it, so the two sides can never shift against each oth
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mt.errors import MTError
@@ -22,9 +23,21 @@ class ParallelCorpus:
     src: list[str]
     tgt: list[str]
     origin: str  # where it came from, for messages
+    _digest: str | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.src)
+
+    def digest(self) -> str:
+        """Identifies the text: what cached tokenizers and encodings were made from (computed once)."""
+        if self._digest is None:
+            h = hashlib.sha256()
+            for side in (self.src, self.tgt):
+                h.update(b"\x00side\x00")
+                for line in side:
+                    h.update(line.encode("utf-8", "surrogatepass") + b"\n")
+            self._digest = h.hexdigest()
+        return self._digest
 
 
 def split_lines(text: str) -> list[str]:

@@ -49,7 +49,7 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
         "data: train %d, valid %d, test %s pairs (%s -> %s, from %s)",
         len(train), len(valid), len(test) if test else "-", d.src_lang, d.tgt_lang, train.origin,
     )
-    tokenizer = build_tokenizer(cfg.tokenizer, train.src, train.tgt, out_dir / "tokenizer")
+    tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer")
     return Prepared(train, valid, test, tokenizer)
 
 

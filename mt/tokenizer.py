@@ -118,20 +118,17 @@ def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
     return model.getvalue()
 
 
-def fingerprint(tok_cfg, src: list[str], tgt: list[str]) -> str:
+def fingerprint(tok_cfg, corpus) -> str:
     """Identifies the settings and training text a tokenizer was made from."""
-    digest = hashlib.sha256(json.dumps(dict(tok_cfg), sort_keys=True).encode())
-    for side in (src, tgt):
-        digest.update(b"\x00side\x00")
-        for line in side:
-            digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
-    return digest.hexdigest()
+    settings = json.dumps(dict(tok_cfg), sort_keys=True)
+    return hashlib.sha256((settings + corpus.digest()).encode()).hexdigest()
 
 
-def build_tokenizer(tok_cfg, src: list[str], tgt: list[str], folder: Path) -> Tokenizer:
-    """Train on the training split, or reuse the one in folder if data and settings match."""
+def build_tokenizer(tok_cfg, corpus, folder: Path) -> Tokenizer:
+    """Train on the training corpus, or reuse the one in folder if data and settings match."""
+    src, tgt = corpus.src, corpus.tgt
     meta_path = folder / "meta.json"
-    key = fingerprint(tok_cfg, src, tgt)
+    key = fingerprint(tok_cfg, corpus)
     if meta_path.exists() and json.loads(meta_path.read_text()).get("fingerprint") == key:
         log.info("tokenizer: reusing %s (same data and settings)", folder)
         return Tokenizer.load(folder)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 import hydra
@@ -15,7 +16,7 @@ import torch
 from omegaconf import DictConfig
 
 from mt.allocator import keep_large_buffers
-from mt.batching import encode_corpus
+from mt.batching import cached_encode, encode_corpus
 from mt.checkpoint import average_checkpoint_files, build_model, load_for_inference
 from mt.config import CONFIG_DIR, check_overrides
 from mt.distributed import Dist, barrier, init_from_env, shutdown
@@ -95,7 +96,9 @@ def hydra_main(cfg: DictConfig) -> None:
         if dist.is_main:
             barrier(dist)
         tok = data.tokenizer
-        train, report = encode_corpus(tok, data.train, cfg.data.max_len, cfg.data.max_len_ratio)
+        start = time.perf_counter()
+        train, report = cached_encode(tok, data.train, cfg.data.max_len, cfg.data.max_len_ratio, cfg.data.cache_dir)
+        log.info("train: encoded in %.1fs", time.perf_counter() - start)
         log.info("train filter: %s", report)
         if not len(train):
             raise MTError(f"{data.train.origin}: no training pairs left after filtering ({report})")

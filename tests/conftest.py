@@ -49,7 +49,7 @@ TINY_TRAIN = [
     "tokenizer.vocab_size=100", "tokenizer.byte_fallback=false",
     "train.max_tokens=600", "train.lr=3e-3", "train.warmup=40",
     "train.precision=fp32", "train.log_every=10", "train.valid_every=100", "train.save_every=50",
-    "decode=greedy", "train.threads=1",
+    "decode=greedy", "train.threads=1", "data.cache_dir=null",
 ]
 
 

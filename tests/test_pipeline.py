@@ -81,7 +81,8 @@ def test_evaluate_prints_bleu_chrf_and_signature(trained_run):
 
 def test_rerun_resumes_from_last_checkpoint(tiny_corpus, tmp_path):
     """Stopped at step 20 then resumed to 40: the same losses as one uninterrupted run to 40."""
-    common = ["train.log_every=1", "train.save_every=10", "train.valid_every=1000", "data.test_split=null"]
+    common = ["train.log_every=1", "train.save_every=10", "train.valid_every=1000", "data.test_split=null",
+              f"data.cache_dir={tmp_path / 'cache'}"]  # the second run reads the memory-mapped encoding
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     train_tiny(tiny_corpus, straight, "train.max_steps=40", *common)
     train_tiny(tiny_corpus, resumed, "train.max_steps=20", *common)

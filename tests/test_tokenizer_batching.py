@@ -5,7 +5,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from mt import tokenizer as tokenizer_module
-from mt.batching import collate, encode_corpus, token_batches
+from mt.batching import Ragged, cached_encode, collate, encode_corpus, token_batches
 from mt.config import TokenizerConfig
 from mt.data import ParallelCorpus
 from mt.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer
@@ -18,14 +18,14 @@ def tok_cfg(**overrides):
 
 
 @pytest.fixture(scope="module")
-def pairs():
-    return make_pairs(300, seed=5)
+def corpus():
+    pairs = make_pairs(300, seed=5)
+    return ParallelCorpus([s for s, _ in pairs], [t for _, t in pairs], "test")
 
 
 @pytest.mark.parametrize("kind", ["unigram", "bpe"])
-def test_round_trip_and_special_ids(tmp_path, pairs, kind):
-    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
-    tok = build_tokenizer(tok_cfg(type=kind), src, tgt, tmp_path)
+def test_round_trip_and_special_ids(tmp_path, corpus, kind):
+    tok = build_tokenizer(tok_cfg(type=kind), corpus, tmp_path)
     sentences = ["ein hund läuft schnell", "a small cat sleeps here"]
     for sentence, ids in zip(sentences, tok.encode_src(sentences)):
         assert PAD not in ids and BOS not in ids and EOS not in ids
@@ -35,32 +35,30 @@ def test_round_trip_and_special_ids(tmp_path, pairs, kind):
     assert tok.tgt.id_to_piece(PAD) == "<pad>" and tok.tgt.id_to_piece(EOS) == "</s>"
 
 
-def test_byte_fallback_round_trips_unseen_characters(tmp_path, pairs):
-    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
+def test_byte_fallback_round_trips_unseen_characters(tmp_path, corpus):
     unseen = "Fremdwörter: Zürich 42! 東京 🙂"
-    with_bytes = build_tokenizer(tok_cfg(vocab_size=400, byte_fallback=True), src, tgt, tmp_path / "b")
+    with_bytes = build_tokenizer(tok_cfg(vocab_size=400, byte_fallback=True), corpus, tmp_path / "b")
     assert with_bytes.decode_tgt(with_bytes.encode_src([unseen]))[0] == unseen
-    without = build_tokenizer(tok_cfg(), src, tgt, tmp_path / "u")
+    without = build_tokenizer(tok_cfg(), corpus, tmp_path / "u")
     assert "⁇" in without.decode_tgt(without.encode_src([unseen]))[0]
 
 
-def test_reused_when_data_and_settings_match(tmp_path, pairs, monkeypatch):
-    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
-    first = build_tokenizer(tok_cfg(), src, tgt, tmp_path)
+def test_reused_when_data_and_settings_match(tmp_path, corpus, monkeypatch):
+    first = build_tokenizer(tok_cfg(), corpus, tmp_path)
     calls = []
     real_train = tokenizer_module.train_sentencepiece
     monkeypatch.setattr(tokenizer_module, "train_sentencepiece", lambda *a, **k: calls.append(1) or real_train(*a, **k))
-    again = build_tokenizer(tok_cfg(), src, tgt, tmp_path)
+    again = build_tokenizer(tok_cfg(), corpus, tmp_path)
     assert calls == [] and again.state_dict() == first.state_dict()
-    build_tokenizer(tok_cfg(vocab_size=90), src, tgt, tmp_path)  # settings changed: retrain
+    build_tokenizer(tok_cfg(vocab_size=90), corpus, tmp_path)  # settings changed: retrain
     assert calls == [1]
-    build_tokenizer(tok_cfg(vocab_size=90), src, tgt[:-1] + ["changed"], tmp_path)  # data changed
+    changed = ParallelCorpus(corpus.src, corpus.tgt[:-1] + ["changed"], "t")
+    build_tokenizer(tok_cfg(vocab_size=90), changed, tmp_path)  # data changed: retrain
     assert calls == [1, 1]
 
 
-def test_separate_vocabularies(tmp_path, pairs):
-    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
-    tok = build_tokenizer(tok_cfg(joint=False), src, tgt, tmp_path)
+def test_separate_vocabularies(tmp_path, corpus):
+    tok = build_tokenizer(tok_cfg(joint=False), corpus, tmp_path)
     assert not tok.joint
     assert (tmp_path / "spm.src.model").exists() and not (tmp_path / "spm.model").exists()
     restored = Tokenizer.from_state_dict(tok.state_dict())
@@ -68,15 +66,14 @@ def test_separate_vocabularies(tmp_path, pairs):
     assert Tokenizer.load(tmp_path).encode_tgt(["a dog"]) == tok.encode_tgt(["a dog"])
 
 
-def test_filtering_is_counted(tmp_path, pairs):
-    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
-    tok = build_tokenizer(tok_cfg(), src, tgt, tmp_path)
-    corpus = ParallelCorpus(
+def test_filtering_is_counted(tmp_path, corpus):
+    tok = build_tokenizer(tok_cfg(), corpus, tmp_path)
+    odd = ParallelCorpus(
         ["ein hund", "", "ein " * 40, "ein", "mann"],
         ["a dog", "a", "a " * 40, "", "man " * 9],
         "test",
     )
-    encoded, report = encode_corpus(tok, corpus, max_len=20, max_ratio=3.0)
+    encoded, report = encode_corpus(tok, odd, max_len=20, max_ratio=3.0)
     assert (report.kept, report.empty, report.too_long, report.bad_ratio) == (1, 2, 1, 1)
     assert encoded.line_numbers.tolist() == [1]
     assert "dropped 2 with an empty side" in str(report)
@@ -105,9 +102,8 @@ def test_a_sentence_over_the_budget_gets_its_own_batch():
     assert sorted(len(b) for b in batches) == [1, 2]
 
 
-def test_collate_adds_bos_eos_and_padding(tmp_path, pairs):
-    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
-    tok = build_tokenizer(tok_cfg(), src, tgt, tmp_path)
+def test_collate_adds_bos_eos_and_padding(tmp_path, corpus):
+    tok = build_tokenizer(tok_cfg(), corpus, tmp_path)
     encoded, _ = encode_corpus(tok, ParallelCorpus(["ein hund", "mann"], ["a dog runs", "man"], "t"))
     batch = collate(encoded, [0, 1])
     y0, y1 = encoded.tgt[0].tolist(), encoded.tgt[1].tolist()
@@ -116,3 +112,31 @@ def test_collate_adds_bos_eos_and_padding(tmp_path, pairs):
     assert batch.tgt_out[1].tolist() == y1 + [EOS] + [PAD] * (len(y0) - len(y1))
     assert batch.src[0, len(encoded.src[0])] == EOS
     assert batch.num_tgt_tokens == len(y0) + len(y1) + 2
+
+
+def test_ragged_arrays_round_trip_select_and_memory_map(tmp_path):
+    seqs = [[5, 6, 7], [], [8], [9, 10]]
+    ragged = Ragged.from_lists(seqs)
+    assert [ragged[i].tolist() for i in range(len(ragged))] == seqs
+    kept = ragged.select(np.array([True, False, False, True]))
+    assert [kept[i].tolist() for i in range(len(kept))] == [[5, 6, 7], [9, 10]]
+    ragged.save(tmp_path / "r")
+    loaded = Ragged.load(tmp_path / "r")
+    assert isinstance(loaded.values, np.memmap) and loaded[3].tolist() == [9, 10]
+
+
+def test_encoded_corpus_is_cached_and_memory_mapped(tmp_path, corpus, monkeypatch):
+    from mt import batching
+
+    tok = build_tokenizer(tok_cfg(), corpus, tmp_path / "tok")
+    first, report = cached_encode(tok, corpus, 5, 0.0, str(tmp_path / "cache"))
+    assert report.too_long > 0 and report.kept == len(first)
+    monkeypatch.setattr(batching, "encode_corpus", lambda *a, **k: pytest.fail("encoded again"))
+    again, report_again = cached_encode(tok, corpus, 5, 0.0, str(tmp_path / "cache"))
+    assert report_again == report and isinstance(again.src.values, np.memmap)
+    assert all(np.array_equal(first.src[i], again.src[i]) and np.array_equal(first.tgt[i], again.tgt[i])
+               for i in range(len(first)))
+    assert np.array_equal(first.line_numbers, again.line_numbers)
+    monkeypatch.undo()
+    other, _ = cached_encode(tok, corpus, 6, 0.0, str(tmp_path / "cache"))  # other filter: other entry
+    assert len(other) > len(first) and len(list((tmp_path / "cache").iterdir())) == 2

@@ -25,7 +25,7 @@ def tiny_trainer(corpus, run_dir, *overrides) -> Trainer:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("config", overrides=["data=files", f"data.dir={corpus}", *TINY_TRAIN, *overrides])
     train, valid = load_split(cfg.data, "train"), load_split(cfg.data, "valid")
-    tok = build_tokenizer(cfg.tokenizer, train.src, train.tgt, run_dir / "tokenizer")
+    tok = build_tokenizer(cfg.tokenizer, train, run_dir / "tokenizer")
     torch.manual_seed(0)
     return Trainer(cfg, build_model(cfg.model, tok), tok, encode_corpus(tok, train)[0], encode_corpus(tok, valid)[0],
                    valid, run_dir, torch.device("cpu"))
