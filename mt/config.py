@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from mt.errors import MTError
@@ -111,6 +110,7 @@ class Config:
 
 def register_configs() -> None:
     """Make the schema available to Hydra as 'schema' (the first entry of configs/config.yaml)."""
+    from hydra.core.config_store import ConfigStore  # here, so translate starts without importing Hydra
     ConfigStore.instance().store(name="schema", node=Config)
 
 

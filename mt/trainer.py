@@ -265,6 +265,9 @@ class Trainer:
         random.setstate(trainer["rng_python"])
         if "rng_cuda" in trainer and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(trainer["rng_cuda"])
+        if self.dist.is_main:
+            for name in ("train.jsonl", "metrics.jsonl"):
+                drop_records_after(self.run_dir / name, self.progress.step)
         log.info("resumed from %s at step %d (epoch %d)", path, self.progress.step, self.progress.epoch + 1)
         return True
 
@@ -402,6 +405,17 @@ class Trainer:
             record["step"], record["epoch"], record["loss"], record["ppl"], record["lr"], record["grad_norm"],
             record["tgt_tokens_per_s"], record["tflops"], mfu, 100 * record["padding"],
         )
+
+
+def drop_records_after(path: Path, step: int) -> None:
+    """Forget log lines of steps after the checkpoint a run resumes from (a kill -9 after the last
+    save): the resumed run writes them again, once."""
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
+    if len(kept) != len(lines):
+        path.write_text("".join(kept), encoding="utf-8")
 
 
 def check_writable(folder: Path) -> None:

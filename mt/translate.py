@@ -118,9 +118,10 @@ def main(argv=None) -> None:
     )
     translator = Translator(model, tokenizer, args.device, args.dtype,
                             args.batch_tokens or dc.batch_tokens, args.max_src_len)
+    interactive = args.interactive or (args.input is None and sys.stdin.isatty())
+    lines = None if interactive else read_input(args.input)  # a bad input fails before any output exists
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
-        interactive = args.interactive or (args.input is None and sys.stdin.isatty())
         if interactive:
             for number, raw in enumerate(sys.stdin.buffer):
                 results = translator.translate(split_lines(decode_utf8(raw, "<stdin>")) or [""], **options)
@@ -130,7 +131,6 @@ def main(argv=None) -> None:
                     out.write(text + "\n")
                 out.flush()
         else:
-            lines = read_input(args.input)
             show = not args.quiet and sys.stderr.isatty()
             results = translator.translate(lines, progress=show, **options)
             if args.attention_dir:

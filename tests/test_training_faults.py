@@ -93,3 +93,29 @@ def test_tensorboard_has_curves_samples_and_attention_images(trained_run):
     assert [e.step for e in events.Scalars("valid/bleu")] == [100, 200, 300]
     train_log = [json.loads(line) for line in (trained_run / "train.jsonl").read_text().splitlines()]
     assert train_log[-1]["tflops"] > 0
+
+
+def test_kill_9_then_rerun_continues_from_the_last_checkpoint(tiny_corpus, tmp_path):
+    """No chance to save: the rerun resumes from the last periodic last.pt, forgets the log lines
+    after it, and logs exactly what an uninterrupted run logs."""
+    common = ["train.max_steps=40", "train.log_every=1", "train.save_every=10", "train.valid_every=1000",
+              "data.test_split=null"]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    train_tiny(tiny_corpus, straight, *common)
+    command = [cli_path("mt-train"), "data=files", f"data.dir={tiny_corpus}", f"hydra.run.dir={killed}",
+               *TINY_TRAIN, *common]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = killed / "train.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 25):
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    steps_before = [json.loads(line)["step"] for line in log.read_text().splitlines()]
+    assert 25 <= max(steps_before) < 40
+    train_tiny(tiny_corpus, killed, *common)
+
+    def records(run):
+        return [(r["step"], r["loss"]) for r in map(json.loads, (run / "train.jsonl").read_text().splitlines())]
+
+    assert records(killed) == records(straight)
