@@ -57,6 +57,8 @@ class ModelConfig:
     activation_dropout: float = 0.0
     norm_first: bool = False  # False: post-norm, the paper's; True: pre-norm
     tie_embeddings: bool = True
+    rnn_cell: str = "gru"  # rnn_attention only: gru | lstm
+    attention: str = "bahdanau"  # rnn_attention only: bahdanau (additive) | general | dot
 
 
 @dataclass
@@ -135,7 +137,10 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(not t.byte_fallback or t.vocab_size >= 300, "tokenizer.vocab_size",
            "must be at least 300 with tokenizer.byte_fallback=true (256 byte pieces)")
     _check(0 < t.character_coverage <= 1, "tokenizer.character_coverage", "must be in (0, 1]")
-    _check(m.arch == "transformer", "model.arch", f"unknown architecture {m.arch!r}")
+    _check(m.arch in ("transformer", "rnn_attention"), "model.arch",
+           f"unknown architecture {m.arch!r} (transformer or rnn_attention)")
+    _check(m.rnn_cell in ("gru", "lstm"), "model.rnn_cell", "must be gru or lstm")
+    _check(m.attention in ("bahdanau", "general", "dot"), "model.attention", "must be bahdanau, general or dot")
     for key in ("encoder_layers", "decoder_layers", "d_model", "heads", "ffn_dim"):
         _check(m[key] > 0, f"model.{key}", "must be positive")
     _check(m.d_model % m.heads == 0, "model.heads", f"must divide model.d_model={m.d_model}")

@@ -13,8 +13,10 @@ import torch
 KNOWN_PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12, "V100": 125e12}
 
 
-def parameter_counts(model) -> dict:
-    """What training_flops needs to know of a model, counted once."""
+def parameter_counts(model) -> dict | None:
+    """What training_flops needs to know of a Transformer, counted once (None for other models)."""
+    if not hasattr(model, "encoder_layers"):
+        return None
     params = dict(model.named_parameters())
     return {
         "encoder": sum(p.numel() for n, p in params.items() if n.startswith("encoder")),
@@ -26,8 +28,10 @@ def parameter_counts(model) -> dict:
     }
 
 
-def training_flops(counts: dict, src_shape, tgt_shape) -> float:
+def training_flops(counts: dict | None, src_shape, tgt_shape) -> float:
     """Approximate FLOPs of one forward+backward pass over a padded (B, S) source and (B, T) target batch."""
+    if counts is None:
+        return 0.0
     (batch, src_len), (_, tgt_len) = src_shape, tgt_shape
     src_tokens, tgt_tokens = batch * src_len, batch * tgt_len
     dense = 6 * (counts["encoder"] * src_tokens + (counts["decoder"] + counts["output"]) * tgt_tokens)

@@ -22,7 +22,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mt.batching import EncodedCorpus, collate, token_batches
 from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.config import to_dict
+from mt.config import ModelConfig, to_dict
 from mt.data import ParallelCorpus
 from mt.distributed import Dist, broadcast_from_main, sum_across
 from mt.errors import Interrupted, MTError
@@ -247,7 +247,8 @@ class Trainer:
         state = load_checkpoint(path)
         saved_model = state["config"].get("model", {})
         current = to_dict(self.cfg)["model"]
-        changed = [k for k in current if saved_model.get(k) != current[k]]
+        defaults = asdict(ModelConfig())  # keys added since the checkpoint was written had their defaults
+        changed = [k for k in current if saved_model.get(k, defaults.get(k)) != current[k]]
         if changed:
             raise MTError(
                 f"{path}: was trained with a different model config ({', '.join(f'model.{k}' for k in changed)}); "
@@ -398,12 +399,12 @@ class Trainer:
         train_log.write(json.dumps(record) + "\n")
         train_log.flush()
         bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tgt_tokens_per_s']:.0f}")
-        mfu = f" | MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
+        speed = f" | {record['tflops']:.2f} TFLOP/s" if "tflops" in record else ""
+        speed += f" | MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
         log.info(
-            "step %d | epoch %d | loss %.3f | ppl %.2f | lr %.2e | gnorm %.2f | %.0f tgt tok/s | "
-            "%.2f TFLOP/s%s | pad %.0f%%",
+            "step %d | epoch %d | loss %.3f | ppl %.2f | lr %.2e | gnorm %.2f | %.0f tgt tok/s%s | pad %.0f%%",
             record["step"], record["epoch"], record["loss"], record["ppl"], record["lr"], record["grad_norm"],
-            record["tgt_tokens_per_s"], record["tflops"], mfu, 100 * record["padding"],
+            record["tgt_tokens_per_s"], speed, 100 * record["padding"],
         )
 
 
@@ -461,9 +462,10 @@ class _Window:
             "grad_norm": round(self.grad_norm / self.steps, 4),
             "tgt_tokens_per_s": round(self.tokens / self.seconds, 1),
             "padding": round(1 - self.real / self.padded, 4),
-            "tflops": round(self.flops / self.seconds / 1e12, 3),
         }
-        if self.peak:
+        if self.flops:  # counted for the Transformer
+            record["tflops"] = round(self.flops / self.seconds / 1e12, 3)
+        if self.flops and self.peak:
             record["mfu"] = round(self.flops / self.seconds / self.peak, 4)
         self.reset()
         return record

@@ -1,22 +1,28 @@
 """Model code: imports only torch. No configs, no I/O, no training."""
 
+import inspect
+
 from mt.model.attention import MultiHeadAttention, attention, causal_mask, padding_mask
+from mt.model.rnn import RNNAttention
 from mt.model.transformer import DecoderState, Transformer
 
-ARCHITECTURES = {"transformer": Transformer}
+ARCHITECTURES = {"transformer": Transformer, "rnn_attention": RNNAttention}
 
 
 def build_model(arch: str, src_vocab_size: int, tgt_vocab_size: int, **options):
-    """Instantiate architecture `arch` with plain keyword options."""
+    """Instantiate architecture `arch`; options it does not take (another architecture's) are ignored."""
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown model arch {arch!r}; known: {', '.join(ARCHITECTURES)}")
-    return ARCHITECTURES[arch](src_vocab_size, tgt_vocab_size, **options)
+    cls = ARCHITECTURES[arch]
+    accepted = inspect.signature(cls.__init__).parameters
+    return cls(src_vocab_size, tgt_vocab_size, **{k: v for k, v in options.items() if k in accepted})
 
 
 __all__ = [
     "ARCHITECTURES",
     "DecoderState",
     "MultiHeadAttention",
+    "RNNAttention",
     "Transformer",
     "attention",
     "build_model",
