@@ -5,6 +5,7 @@ Runs alone as `make tokenizer ARGS=...` (mt-tokenizer), and as the first step of
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
 def exit_on_user_error(task):
     """Inside a Hydra task: an MTError becomes one line on stderr and exit status 2."""
 
+    @functools.wraps(task)  # keeps the task's module: Hydra names the job (and its log file) after it
     def wrapper(cfg: DictConfig):
         try:
             return task(cfg)
@@ -68,8 +70,6 @@ def exit_on_user_error(task):
             log.error("error: %s", err)
             raise SystemExit(2) from None
 
-    wrapper.__name__ = task.__name__
-    wrapper.__doc__ = task.__doc__
     return wrapper
 
 

@@ -6,6 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from mt.loss import label_smoothed_loss
+from mt.tokenizer import BOS, EOS, PAD
 
 LEXICON = {
     "ein": "a", "mann": "man", "frau": "woman", "hund": "dog", "katze": "cat", "kind": "child",
@@ -78,3 +82,32 @@ def trained_run(tiny_corpus, tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("run")
     train_tiny(tiny_corpus, run_dir, "train.max_steps=300")
     return run_dir
+
+
+def reversal_task(n: int, vocab: int, seed: int = 0, max_len: int = 8) -> list[tuple[list[int], list[int]]]:
+    """(source, reversed source) pairs of 2..max_len token ids from 4..vocab-1: a task models overfit fast."""
+    g = torch.Generator().manual_seed(seed)
+    sources = [torch.randint(4, vocab, (int(torch.randint(2, max_len + 1, (1,), generator=g)),), generator=g)
+               for _ in range(n)]
+    return [(s.tolist(), s.flip(0).tolist()) for s in sources]
+
+
+def pad_ids(seqs, prefix=(), suffix=()) -> torch.Tensor:
+    """Right-padded (B, T) tensor of prefix + seq + suffix."""
+    length = max(len(s) for s in seqs) + len(prefix) + len(suffix)
+    rows = [[*prefix, *s, *suffix] for s in seqs]
+    return torch.tensor([row + [PAD] * (length - len(row)) for row in rows])
+
+
+def overfit(model, pairs, steps: int, lr: float = 3e-3):
+    """Train model on pairs, full batch, no smoothing; returns it in eval mode."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    src = pad_ids([s for s, _ in pairs], suffix=[EOS])
+    tgt_in, tgt_out = pad_ids([t for _, t in pairs], prefix=[BOS]), pad_ids([t for _, t in pairs], suffix=[EOS])
+    real = tgt_out != PAD
+    for _ in range(steps):
+        loss, _ = label_smoothed_loss(model(src, tgt_in, keep=real), tgt_out[real], 0.0)
+        opt.zero_grad()
+        (loss / real.sum()).backward()
+        opt.step()
+    return model.eval()

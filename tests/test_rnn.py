@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from mt.loss import label_smoothed_loss
 from mt.model import RNNAttention
 from mt.search import beam_search, greedy_search
 from mt.tokenizer import BOS, EOS, PAD
+
+from conftest import overfit, pad_ids, reversal_task
 
 VOCAB = 20
 
@@ -55,26 +56,9 @@ def test_source_padding_changes_nothing():
 
 def test_overfits_a_tiny_corpus_and_search_works_unchanged():
     torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1)
-    data = [torch.randint(4, VOCAB, (int(torch.randint(2, 7, (1,), generator=g)),), generator=g).tolist()
-            for _ in range(32)]
-    pairs = [(s, s[::-1]) for s in data]
-
-    def pad(seqs, prefix=(), suffix=()):
-        n = max(len(s) for s in seqs) + len(prefix) + len(suffix)
-        return torch.tensor([[*prefix, *s, *suffix] + [PAD] * (n - len(s) - len(prefix) - len(suffix)) for s in seqs])
-
-    model = RNNAttention(VOCAB, VOCAB, d_model=64, dropout=0.0)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    src = pad([s for s, _ in pairs], suffix=[EOS])
-    tgt_in, tgt_out = pad([t for _, t in pairs], prefix=[BOS]), pad([t for _, t in pairs], suffix=[EOS])
-    for _ in range(300):
-        real = tgt_out != PAD
-        loss, _ = label_smoothed_loss(model(src, tgt_in, keep=real), tgt_out[real], 0.0)
-        opt.zero_grad()
-        (loss / real.sum()).backward()
-        opt.step()
-    model.eval()
+    pairs = reversal_task(32, VOCAB, seed=1, max_len=6)
+    model = overfit(RNNAttention(VOCAB, VOCAB, d_model=64, dropout=0.0), pairs, steps=300)
+    src = pad_ids([s for s, _ in pairs], suffix=[EOS])
     greedy = greedy_search(model, src)
     assert sum(h.tokens == t for h, (_, t) in zip(greedy, pairs)) >= 30
     beams = beam_search(model, src, beam=4, nbest=2)

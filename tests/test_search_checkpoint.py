@@ -8,25 +8,20 @@ import torch
 
 from mt.checkpoint import average_states, load_checkpoint, save_checkpoint
 from mt.errors import MTError
-from mt.loss import label_smoothed_loss
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search, length_penalty
-from mt.tokenizer import BOS, EOS, PAD
+from mt.tokenizer import BOS, EOS
+
+from conftest import overfit, pad_ids, reversal_task
 
 VOCAB = 20
 
 
 def task(n=64, seed=0):
-    """Reverse a sequence of 2..8 tokens from ids 4..VOCAB-1."""
-    g = torch.Generator().manual_seed(seed)
-    sources = [torch.randint(4, VOCAB, (int(torch.randint(2, 9, (1,), generator=g)),), generator=g) for _ in range(n)]
-    return [(s.tolist(), s.flip(0).tolist()) for s in sources]
+    return reversal_task(n, VOCAB, seed)
 
 
-def pad(seqs, prefix=(), suffix=()):
-    length = max(len(s) for s in seqs) + len(prefix) + len(suffix)
-    return torch.tensor([list(prefix) + s + list(suffix) + [PAD] * (length - len(s) - len(prefix) - len(suffix))
-                         for s in seqs])
+pad = pad_ids
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +30,7 @@ def overfit_model():
     data = task()
     model = Transformer(VOCAB, VOCAB, d_model=64, heads=4, ffn_dim=128, encoder_layers=2, decoder_layers=2,
                         dropout=0.0, norm_first=True)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    src = pad([s for s, _ in data], suffix=[EOS])
-    tgt_in, tgt_out = pad([t for _, t in data], prefix=[BOS]), pad([t for _, t in data], suffix=[EOS])
-    for _ in range(400):
-        real = tgt_out != PAD
-        loss, _ = label_smoothed_loss(model(src, tgt_in, keep=real), tgt_out[real], 0.0)
-        opt.zero_grad()
-        (loss / real.sum()).backward()
-        opt.step()
-    return model.eval(), data
+    return overfit(model, data, steps=400), data
 
 
 def test_greedy_reproduces_training_targets(overfit_model):

@@ -12,6 +12,27 @@ from torch import nn
 from mt.model.attention import MultiHeadAttention
 
 
+def vocabulary_layers(src_vocab_size: int, tgt_vocab_size: int, d_model: int, pad_id: int, tie: bool):
+    """Source and target embeddings and the output projection, initialised N(0, d^-1/2) (pad row 0).
+
+    Sec. 3.4 (after Press and Wolf 2017): with a joint vocabulary the three share one matrix, and
+    the returned output projection is None (use the target embedding's weight).
+    """
+    src = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
+    if tie:
+        if src_vocab_size != tgt_vocab_size:
+            raise ValueError("tied embeddings need a joint vocabulary (equal sizes)")
+        tgt, output = src, None
+    else:
+        tgt = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
+        output = nn.Linear(d_model, tgt_vocab_size, bias=False)
+    for embed in {src, tgt}:
+        nn.init.normal_(embed.weight, mean=0.0, std=d_model**-0.5)
+        with torch.no_grad():
+            embed.weight[pad_id].zero_()
+    return src, tgt, output
+
+
 class Dropout(nn.Module):
     """Inverted dropout (Srivastava et al. 2014), as nn.Dropout, but cheaper on CPU.
 

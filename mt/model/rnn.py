@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mt.model.attention import padding_mask
+from mt.model.layers import vocabulary_layers
 from mt.model.transformer import DecoderState
 
 
@@ -68,15 +69,9 @@ class RNNAttention(nn.Module):
         if d_model % 2:
             raise ValueError("d_model must be even (two encoder directions of d_model / 2)")
         self.d_model, self.pad_id, self.rnn_cell = d_model, pad_id, rnn_cell
-        self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
         self.tie_embeddings = tie_embeddings
-        if tie_embeddings:
-            if src_vocab_size != tgt_vocab_size:
-                raise ValueError("tied embeddings need a joint vocabulary (equal sizes)")
-            self.tgt_embed = self.src_embed
-        else:
-            self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
-            self.output_proj = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self.src_embed, self.tgt_embed, self.output_proj = vocabulary_layers(
+            src_vocab_size, tgt_vocab_size, d_model, pad_id, tie_embeddings)
         rnn = nn.GRU if rnn_cell == "gru" else nn.LSTM
         self.encoder = rnn(d_model, d_model // 2, num_layers=encoder_layers, batch_first=True, bidirectional=True,
                            dropout=dropout if encoder_layers > 1 else 0.0)
@@ -143,9 +138,7 @@ class RNNAttention(nn.Module):
         return self.logits(out), state
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        if self.tie_embeddings:
-            return F.linear(h, self.tgt_embed.weight)
-        return self.output_proj(h)
+        return F.linear(h, self.tgt_embed.weight) if self.output_proj is None else self.output_proj(h)
 
     def decode(self, tgt_in, memory, src_mask, need_weights: bool = False) -> torch.Tensor:
         """Teacher forcing -> pre-output states (B, T, d). An RNN decoder is sequential by nature:

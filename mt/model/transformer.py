@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mt.model.attention import padding_mask
-from mt.model.layers import DecoderLayer, EncoderLayer, PositionalEncoding
+from mt.model.layers import DecoderLayer, EncoderLayer, PositionalEncoding, vocabulary_layers
 
 
 @dataclass
@@ -69,16 +69,10 @@ class Transformer(nn.Module):
         self.norm_first = norm_first
         layer_args = (d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, norm_first)
 
-        self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
         # Sec. 3.4: with a joint vocabulary, source, target and output share one matrix.
         self.tie_embeddings = tie_embeddings
-        if tie_embeddings:
-            if src_vocab_size != tgt_vocab_size:
-                raise ValueError("tied embeddings need a joint vocabulary (equal sizes)")
-            self.tgt_embed = self.src_embed
-        else:
-            self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
-            self.output_proj = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self.src_embed, self.tgt_embed, self.output_proj = vocabulary_layers(
+            src_vocab_size, tgt_vocab_size, d_model, pad_id, tie_embeddings)
         self.positions = PositionalEncoding(d_model, dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(decoder_layers))
@@ -88,16 +82,12 @@ class Transformer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform projections; embeddings N(0, d^-1/2) so that x sqrt(d) has unit scale."""
+        """Xavier-uniform projections (embeddings keep N(0, d^-1/2), so that x sqrt(d) has unit scale)."""
         for name, p in self.named_parameters():
             if p.dim() > 1 and "embed" not in name:
                 nn.init.xavier_uniform_(p)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
-        for embed in {self.src_embed, self.tgt_embed}:
-            nn.init.normal_(embed.weight, mean=0.0, std=self.d_model**-0.5)
-            with torch.no_grad():
-                embed.weight[self.pad_id].zero_()
 
     def embed(self, table: nn.Embedding, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Sec. 3.4: embeddings scaled by sqrt(d_model), plus positions."""
@@ -105,9 +95,7 @@ class Transformer(nn.Module):
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         h = self.decoder_norm(h)
-        if self.tie_embeddings:
-            return F.linear(h, self.tgt_embed.weight)
-        return self.output_proj(h)
+        return F.linear(h, self.tgt_embed.weight) if self.output_proj is None else self.output_proj(h)
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) -> memory (B, S, d) and the source padding mask (B, 1, 1, S)."""
