@@ -91,19 +91,25 @@ def average_states(states: list[dict]) -> dict:
     }
 
 
+def load_averaged(paths: list) -> tuple[list[dict], dict]:
+    """The checkpoints at paths (one tokenizer required) and their averaged weights."""
+    states = [load_checkpoint(p) for p in paths]
+    for path, state in zip(paths[1:], states[1:]):
+        if state["tokenizer"] != states[0]["tokenizer"]:
+            raise MTError(f"{path}: its tokenizer differs from {paths[0]}'s; cannot average them")
+    weights = average_states([s["model"] for s in states]) if len(states) > 1 else states[0]["model"]
+    return states, weights
+
+
 def load_for_inference(paths: list[str]):
     """(model in eval mode, tokenizer, config) from one checkpoint, or several averaged."""
     from mt.config import from_dict
     from mt.tokenizer import Tokenizer
 
-    states = [load_checkpoint(p) for p in paths]
+    states, weights = load_averaged(paths)
     cfg = from_dict(states[0]["config"])
     tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
-    for path, state in zip(paths[1:], states[1:]):
-        if state["tokenizer"] != states[0]["tokenizer"]:
-            raise MTError(f"{path}: its tokenizer differs from {paths[0]}'s; cannot average them")
     model = build_model(cfg.model, tokenizer)
-    weights = average_states([s["model"] for s in states]) if len(states) > 1 else states[0]["model"]
     try:
         model.load_state_dict(weights)
     except RuntimeError as err:
@@ -114,10 +120,6 @@ def load_for_inference(paths: list[str]):
 def average_checkpoint_files(paths: list, output) -> None:
     """Average the weights of several checkpoints of one run into a self-contained checkpoint
     (config and tokenizer of the first) that translate loads like any other."""
-    states = [load_checkpoint(p) for p in paths]
-    for path, state in zip(paths[1:], states[1:]):
-        if state["tokenizer"] != states[0]["tokenizer"]:
-            raise MTError(f"{path}: its tokenizer differs from {paths[0]}'s; cannot average them")
-    averaged = average_states([s["model"] for s in states])
+    states, averaged = load_averaged(paths)
     save_checkpoint({"config": states[0]["config"], "model": averaged, "tokenizer": states[0]["tokenizer"],
                      "averaged_from": [str(p) for p in paths]}, output)
