@@ -66,8 +66,8 @@ def test_multihead_attention_matches_torch():
     ours = MultiHeadAttention(d_model, heads).eval()
     ref = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
     with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.kv_proj.weight]))
+        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.kv_proj.bias]))
         ref.out_proj.weight.copy_(ours.out_proj.weight)
         ref.out_proj.bias.copy_(ours.out_proj.bias)
     query, memory = torch.randn(3, 5, d_model), torch.randn(3, 7, d_model)

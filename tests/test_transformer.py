@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mt.model import Transformer
-from mt.model.layers import sinusoidal_positions
+from mt.model.layers import Dropout, LayerNorm, sinusoidal_positions
 
 PAD = 0
 
@@ -33,8 +33,8 @@ def copy_into_torch_transformer(ours: Transformer) -> torch.nn.Transformer:
                                dropout=0.0, batch_first=True, norm_first=ours.norm_first).eval()
 
     def copy_attn(dst, src):
-        dst.in_proj_weight.copy_(torch.cat([src.q_proj.weight, src.k_proj.weight, src.v_proj.weight]))
-        dst.in_proj_bias.copy_(torch.cat([src.q_proj.bias, src.k_proj.bias, src.v_proj.bias]))
+        dst.in_proj_weight.copy_(torch.cat([src.q_proj.weight, src.kv_proj.weight]))
+        dst.in_proj_bias.copy_(torch.cat([src.q_proj.bias, src.kv_proj.bias]))
         dst.out_proj.load_state_dict(src.out_proj.state_dict())
 
     with torch.no_grad():
@@ -152,3 +152,29 @@ def test_pad_embedding_is_zero_and_tied_weights_shared():
     model = small_model()
     assert model.src_embed.weight[PAD].abs().max() == 0
     assert model.tgt_embed is model.src_embed
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_drops_p_and_rescales_the_rest(dtype):
+    torch.manual_seed(0)
+    dropout = Dropout(0.1).train()
+    x = torch.rand(200, 500).add_(0.5).to(dtype).requires_grad_()
+    y = dropout(x)
+    y.backward(torch.ones_like(y))
+    kept = y != 0
+    assert y.dtype == dtype
+    assert abs(1 - kept.float().mean().item() - 0.1) < 0.005
+    torch.testing.assert_close(y[kept], (x[kept] / 0.9).detach())
+    torch.testing.assert_close(x.grad, kept.to(dtype) / 0.9)  # gradient flows through kept units only
+    assert torch.equal(dropout.eval()(x), x)
+
+
+def test_pre_norm_layer_norm_hands_autocast_its_dtype():
+    torch.manual_seed(0)
+    norm, reference = LayerNorm(16), torch.nn.LayerNorm(16)
+    x = torch.randn(4, 16)
+    torch.testing.assert_close(norm(x), reference(x))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = norm(x)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), reference(x), atol=0.03, rtol=0.02)

@@ -54,7 +54,9 @@ class Dropout(nn.Module):
         bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
         uniform16 = bits.view(torch.int16)[:n].view(x.shape)  # uniform over [-32768, 32767]
         keep = uniform16 >= round(self.p * 65536) - 32768
-        return x * keep * (1.0 / (1.0 - self.p))
+        # The mask in x's dtype, scaled once: multiplying by a bool mask would convert it to
+        # x's dtype again in the forward and the backward pass (2.9 -> 2.1 ms on (4050, 256) bf16).
+        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
@@ -106,13 +108,29 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(F.relu(self.linear1(x))))
 
 
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm whose output, under autocast, is already in the autocast dtype.
+
+    Autocast runs layer norm in fp32 and casts its output again in every projection that reads
+    it (the q and k/v projections, the FFN): casting the input once here does that work once.
+    The statistics are still accumulated in fp32 inside the kernel. Used where the output feeds
+    a sublayer (pre-norm), not where it is the residual stream itself (post-norm).
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        device = x.device.type
+        if torch.is_autocast_enabled(device):
+            x = x.to(torch.get_autocast_dtype(device))
+        return super().forward(x)
+
+
 class Residual(nn.Module):
     """Sec. 3.1 and 5.4: LayerNorm(x + Dropout(Sublayer(x))) (post-norm, the paper's),
     or x + Dropout(Sublayer(LayerNorm(x))) (pre-norm, steadier at high learning rates)."""
 
     def __init__(self, d_model: int, dropout: float, norm_first: bool):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = LayerNorm(d_model) if norm_first else nn.LayerNorm(d_model)
         self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 

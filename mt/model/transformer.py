@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mt.model.attention import padding_mask
-from mt.model.layers import DecoderLayer, EncoderLayer, PositionalEncoding, vocabulary_layers
+from mt.model.layers import DecoderLayer, EncoderLayer, LayerNorm, PositionalEncoding, vocabulary_layers
 
 
 @dataclass
@@ -77,15 +77,19 @@ class Transformer(nn.Module):
         self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(decoder_layers))
         # Pre-norm leaves the residual stream un-normalised: close each stack with a LayerNorm.
-        self.encoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.encoder_norm = LayerNorm(d_model) if norm_first else nn.Identity()
+        self.decoder_norm = LayerNorm(d_model) if norm_first else nn.Identity()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform projections (embeddings keep N(0, d^-1/2), so that x sqrt(d) has unit scale)."""
+        """Xavier-uniform projections (embeddings keep N(0, d^-1/2), so that x sqrt(d) has unit scale).
+
+        The fused key/value projection is initialised as the two d x d matrices it holds.
+        """
         for name, p in self.named_parameters():
             if p.dim() > 1 and "embed" not in name:
-                nn.init.xavier_uniform_(p)
+                for block in p.data.split(self.d_model) if "kv_proj" in name else [p.data]:
+                    nn.init.xavier_uniform_(block)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
