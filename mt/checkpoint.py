@@ -32,13 +32,20 @@ def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {"format": FORMAT, "version": VERSION, **state}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise MTError(f"{path}: cannot write a checkpoint there ({err.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:  # disk full, quota, I/O error: say so, keep the previous file
+        Path(tmp).unlink(missing_ok=True)
+        kept = "; the previous one is kept" if path.exists() else ""
+        raise MTError(f"{path}: writing the checkpoint failed ({err.strerror or err}){kept}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -101,6 +108,15 @@ def load_averaged(paths: list) -> tuple[list[dict], dict]:
     return states, weights
 
 
+def check_vocabulary(path, expected: dict, weights: dict, tokenizer) -> None:
+    """Refuse a tokenizer whose vocabulary is not the one the embeddings were trained for."""
+    for name in ("src_embed.weight", "tgt_embed.weight", "output_proj.weight"):
+        if name in weights and name in expected and weights[name].shape[0] != expected[name].shape[0]:
+            raise MTError(f"{path}: its tokenizer has {tokenizer.src_vocab_size} source / {tokenizer.tgt_vocab_size} "
+                          f"target pieces but the model's {name} has {weights[name].shape[0]} rows: "
+                          f"tokenizer and weights do not belong together")
+
+
 def load_for_inference(paths: list[str]):
     """(model in eval mode, tokenizer, config) from one checkpoint, or several averaged."""
     from mt.config import from_dict
@@ -110,6 +126,7 @@ def load_for_inference(paths: list[str]):
     cfg = from_dict(states[0]["config"])
     tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
     model = build_model(cfg.model, tokenizer)
+    check_vocabulary(paths[0], model.state_dict(), weights, tokenizer)
     try:
         model.load_state_dict(weights)
     except RuntimeError as err:

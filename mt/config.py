@@ -73,6 +73,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
     precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only)
+    compile: bool = False  # torch.compile the model (dynamic shapes); slower on the 2-core CPU we measured
     max_steps: int = 100_000
     max_epochs: int = 0  # 0 = no limit
     max_time: float = 0.0  # wall-clock seconds; 0 = no limit

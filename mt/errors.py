@@ -19,6 +19,14 @@ def debug_enabled() -> bool:
     return os.environ.get("MT_DEBUG", "") not in ("", "0")
 
 
+def take_debug_flag(argv: list[str]) -> None:
+    """`--debug` on a Hydra command line (which Hydra would reject): remove it, turn tracebacks on."""
+    if "--debug" in argv:
+        argv.remove("--debug")
+        os.environ["MT_DEBUG"] = "1"
+        os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra shows the whole traceback, not its short report
+
+
 def report_errors(main):
     """Wrap a command-line entry point: MTError -> 'error: ...' on stderr and exit status 2."""
 

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mt.config import CONFIG_DIR, check_overrides, register_configs, validate
 from mt.data import ParallelCorpus, load_split
-from mt.errors import Interrupted, MTError, debug_enabled, report_errors
+from mt.errors import Interrupted, MTError, debug_enabled, report_errors, take_debug_flag
 from mt.tokenizer import Tokenizer, build_tokenizer
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
 @report_errors
 def main() -> None:
+    take_debug_flag(sys.argv)
     check_overrides(sys.argv[1:])
     hydra_main()
 

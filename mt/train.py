@@ -20,7 +20,7 @@ from mt.batching import cached_encode, encode_corpus
 from mt.checkpoint import average_checkpoint_files, build_model, load_for_inference
 from mt.config import CONFIG_DIR, check_overrides
 from mt.distributed import Dist, barrier, init_from_env, shutdown
-from mt.errors import MTError, report_errors
+from mt.errors import MTError, report_errors, take_debug_flag
 from mt.metrics import score
 from mt.prepare import exit_on_user_error, prepare, run_dir
 from mt.trainer import Trainer
@@ -121,6 +121,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
 @report_errors
 def main() -> None:
+    take_debug_flag(sys.argv)
     check_overrides(sys.argv[1:])
     hydra_main()
 

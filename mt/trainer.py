@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -61,6 +62,8 @@ class Trainer:
         # What training calls: the model itself, or its DistributedDataParallel wrapper. The only
         # buffers are sinusoid tables each rank grows to its own batches' lengths: not broadcast.
         self.net = DistributedDataParallel(self.model, broadcast_buffers=False) if self.dist.enabled else self.model
+        if self.tc.compile:  # shapes change with every batch: compile for dynamic shapes once
+            self.net = torch.compile(self.net, dynamic=True)
         self.tokenizer = tokenizer
         self.train_data, self.valid_data, self.valid_text = train_data, valid_data, valid_text
         self.run_dir, self.device = run_dir, device
@@ -76,7 +79,7 @@ class Trainer:
         self.bad_in_a_row = 0
         self.stop_request = StopRequest()
         if self.dist.is_main:
-            check_writable(self.ckpt_dir)
+            check_writable(self.ckpt_dir, checkpoint_bytes(model, self.tc))
         self._epoch_batches: tuple[int, list[np.ndarray]] | None = None
 
     # ---- data order -------------------------------------------------------------------------
@@ -419,15 +422,27 @@ def drop_records_after(path: Path, step: int) -> None:
         path.write_text("".join(kept), encoding="utf-8")
 
 
-def check_writable(folder: Path) -> None:
-    """Fail before training, not at the first checkpoint, if the run directory cannot be written."""
+def check_writable(folder: Path, need_bytes: int = 0) -> None:
+    """Fail before training, not at the first checkpoint, if the run directory cannot be written
+    or has less free space than the checkpoints will take."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / ".write-test"
         probe.write_bytes(b"ok")
         probe.unlink()
+        free = shutil.disk_usage(folder).free
     except OSError as err:
         raise MTError(f"{folder}: cannot write checkpoints there ({err.strerror})") from None
+    if free < need_bytes:
+        raise MTError(f"{folder}: {free / 2**20:.0f} MiB free, but the checkpoints of this run need about "
+                      f"{need_bytes / 2**20:.0f} MiB (train.keep_best / train.keep_last set how many are kept)")
+
+
+def checkpoint_bytes(model: torch.nn.Module, tc) -> int:
+    """Disk the run's checkpoints need at their peak: last.pt with Adam's two moments and its
+    temporary copy while it is rewritten, plus the weights-only best/last/averaged files."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return 2 * 3 * weights + (tc.keep_best + tc.keep_last + 1) * weights
 
 
 class _Window:

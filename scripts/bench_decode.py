@@ -41,6 +41,7 @@ def main() -> None:
     p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
     p.add_argument("--batch-tokens", type=int, default=0, help="default: the checkpoint's decode.batch_tokens")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--json", action="store_true", help="JSON lines only, no table")
     args = p.parse_args()
 
     model, tokenizer, cfg = load_for_inference([args.checkpoint])
@@ -72,6 +73,8 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     startup = startup_seconds(args.checkpoint, sources[0])
     print(json.dumps({"bench": "startup", "seconds": round(startup, 2)}), flush=True)
+    if args.json:
+        return
 
     print(f"\ndecoding {len(sources)} sentences, batches of {batch_tokens} tokens, {env['threads']} threads")
     print(f"{'precision':9} {'beam':>4} {'sent/s':>8} {'tgt tok/s':>10} {'BLEU':>6}")

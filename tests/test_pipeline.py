@@ -122,6 +122,10 @@ def test_bad_data_is_a_clear_error(tmp_path):
     result = train_tiny(corpus, tmp_path / "run", check=False)
     assert result.returncode == 2
     assert "train.de has 20 lines but" in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    debug = train_tiny(corpus, tmp_path / "run", "--debug", check=False)
+    assert debug.returncode != 0
+    assert "Traceback" in debug.stderr and "train.de has 20 lines but" in debug.stderr
 
 
 def test_attention_heatmaps_and_alignments(trained_run, tmp_path):
@@ -170,3 +174,24 @@ def test_keep_best_last_and_average(tiny_corpus, tmp_path):
     assert "averaged 2 checkpoints" in out.stdout
     translated = run_cli("translate", "-c", str(tmp_path / "avg.pt"), input_text="ein hund\n")
     assert translated.stdout.count("\n") == 1
+
+
+def test_a_tokenizer_that_does_not_fit_the_weights_is_refused(trained_run, tmp_path):
+    """A checkpoint whose tokenizer was swapped for one with another vocabulary: one clear line, exit 2."""
+    from mt.checkpoint import load_checkpoint, save_checkpoint
+    from mt.config import from_dict
+    from mt.data import load_split
+    from mt.tokenizer import build_tokenizer
+
+    state = load_checkpoint(trained_run / "checkpoints" / "best.pt")
+    cfg = from_dict(state["config"])
+    rows = state["model"]["src_embed.weight"].shape[0]
+    cfg.tokenizer.vocab_size = 40
+    other = build_tokenizer(cfg.tokenizer, load_split(cfg.data, "train"), tmp_path / "tokenizer")
+    assert other.src_vocab_size != rows
+    state["tokenizer"] = other.state_dict()
+    save_checkpoint(state, tmp_path / "mixed.pt")
+    result = run_cli("translate", "-c", str(tmp_path / "mixed.pt"), check=False, input_text="ein hund\n")
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert (f"mixed.pt: its tokenizer has {other.src_vocab_size} source / {other.tgt_vocab_size} target pieces "
+            f"but the model's src_embed.weight has {rows} rows") in result.stderr

@@ -1,6 +1,7 @@
 """A tiny model overfits a tiny task; greedy and beam search then reproduce its targets.
 Checkpoints round-trip exactly, are written atomically and refuse foreign files."""
 
+import errno
 import os
 
 import pytest
@@ -109,10 +110,11 @@ def test_interrupted_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
 
     def crash(obj, f, *args, **kwargs):
         f.write(b"half a checkpoint")
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(MTError, match="last.pt: writing the checkpoint failed .No space left on device.; "
+                                     "the previous one is kept"):
         save_checkpoint({"config": {}, "model": {"w": torch.zeros(3)}, "tokenizer": {}}, path)
     monkeypatch.undo()
     assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(3))

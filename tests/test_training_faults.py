@@ -1,6 +1,8 @@
 """Training under faults: signals, non-finite losses, unwritable run directories; what TensorBoard gets."""
 
+import errno
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -54,6 +56,32 @@ def test_unwritable_run_directory_fails_before_training(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(MTError, match="cannot write checkpoints there"):
         check_writable(blocker / "checkpoints")
+
+
+def test_too_little_disk_space_fails_before_training(tiny_corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(2**40, 2**40 - 2**19, 2**19))
+    with pytest.raises(MTError, match=r"checkpoints: 0 MiB free, but the checkpoints of this run need about \d+ MiB"):
+        tiny_trainer(tiny_corpus, tmp_path)
+
+
+def test_disk_full_mid_run_is_a_clear_error_and_keeps_the_last_checkpoint(tiny_corpus, tmp_path, monkeypatch):
+    trainer = tiny_trainer(tiny_corpus, tmp_path, "train.save_every=5", "train.max_steps=20")
+    real_save, saves = torch.save, []
+
+    def fill_the_disk_after_one_save(obj, f, *args, **kwargs):
+        saves.append(f)
+        if len(saves) > 1:
+            f.write(b"the start of a checkpoint")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", fill_the_disk_after_one_save)
+    with pytest.raises(MTError, match="last.pt: writing the checkpoint failed .No space left on device.; "
+                                     "the previous one is kept"):
+        trainer.fit()
+    monkeypatch.undo()
+    assert load_checkpoint(tmp_path / "checkpoints" / "last.pt")["trainer"]["progress"]["step"] == 5
+    assert not list((tmp_path / "checkpoints").glob(".*.tmp"))
 
 
 def test_sigterm_saves_and_resume_ends_with_the_same_weights(tiny_corpus, tmp_path):
@@ -119,3 +147,13 @@ def test_kill_9_then_rerun_continues_from_the_last_checkpoint(tiny_corpus, tmp_p
         return [(r["step"], r["loss"]) for r in map(json.loads, (run / "train.jsonl").read_text().splitlines())]
 
     assert records(killed) == records(straight)
+
+
+def test_patience_stops_after_validations_without_improvement(tiny_corpus, tmp_path):
+    """lr ~ 0: the weights never change, so BLEU never beats the first validation."""
+    trainer = tiny_trainer(tiny_corpus, tmp_path, "train.lr=1e-12", "train.warmup=1", "train.valid_every=2",
+                           "train.patience=2", "train.max_steps=50")
+    progress = trainer.fit()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [2, 4, 6]  # best at 2, then two validations without a better BLEU
+    assert progress.step == 6 and progress.best_step == 2 and progress.bad_validations == 2

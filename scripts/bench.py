@@ -1,0 +1,98 @@
+"""`make bench`: the figures people compare toolkits by, on this machine.
+
+Training target tokens/s and peak memory for the smoke (transformer_small) and base presets in fp32
+and bf16, decoder step latency, and, given a trained checkpoint, decoding sentences/s and BLEU for
+greedy and beam 5 on Multi30k test2016. Each training figure comes from its own process, so its
+peak RSS is its own. Prints one JSON object per line as it goes, then a table; reports, never asserts.
+
+    .venv/bin/python scripts/bench.py [--checkpoint runs/smoke/checkpoints/best.pt] [--data ../shared/data/multi30k]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+PRESET_NAMES = {"small": "smoke (transformer_small)", "base": "base (transformer_base)"}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run_json(args: list[str]) -> list[dict]:
+    """Run one of the bench scripts; echo and collect its JSON lines (stderr passes through)."""
+    result = subprocess.run([sys.executable, *args], stdout=subprocess.PIPE, text=True, check=True)
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    for row in rows:
+        if row.get("bench") != "env":
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", default="runs/smoke/checkpoints/best.pt",
+                   help="a trained checkpoint for the decoding figures (skipped if missing)")
+    p.add_argument("--data", default="../shared/data/multi30k", help="folder with test2016.de / test2016.en")
+    p.add_argument("--presets", nargs="+", default=["small", "base"], choices=list(PRESET_NAMES))
+    p.add_argument("--steps", type=int, default=5, help="timed training steps per configuration")
+    args = p.parse_args()
+
+    env = {"bench": "env", "device": f"cpu: {cpu_name()}", "capability": torch.backends.cpu.get_cpu_capability(),
+           "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version()}
+    print(json.dumps(env), flush=True)
+
+    train = []
+    for preset in args.presets:
+        for precision in ("fp32", "bf16"):
+            train += run_json([str(HERE / "bench_model.py"), "--presets", preset, "--precisions", precision,
+                               "--steps", str(args.steps), "--no-decode", "--json"])
+    steps = [r for r in run_json([str(HERE / "bench_model.py"), "--no-train", "--json"]) if r["bench"] == "decode_step"]
+    src, ref = Path(args.data) / "test2016.de", Path(args.data) / "test2016.en"
+    decode = []
+    if Path(args.checkpoint).is_file() and src.is_file():
+        decode = run_json([str(HERE / "bench_decode.py"), "--checkpoint", args.checkpoint, "--src", str(src),
+                           "--ref", str(ref), "--json"])
+    else:
+        print(f"# decoding skipped: needs {args.checkpoint} and {src} (train experiment=smoke, see README)",
+              flush=True)
+
+    print(f"\n{env['device']} ({env['capability']}), {env['threads']} threads, torch {env['torch']}")
+    print(f"\ntraining: forward + backward + Adam, {train[0]['tgt_tokens_per_step']} target tokens/step, vocab 8000")
+    print(f"{'preset':26} {'precision':9} {'tgt tok/s':>10} {'ms/step':>9} {'peak RSS MiB':>13}")
+    for r in train:
+        print(f"{PRESET_NAMES[r['preset']]:26} {r['precision']:9} {r['tgt_tokens_per_s']:>10} "
+              f"{r['ms_per_step']:>9} {r['peak_rss_mib']:>13}")
+    print("\ndecoder step, smoke preset, batch 32, fp32: with the KV cache vs re-running the prefix")
+    print(f"{'prefix':>6} {'cached ms':>10} {'re-run ms':>10}")
+    for r in steps:
+        print(f"{r['prefix']:>6} {r['cached_ms']:>10} {r['full_rerun_ms']:>10}")
+    runs = [r for r in decode if r["bench"] == "decode"]
+    if runs:
+        startup = next(r["seconds"] for r in decode if r["bench"] == "startup")
+        print(f"\ndecoding test2016 ({args.checkpoint}), batches by tokens")
+        print(f"{'precision':9} {'beam':>4} {'sent/s':>8} {'tgt tok/s':>10} {'BLEU':>6}")
+        for r in runs:
+            print(f"{r['precision']:9} {r['beam']:>4} {r['sentences_per_s']:>8} {r['tgt_tokens_per_s']:>10} "
+                  f"{r.get('bleu', '-'):>6}")
+        print(f"translate start-up on one sentence: {startup:.2f} s")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    main()
