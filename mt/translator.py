@@ -6,6 +6,7 @@ The one code path behind validation BLEU, `translate` and `evaluate`, so their s
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from dataclasses import dataclass
 
@@ -29,6 +30,18 @@ def autocast(device: torch.device, precision: str):
     return torch.autocast(device_type=device.type, dtype=DTYPES[precision])
 
 
+def low_precision_copy(model: torch.nn.Module, precision: str) -> torch.nn.Module:
+    """For bf16/fp16 decoding, a copy of the model with its weights in that dtype.
+
+    Autocast would cast every weight again at every decoding step (it caches casts only while
+    recording gradients): 3,400 casts per 300 sentences of beam search. The copy leaves the
+    caller's fp32 model (the one being trained, at validation) untouched.
+    """
+    if precision == "fp32":
+        return model
+    return copy.deepcopy(model).to(DTYPES[precision])
+
+
 @dataclass
 class Translation:
     text: str
@@ -42,7 +55,7 @@ class Translator:
     def __init__(self, model, tokenizer, device: torch.device | str = "cpu", precision: str = "fp32",
                  batch_tokens: int = 8000, max_src_len: int = 1024):
         self.device = torch.device(device)
-        self.model = model.to(self.device).eval()
+        self.model = low_precision_copy(model.to(self.device), precision).eval()
         self.tokenizer = tokenizer
         self.precision = precision
         self.batch_tokens = batch_tokens

@@ -10,7 +10,7 @@ import torch
 from mt.checkpoint import average_states, load_checkpoint, save_checkpoint
 from mt.errors import MTError
 from mt.model import Transformer
-from mt.search import beam_search, greedy_search, length_penalty
+from mt.search import beam_search, greedy_search, length_penalty, top_log_probs
 from mt.tokenizer import BOS, EOS
 
 from conftest import overfit, pad_ids, reversal_task
@@ -192,3 +192,13 @@ def test_batched_beam_search_equals_textbook_beam_search(alpha):
         tokens, score = reference_beam(model, src, 4, alpha, max_len_a=1.0, max_len_b=3)
         assert hyps[0].tokens == tokens
         assert hyps[0].score == pytest.approx(score, abs=1e-4)
+
+
+def test_top_log_probs_in_bf16_match_fp32_log_softmax():
+    torch.manual_seed(0)
+    logits = (torch.randn(300, 1000) * 3).bfloat16()  # several blocks of rows
+    values, ids = top_log_probs(logits, 10)
+    ref_values, ref_ids = logits.float().log_softmax(-1).topk(10, dim=-1)
+    assert values.dtype == torch.float32
+    torch.testing.assert_close(values, ref_values, atol=2e-3, rtol=0)
+    torch.testing.assert_close(logits.gather(1, ids), logits.gather(1, ref_ids))  # same scores (ties may swap)

@@ -186,8 +186,8 @@ class DecoderLayer(nn.Module):
         if cache is None:
             kv = self.cross_attn.project_kv(memory)
         else:
-            if "cross_k" not in cache:
-                cache["cross_k"], cache["cross_v"] = self.cross_attn.project_kv(memory)
+            if "cross_k" not in cache:  # contiguous once, or every step's matmul would copy them
+                cache["cross_k"], cache["cross_v"] = (t.contiguous() for t in self.cross_attn.project_kv(memory))
             kv = (cache["cross_k"], cache["cross_v"])
         out, self.cross_weights = self.cross_attn(h, mask=src_mask, kv=kv, need_weights=need_weights)
         return out
