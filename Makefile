@@ -55,11 +55,7 @@ eval: $(STAMP)
 	$(BIN)/mt-evaluate --checkpoint $(RUN)/checkpoints/best.pt --split $(SPLIT) $(if $(BEAM),--beam $(BEAM),)
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench_model.py $(ARGS)
-	@if [ -f $(RUN)/checkpoints/best.pt ]; then \
-	  $(BIN)/python scripts/bench_decode.py --checkpoint $(RUN)/checkpoints/best.pt \
-	    --src $(DATA)/test2016.de --ref $(DATA)/test2016.en; \
-	else echo "no $(RUN)/checkpoints/best.pt: train experiment=smoke (see README) for decoding figures"; fi
+	$(BIN)/python scripts/bench.py --checkpoint $(RUN)/checkpoints/best.pt --data $(DATA) $(ARGS)
 
 tensorboard: $(STAMP)
 	$(BIN)/tensorboard --logdir runs

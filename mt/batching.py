@@ -161,15 +161,16 @@ def token_batches(src_lens, tgt_lens, max_tokens: int, rng: np.random.Generator 
     src_lens, tgt_lens = np.asarray(src_lens) + 1, np.asarray(tgt_lens) + 1
     noise = rng.random(len(src_lens)) if rng is not None else np.zeros(len(src_lens))
     order = np.lexsort((noise, src_lens, tgt_lens))  # by target length, then source length
-    batches, start, longest = [], 0, 0
-    for i, idx in enumerate(order):
-        longest_if_added = max(longest, src_lens[idx], tgt_lens[idx])
-        if i > start and longest_if_added * (i - start + 1) > max_tokens:
-            batches.append(order[start:i])
-            start, longest_if_added = i, max(src_lens[idx], tgt_lens[idx])
-        longest = longest_if_added
-    if start < len(order):
-        batches.append(order[start:])
+    cost = np.maximum(src_lens, tgt_lens)[order]  # padded tokens per sentence on the longer side
+    # Each batch is the longest run from `start` whose size x longest sentence fits the budget.
+    # Work per batch, not per sentence: 5M sentences take well under a second.
+    batches, start = [], 0
+    while start < len(order):
+        window = cost[start : start + max(1, max_tokens // cost[start])]  # the batch cannot be longer
+        fits = np.arange(1, len(window) + 1) * np.maximum.accumulate(window) <= max_tokens
+        size = max(1, int(fits.sum()))  # fits is True up to the first sentence that breaks the budget
+        batches.append(order[start : start + size])
+        start += size
     if rng is not None:
         rng.shuffle(batches)
     return batches

@@ -100,6 +100,9 @@ def test_resume_refuses_a_different_model(tiny_corpus, tmp_path):
     result = train_tiny(tiny_corpus, tmp_path, "train.max_steps=10", "model.ffn_dim=96", check=False)
     assert result.returncode == 2
     assert "different model config (model.ffn_dim)" in result.stdout + result.stderr
+    result = train_tiny(tiny_corpus, tmp_path, "train.max_steps=10", "tokenizer.vocab_size=40", check=False)
+    assert result.returncode == 2
+    assert "last.pt: its tokenizer differs from this run's" in result.stdout + result.stderr
 
 
 def test_config_errors(tiny_corpus, tmp_path):

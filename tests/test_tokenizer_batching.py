@@ -97,6 +97,18 @@ def test_token_batches_respect_budget_and_cover_everything():
     assert not all(np.array_equal(a, b) for a, b in zip(batches, other))
 
 
+def test_token_batches_are_maximal_runs_of_the_length_order():
+    """Each batch takes sentences in length order until the next one would break the budget."""
+    rng = np.random.default_rng(0)
+    src_lens, tgt_lens = rng.integers(1, 60, 3000), rng.integers(1, 60, 3000)
+    batches = token_batches(src_lens, tgt_lens, 1000)  # no rng: in length order, not shuffled
+    cost = np.maximum(src_lens, tgt_lens) + 1
+    assert np.array_equal(np.concatenate(batches), np.lexsort((src_lens, tgt_lens)))
+    for batch, following in zip(batches, batches[1:]):
+        grown = np.append(batch, following[0])
+        assert len(grown) * cost[grown].max() > 1000
+
+
 def test_a_sentence_over_the_budget_gets_its_own_batch():
     batches = token_batches([5, 500, 5], [5, 5, 5], 100)
     assert sorted(len(b) for b in batches) == [1, 2]
