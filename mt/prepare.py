@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Prepared:
-    train: ParallelCorpus
+    train: ParallelCorpus | None  # None once encoded (train.py lets the text go)
     valid: ParallelCorpus
     test: ParallelCorpus | None
     tokenizer: Tokenizer

@@ -102,6 +102,7 @@ def hydra_main(cfg: DictConfig) -> None:
         log.info("train filter: %s", report)
         if not len(train):
             raise MTError(f"{data.train.origin}: no training pairs left after filtering ({report})")
+        data.train = None  # from here on the encoded arrays suffice: let the text go (GBs for WMT-size data)
         valid, valid_report = encode_corpus(tok, data.valid)
         if valid_report.empty:
             log.info("valid: %d pairs with an empty side are left out of the validation loss", valid_report.empty)
