@@ -42,5 +42,8 @@ def report_errors(main):
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             sys.exit(130)
+        except BrokenPipeError:  # the reader went away (`translate ... | head`): stop quietly, as Unix tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            sys.exit(141)
 
     return wrapper

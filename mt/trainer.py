@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import random
+import resource
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -396,7 +397,8 @@ class Trainer:
         )
 
     def _log_train(self, record: dict, writer: SummaryWriter, train_log, bar) -> None:
-        for key in ("loss", "ppl", "lr", "grad_norm", "tgt_tokens_per_s", "padding", "tflops", "mfu"):
+        record["peak_mem_mib"] = peak_memory_mib(self.device)
+        for key in ("loss", "ppl", "lr", "grad_norm", "tgt_tokens_per_s", "padding", "tflops", "mfu", "peak_mem_mib"):
             if key in record:
                 writer.add_scalar(f"train/{key}", record[key], record["step"])
         train_log.write(json.dumps(record) + "\n")
@@ -405,10 +407,18 @@ class Trainer:
         speed = f" | {record['tflops']:.2f} TFLOP/s" if "tflops" in record else ""
         speed += f" | MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
         log.info(
-            "step %d | epoch %d | loss %.3f | ppl %.2f | lr %.2e | gnorm %.2f | %.0f tgt tok/s%s | pad %.0f%%",
+            "step %d | epoch %d | loss %.3f | ppl %.2f | lr %.2e | gnorm %.2f | %.0f tgt tok/s%s | pad %.0f%% | "
+            "mem %.1f GB",
             record["step"], record["epoch"], record["loss"], record["ppl"], record["lr"], record["grad_norm"],
-            record["tgt_tokens_per_s"], speed, 100 * record["padding"],
+            record["tgt_tokens_per_s"], speed, 100 * record["padding"], record["peak_mem_mib"] / 1024,
         )
+
+
+def peak_memory_mib(device: torch.device) -> float:
+    """Peak memory so far: the GPU's allocated tensors on CUDA, the process's resident set on CPU."""
+    if device.type == "cuda":
+        return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
 
 
 def drop_records_after(path: Path, step: int) -> None:

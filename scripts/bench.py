@@ -60,8 +60,9 @@ def main() -> None:
     train = []
     for preset in args.presets:
         for precision in ("fp32", "bf16"):
-            train += run_json([str(HERE / "bench_model.py"), "--presets", preset, "--precisions", precision,
-                               "--steps", str(args.steps), "--no-decode", "--json"])
+            train += [r for r in run_json([str(HERE / "bench_model.py"), "--presets", preset, "--precisions",
+                                           precision, "--steps", str(args.steps), "--no-decode", "--json"])
+                      if r["bench"] == "train"]
     steps = [r for r in run_json([str(HERE / "bench_model.py"), "--no-train", "--json"]) if r["bench"] == "decode_step"]
     src, ref = Path(args.data) / "test2016.de", Path(args.data) / "test2016.en"
     decode = []

@@ -15,7 +15,8 @@ def test_run_directory_holds_what_the_readme_promises(trained_run):
     assert [r["step"] for r in records] == [100, 200, 300]
     assert {"step", "valid_loss", "valid_bleu", "valid_chrf"} <= records[0].keys()
     train_log = [json.loads(line) for line in (trained_run / "train.jsonl").read_text().splitlines()]
-    assert {"step", "loss", "lr", "grad_norm", "tgt_tokens_per_s"} <= train_log[0].keys()
+    assert {"step", "loss", "lr", "grad_norm", "tgt_tokens_per_s", "peak_mem_mib"} <= train_log[0].keys()
+    assert 100 < train_log[-1]["peak_mem_mib"] < 64 * 1024
     assert train_log[-1]["loss"] < train_log[0]["loss"]
     # The tiny model learns its word-for-word lexicon.
     assert records[-1]["valid_bleu"] > 60, records
@@ -198,3 +199,19 @@ def test_a_tokenizer_that_does_not_fit_the_weights_is_refused(trained_run, tmp_p
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
     assert (f"mixed.pt: its tokenizer has {other.src_vocab_size} source / {other.tgt_vocab_size} target pieces "
             f"but the model's src_embed.weight has {rows} rows") in result.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(trained_run):
+    """`translate ... | head -1`: the closed pipe ends translate quietly."""
+    import subprocess
+
+    from conftest import cli_path
+
+    proc = subprocess.Popen([cli_path("translate"), "-c", str(trained_run / "checkpoints" / "best.pt"), "-q"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdin.write("ein hund läuft\n" * 20000)  # more output than a pipe buffer holds
+    proc.stdin.close()
+    assert proc.stdout.readline() == "a dog runs\n"
+    proc.stdout.close()
+    assert proc.wait(timeout=300) == 141
+    assert "Traceback" not in proc.stderr.read()
