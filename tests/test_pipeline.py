@@ -213,5 +213,5 @@ def test_a_reader_that_stops_early_gets_no_traceback(trained_run):
     proc.stdin.close()
     assert proc.stdout.readline() == "a dog runs\n"
     proc.stdout.close()
-    assert proc.wait(timeout=300) == 141
+    assert proc.wait(timeout=300) in (0, 141)  # 141: it was still writing when the pipe closed
     assert "Traceback" not in proc.stderr.read()
