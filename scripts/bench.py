@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import torch
+from bench_decode import print_table as print_decode_table  # scripts/ is on sys.path
 
 HERE = Path(__file__).resolve().parent
 PRESET_NAMES = {"small": "smoke (transformer_small)", "base": "base (transformer_base)"}
@@ -86,12 +87,7 @@ def main() -> None:
     runs = [r for r in decode if r["bench"] == "decode"]
     if runs:
         startup = next(r["seconds"] for r in decode if r["bench"] == "startup")
-        print(f"\ndecoding test2016 ({args.checkpoint}), batches by tokens")
-        print(f"{'precision':9} {'beam':>4} {'sent/s':>8} {'tgt tok/s':>10} {'BLEU':>6}")
-        for r in runs:
-            print(f"{r['precision']:9} {r['beam']:>4} {r['sentences_per_s']:>8} {r['tgt_tokens_per_s']:>10} "
-                  f"{r.get('bleu', '-'):>6}")
-        print(f"translate start-up on one sentence: {startup:.2f} s")
+        print_decode_table(runs, startup, f"decoding test2016 ({args.checkpoint}), batches by tokens")
 
 
 if __name__ == "__main__":

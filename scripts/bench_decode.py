@@ -78,7 +78,13 @@ def main() -> None:
     if args.json:
         return
 
-    print(f"\ndecoding {len(sources)} sentences, batches of {batch_tokens} tokens, {env['threads']} threads")
+    print_table(rows, startup,
+                f"decoding {len(sources)} sentences, batches of {batch_tokens} tokens, {env['threads']} threads")
+
+
+def print_table(rows: list[dict], startup: float, title: str) -> None:
+    """The decode rows as a table (also used by bench.py)."""
+    print(f"\n{title}")
     print(f"{'precision':9} {'beam':>4} {'sent/s':>8} {'tgt tok/s':>10} {'BLEU':>6}")
     for r in rows:
         print(f"{r['precision']:9} {r['beam']:>4} {r['sentences_per_s']:>8} {r['tgt_tokens_per_s']:>10} "
