@@ -169,6 +169,17 @@ def test_dropout_drops_p_and_rescales_the_rest(dtype):
     assert torch.equal(dropout.eval()(x), x)
 
 
+def test_dropout_masks_follow_torch_manual_seed():
+    """The masks come from numpy's generator seeded by torch's: torch.manual_seed (and the RNG
+    state a checkpoint restores) decides them."""
+    dropout, x = Dropout(0.3).train(), torch.ones(64, 64)
+    torch.manual_seed(5)
+    first, second = dropout(x), dropout(x)
+    torch.manual_seed(5)
+    assert torch.equal(dropout(x), first)
+    assert not torch.equal(first, second)
+
+
 def test_pre_norm_layer_norm_hands_autocast_its_dtype():
     torch.manual_seed(0)
     norm, reference = LayerNorm(16), torch.nn.LayerNorm(16)

