@@ -53,7 +53,7 @@ class Dropout(nn.Module):
     torch's CPU bernoulli_ draws one random number per element; here one 64-bit draw gives four
     16-bit uniforms, compared into a mask written straight in x's dtype and scaled once
     (multiplying by a bool mask would convert it in the forward and again in the backward pass).
-    Forward+backward on a (6000, 256) bf16 tensor: 8.7 ms (nn.Dropout) -> 1.9 ms.
+    Forward+backward on a (6000, 256) bf16 tensor: 10.2 ms (nn.Dropout) -> 1.8 ms.
     The drop probability is p rounded to a multiple of 1/65536.
     """
 
