@@ -120,6 +120,11 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(F.relu(self.linear1(x))))
 
 
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype autocast computes in on this device type, or None where autocast is off."""
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+
+
 class LayerNorm(nn.LayerNorm):
     """nn.LayerNorm whose output, under autocast, is already in the autocast dtype.
 
@@ -130,9 +135,9 @@ class LayerNorm(nn.LayerNorm):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        device = x.device.type
-        if torch.is_autocast_enabled(device):
-            x = x.to(torch.get_autocast_dtype(device))
+        dtype = autocast_dtype(x.device.type)
+        if dtype is not None:
+            x = x.to(dtype)
         return super().forward(x)
 
 

@@ -10,7 +10,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from mt.model.attention import padding_mask
-from mt.model.layers import DecoderLayer, EncoderLayer, LayerNorm, PositionalEncoding, vocabulary_layers
+from mt.model.layers import (
+    DecoderLayer,
+    EncoderLayer,
+    LayerNorm,
+    PositionalEncoding,
+    autocast_dtype,
+    vocabulary_layers,
+)
 
 
 @dataclass
@@ -99,12 +106,11 @@ class Transformer(nn.Module):
         Under bf16 autocast the residual stream starts (and stays) in bf16, as in Megatron-LM:
         otherwise every sublayer adds its bf16 output into an fp32 stream, and each norm and
         the backward pass cast it back and forth (+4% training throughput on a 2-core CPU,
-        with the same validation BLEU). bf16 has fp32's range; fp16 (10-bit mantissa but a
+        with the same validation loss). bf16 has fp32's range; fp16 (10-bit mantissa but a
         65,504 maximum) keeps an fp32 stream.
         """
         x = table(tokens) * math.sqrt(self.d_model)
-        device = x.device.type
-        if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16:
+        if autocast_dtype(x.device.type) == torch.bfloat16:
             x = x.to(torch.bfloat16)
         return self.positions(x, offset)
 
