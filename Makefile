@@ -12,7 +12,7 @@ SPLIT  ?= test
 DATA   ?= ../shared/data/multi30k
 BEAM   ?=
 
-.PHONY: help venv train tokenizer test lint format eval bench tensorboard clean
+.PHONY: help venv train tokenizer test lint format eval bench bench-precision tensorboard clean
 
 help:
 	@echo "make train ARGS='<hydra overrides>'   train (creates .venv first if needed); NPROC=N for N processes"
@@ -20,6 +20,7 @@ help:
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
 	@echo "make eval RUN=runs/smoke SPLIT=test  BLEU/chrF of a run's best checkpoint on a split"
 	@echo "make bench [RUN=runs/smoke]           training and decoding speed figures"
+	@echo "make bench-precision [STEPS=60]       bf16 vs fp32 trainer throughput, interleaved in one process"
 	@echo "make tensorboard                     curves of every run under runs/"
 
 venv: $(STAMP)
@@ -56,6 +57,11 @@ eval: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py --checkpoint $(RUN)/checkpoints/best.pt --data $(DATA) $(ARGS)
+
+STEPS ?= 60
+bench-precision: $(STAMP)
+	$(BIN)/python scripts/bench_precision.py --steps $(STEPS) experiment=smoke data=files data.dir=$(DATA) \
+		data.test_split=null $(ARGS)
 
 tensorboard: $(STAMP)
 	$(BIN)/tensorboard --logdir runs

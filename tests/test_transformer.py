@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from mt.model import Transformer
+from mt.model import Transformer, layers
 from mt.model.layers import Dropout, LayerNorm, sinusoidal_positions
 
 PAD = 0
@@ -189,3 +189,24 @@ def test_pre_norm_layer_norm_hands_autocast_its_dtype():
         out = norm(x)
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.float(), reference(x), atol=0.03, rtol=0.02)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_row_blocked_output_layer_equals_linear_with_gradients(autocast, monkeypatch):
+    monkeypatch.setattr(layers, "OUTPUT_ROWS_PER_BLOCK", 16)  # 50 rows: three full blocks and a partial one
+    g = torch.Generator().manual_seed(0)
+    h0, w0 = torch.randn(50, 8, generator=g), torch.randn(30, 8, generator=g)
+    upstream = torch.randn(50, 30, generator=g)
+    results = []
+    for logits_fn in (layers.vocabulary_logits, torch.nn.functional.linear):
+        h, w = h0.clone().requires_grad_(), w0.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = logits_fn(h, w)
+        out.float().backward(upstream)
+        results.append((out, h.grad, w.grad))
+    (ours, ours_dh, ours_dw), (ref, ref_dh, ref_dw) = results
+    assert ours.dtype == ref.dtype == (torch.bfloat16 if autocast else torch.float32)
+    assert ours_dw.dtype == torch.float32  # the gradient reaches the fp32 weight
+    torch.testing.assert_close(ours, ref)
+    torch.testing.assert_close(ours_dh, ref_dh)
+    torch.testing.assert_close(ours_dw, ref_dw)

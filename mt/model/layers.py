@@ -34,6 +34,43 @@ def vocabulary_layers(src_vocab_size: int, tgt_vocab_size: int, d_model: int, pa
     return src, tgt, output
 
 
+OUTPUT_ROWS_PER_BLOCK = 1024
+
+
+class _RowBlockedLinear(torch.autograd.Function):
+    """x @ weight^T written a block of rows at a time; the backward is the usual two matmuls."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        out = x.new_empty(x.size(0), weight.size(0))
+        for start in range(0, x.size(0), OUTPUT_ROWS_PER_BLOCK):
+            rows = slice(start, start + OUTPUT_ROWS_PER_BLOCK)
+            torch.mm(x[rows], weight.t(), out=out[rows])
+        ctx.save_for_backward(x, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, weight = ctx.saved_tensors
+        return grad @ weight, grad.t() @ x
+
+
+def vocabulary_logits(h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The output layer, h @ weight^T: one score per vocabulary entry for every row of h.
+
+    On CPU a (tokens x vocabulary) product written at once is slow, probably because the large
+    output leaves the cache mid-write: for 4,700 x 256 @ 256 x 8,000, blocks of 1,024 rows run
+    at 390 vs 255 GFLOP/s in bf16 and 167 vs 136 in fp32 (2-core AVX-512 CPU).
+    """
+    if h.device.type != "cpu" or h.dim() != 2 or h.size(0) <= OUTPUT_ROWS_PER_BLOCK:
+        return F.linear(h, weight)
+    dtype = autocast_dtype("cpu")
+    if dtype is not None:  # autocast does not reach into a custom Function: cast as it would
+        h, weight = h.to(dtype), weight.to(dtype)
+    with torch.autocast("cpu", enabled=False):
+        return _RowBlockedLinear.apply(h, weight)
+
+
 def random_int16(shape: tuple[int, ...]) -> torch.Tensor:
     """Uniform random int16 values, four per 64-bit draw of numpy's SFC64 generator.
 

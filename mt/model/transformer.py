@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from mt.model.attention import padding_mask
@@ -17,6 +16,7 @@ from mt.model.layers import (
     PositionalEncoding,
     autocast_dtype,
     vocabulary_layers,
+    vocabulary_logits,
 )
 
 
@@ -116,7 +116,7 @@ class Transformer(nn.Module):
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         h = self.decoder_norm(h)
-        return F.linear(h, self.tgt_embed.weight) if self.output_proj is None else self.output_proj(h)
+        return vocabulary_logits(h, self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight)
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) -> memory (B, S, d) and the source padding mask (B, 1, 1, S)."""

@@ -1,0 +1,98 @@
+"""bf16 against fp32 in the real trainer, update by update in one process.
+
+On a shared CPU the speed of identical runs drifts by up to 10% within minutes, so the ratio of two
+separate training runs is mostly noise. Here two Trainers (same config, same initial weights, same
+batches) alternate updates, so both see the same drift; the order within each pair alternates too.
+With --valid, both are validated at the end (loss and BLEU after the same updates).
+
+    make bench-precision ARGS="experiment=smoke data=files data.dir=../shared/data/multi30k"
+    .venv/bin/python scripts/bench_precision.py --steps 400 --valid experiment=smoke data=files ...
+
+Prints one JSON object per line (every --every updates, then the totals). Reports, never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import resource
+import time
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
+
+from mt.allocator import keep_large_buffers
+from mt.batching import cached_encode, encode_corpus
+from mt.checkpoint import build_model
+from mt.config import CONFIG_DIR, register_configs
+from mt.prepare import prepare
+from mt.trainer import Trainer
+
+PRECISIONS = ("bf16", "fp32")
+
+
+def make_trainers(overrides: list[str], run: Path) -> dict[str, Trainer]:
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    data = prepare(cfg, run)
+    train, _ = cached_encode(data.tokenizer, data.train, cfg.data.max_len, cfg.data.max_len_ratio,
+                             cfg.data.cache_dir)
+    valid, _ = encode_corpus(data.tokenizer, data.valid)
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg.model, data.tokenizer)
+    trainers = {}
+    for precision in PRECISIONS:
+        pcfg = copy.deepcopy(cfg)
+        with open_dict(pcfg):
+            pcfg.train.precision = precision
+        trainers[precision] = Trainer(pcfg, copy.deepcopy(model), data.tokenizer, train, valid, data.valid,
+                                      run / precision, torch.device("cpu"))
+    return trainers
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=60, help="updates per precision")
+    p.add_argument("--warmup", type=int, default=5, help="first updates left out of the timing")
+    p.add_argument("--every", type=int, default=50, help="print running figures every N updates")
+    p.add_argument("--valid", action="store_true", help="validate both models at the end (loss, BLEU)")
+    p.add_argument("--run", default="runs/bench_precision", help="folder for the tokenizer and scratch files")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, as for mt-train")
+    args = p.parse_args()
+    keep_large_buffers()
+    trainers = make_trainers(args.overrides, Path(args.run))
+
+    seconds = dict.fromkeys(PRECISIONS, 0.0)
+    tokens = 0
+    for update in range(args.steps):
+        order = PRECISIONS if update % 2 == 0 else PRECISIONS[::-1]
+        for precision in order:
+            start = time.perf_counter()
+            stats = trainers[precision].train_step()
+            if update >= args.warmup:
+                seconds[precision] += time.perf_counter() - start
+        if update >= args.warmup:
+            tokens += stats["tgt_tokens"]  # the same batches for both
+        if (update + 1) % args.every == 0 or update + 1 == args.steps:
+            row = {"bench": "precision", "updates": update + 1, "timed_tgt_tokens": tokens}
+            for precision in PRECISIONS:
+                row[f"{precision}_tok_per_s"] = round(tokens / max(seconds[precision], 1e-9))
+            row["bf16_over_fp32"] = round(seconds["fp32"] / max(seconds["bf16"], 1e-9), 3)
+            print(json.dumps(row), flush=True)
+
+    if args.valid:
+        for precision in PRECISIONS:
+            record = trainers[precision].validate(writer=None)
+            keep = ("step", "valid_loss", "valid_ppl", "valid_bleu", "valid_chrf")
+            print(json.dumps({"bench": "precision_valid", "precision": precision,
+                              **{k: record[k] for k in keep}}), flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"bench": "precision_peak_rss_mib_both_models", "value": round(peak)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
