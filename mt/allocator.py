@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 
 log = logging.getLogger(__name__)
 
@@ -30,3 +31,18 @@ def keep_large_buffers(threshold: int = 1 << 30) -> bool:
     ok = mallopt(M_MMAP_THRESHOLD, threshold) == 1 and mallopt(M_TRIM_THRESHOLD, threshold) == 1
     log.debug("allocator thresholds raised: %s", ok)
     return ok
+
+
+ONEDNN_PRIMITIVE_CACHE = 64
+
+
+def limit_onednn_primitive_cache(capacity: int = ONEDNN_PRIMITIVE_CACHE) -> None:
+    """Keep fewer compiled matmul kernels (oneDNN primitives, one per shape) than oneDNN's 1,024.
+
+    bf16 matmuls on CPU run through oneDNN; batch shapes change every update, so over an epoch
+    the cache fills with kernels for shapes that will not come back, while within an update the
+    layers repeat the same few shapes. A 64-entry cache trained as fast as the default (paired one-thread
+    runs, 168 updates: 3,047 vs 3,006 tok/s) with 0.8 GB less resident memory (2.9 vs 3.7 GB).
+    Must run before the first matmul; an ONEDNN_PRIMITIVE_CACHE_CAPACITY already set wins.
+    """
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(capacity))

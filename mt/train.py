@@ -15,7 +15,7 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from mt.allocator import keep_large_buffers
+from mt.allocator import keep_large_buffers, limit_onednn_primitive_cache
 from mt.batching import cached_encode, encode_corpus
 from mt.checkpoint import average_checkpoint_files, build_model, load_for_inference
 from mt.config import CONFIG_DIR, check_overrides
@@ -88,6 +88,7 @@ def hydra_main(cfg: DictConfig) -> None:
         raise MTError("train.precision=fp16 needs CUDA; on CPU use bf16 or fp32")
     if device.type == "cpu":
         keep_large_buffers()
+        limit_onednn_primitive_cache()
     torch.manual_seed(cfg.train.seed)
     try:
         if not dist.is_main:

@@ -24,7 +24,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from mt.allocator import keep_large_buffers
+from mt.allocator import keep_large_buffers, limit_onednn_primitive_cache
 from mt.batching import cached_encode, encode_corpus
 from mt.checkpoint import build_model
 from mt.config import CONFIG_DIR, register_configs
@@ -64,6 +64,7 @@ def main() -> None:
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for mt-train")
     args = p.parse_args()
     keep_large_buffers()
+    limit_onednn_primitive_cache()
     trainers = make_trainers(args.overrides, Path(args.run))
 
     seconds = dict.fromkeys(PRECISIONS, 0.0)
