@@ -30,7 +30,7 @@ def softmax_fp32(scores: torch.Tensor) -> torch.Tensor:
 
     Why not plain scores.softmax(-1): PyTorch's CPU kernel is slow on rows shorter than a vector
     register, and attention rows are short (a sentence's keys). Measured forward+backward on a
-    2-core AVX-512 CPU, (B, 4, T, T) scores in bf16: bf16 output 1.7-3.1 ms; fp32 output 0.5-0.6 ms
+    2-core AVX-512 CPU, (B, 4, T, T) scores in bf16: bf16 output 1.0-3.1 ms; fp32 output 0.5-0.7 ms
     for T >= 16 but 2.7-3.7 ms for T < 16, fixed by padding the rows to 16 keys with zero-weight
     positions (0.6-0.9 ms). Exactly the same values: a padded key gets exp(min - max) = 0.
     (A row whose every key is masked is not a distribution either way; attention() zeroes it.)
