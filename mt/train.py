@@ -16,13 +16,13 @@ import torch
 from omegaconf import DictConfig
 
 from mt.allocator import keep_large_buffers, limit_onednn_primitive_cache
-from mt.batching import cached_encode, encode_corpus
+from mt.batching import EncodedCorpus, cached_encode, encode_corpus
 from mt.checkpoint import average_checkpoint_files, build_model, load_for_inference
 from mt.config import CONFIG_DIR, check_overrides
 from mt.distributed import Dist, barrier, init_from_env, shutdown
 from mt.errors import MTError, report_errors, take_debug_flag
 from mt.metrics import score
-from mt.prepare import exit_on_user_error, prepare, run_dir
+from mt.prepare import Prepared, exit_on_user_error, prepare, run_dir
 from mt.trainer import Trainer
 from mt.translator import Translator
 
@@ -72,6 +72,22 @@ def final_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
     return averaged if bleu > trainer.progress.best_bleu else best
 
 
+def encode_splits(cfg: DictConfig, data: Prepared) -> tuple[EncodedCorpus, EncodedCorpus]:
+    """Training pairs encoded, filtered and cached (data.train's text is let go), and validation pairs."""
+    start = time.perf_counter()
+    train, report = cached_encode(data.tokenizer, data.train, cfg.data.max_len, cfg.data.max_len_ratio,
+                                  cfg.data.cache_dir)
+    log.info("train: encoded in %.1fs", time.perf_counter() - start)
+    log.info("train filter: %s", report)
+    if not len(train):
+        raise MTError(f"{data.train.origin}: no training pairs left after filtering ({report})")
+    data.train = None  # from here on the encoded arrays suffice: let the text go (GBs for WMT-size data)
+    valid, valid_report = encode_corpus(data.tokenizer, data.valid)
+    if valid_report.empty:
+        log.info("valid: %d pairs with an empty side are left out of the validation loss", valid_report.empty)
+    return train, valid
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 @exit_on_user_error
 def hydra_main(cfg: DictConfig) -> None:
@@ -97,16 +113,7 @@ def hydra_main(cfg: DictConfig) -> None:
         if dist.is_main:
             barrier(dist)
         tok = data.tokenizer
-        start = time.perf_counter()
-        train, report = cached_encode(tok, data.train, cfg.data.max_len, cfg.data.max_len_ratio, cfg.data.cache_dir)
-        log.info("train: encoded in %.1fs", time.perf_counter() - start)
-        log.info("train filter: %s", report)
-        if not len(train):
-            raise MTError(f"{data.train.origin}: no training pairs left after filtering ({report})")
-        data.train = None  # from here on the encoded arrays suffice: let the text go (GBs for WMT-size data)
-        valid, valid_report = encode_corpus(tok, data.valid)
-        if valid_report.empty:
-            log.info("valid: %d pairs with an empty side are left out of the validation loss", valid_report.empty)
+        train, valid = encode_splits(cfg, data)
         model = build_model(cfg.model, tok)
         n_params = sum(p.numel() for p in model.parameters())
         log.info("model: %s, %.1fM parameters, run directory %s%s", cfg.model.arch, n_params / 1e6, out_dir,

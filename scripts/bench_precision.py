@@ -25,10 +25,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from mt.allocator import keep_large_buffers, limit_onednn_primitive_cache
-from mt.batching import cached_encode, encode_corpus
 from mt.checkpoint import build_model
 from mt.config import CONFIG_DIR, register_configs
 from mt.prepare import prepare
+from mt.train import encode_splits
 from mt.trainer import Trainer
 
 PRECISIONS = ("bf16", "fp32")
@@ -39,9 +39,7 @@ def make_trainers(overrides: list[str], run: Path) -> dict[str, Trainer]:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     data = prepare(cfg, run)
-    train, _ = cached_encode(data.tokenizer, data.train, cfg.data.max_len, cfg.data.max_len_ratio,
-                             cfg.data.cache_dir)
-    valid, _ = encode_corpus(data.tokenizer, data.valid)
+    train, valid = encode_splits(cfg, data)
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, data.tokenizer)
     trainers = {}
