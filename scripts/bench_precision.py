@@ -3,7 +3,8 @@
 On a shared CPU the speed of identical runs drifts by up to 10% within minutes, so the ratio of two
 separate training runs is mostly noise. Here two Trainers (same config, same initial weights, same
 batches) alternate updates, so both see the same drift; the order within each pair alternates too.
-With --valid, both are validated at the end (loss and BLEU after the same updates).
+With --valid, both are validated at the end (loss and BLEU after the same updates); --valid-every N
+validates them every N updates as well, so one run shows how the BLEU gap evolves (validation is not timed).
 
     make bench-precision ARGS="experiment=smoke data=files data.dir=../shared/data/multi30k"
     .venv/bin/python scripts/bench_precision.py --steps 400 --valid experiment=smoke data=files ...
@@ -52,12 +53,26 @@ def make_trainers(overrides: list[str], run: Path) -> dict[str, Trainer]:
     return trainers
 
 
+def validate_both(trainers: dict[str, Trainer]) -> None:
+    """One line per precision, then the gap: validation loss and BLEU after the same updates."""
+    records = {}
+    for precision in PRECISIONS:
+        records[precision] = trainers[precision].validate(writer=None)
+        keep = ("step", "valid_loss", "valid_ppl", "valid_bleu", "valid_chrf")
+        print(json.dumps({"bench": "precision_valid", "precision": precision,
+                          **{k: records[precision][k] for k in keep}}), flush=True)
+    gap = {k: round(records["bf16"][k] - records["fp32"][k], 4) for k in ("valid_loss", "valid_bleu", "valid_chrf")}
+    print(json.dumps({"bench": "precision_valid_gap_bf16_minus_fp32", "step": records["bf16"]["step"], **gap}),
+          flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=60, help="updates per precision")
     p.add_argument("--warmup", type=int, default=5, help="first updates left out of the timing")
     p.add_argument("--every", type=int, default=50, help="print running figures every N updates")
     p.add_argument("--valid", action="store_true", help="validate both models at the end (loss, BLEU)")
+    p.add_argument("--valid-every", type=int, default=0, help="also validate both every N updates (0: never)")
     p.add_argument("--run", default="runs/bench_precision", help="folder for the tokenizer and scratch files")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for mt-train")
     args = p.parse_args()
@@ -82,13 +97,10 @@ def main() -> None:
                 row[f"{precision}_tok_per_s"] = round(tokens / max(seconds[precision], 1e-9))
             row["bf16_over_fp32"] = round(seconds["fp32"] / max(seconds["bf16"], 1e-9), 3)
             print(json.dumps(row), flush=True)
+        last = update + 1 == args.steps
+        if (args.valid and last) or (args.valid_every and (update + 1) % args.valid_every == 0):
+            validate_both(trainers)
 
-    if args.valid:
-        for precision in PRECISIONS:
-            record = trainers[precision].validate(writer=None)
-            keep = ("step", "valid_loss", "valid_ppl", "valid_bleu", "valid_chrf")
-            print(json.dumps({"bench": "precision_valid", "precision": precision,
-                              **{k: record[k] for k in keep}}), flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"bench": "precision_peak_rss_mib_both_models", "value": round(peak)}), flush=True)
 
