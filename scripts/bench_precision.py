@@ -33,6 +33,7 @@ from mt.train import encode_splits
 from mt.trainer import Trainer
 
 PRECISIONS = ("bf16", "fp32")
+VALID_KEYS = ("step", "valid_loss", "valid_ppl", "valid_bleu", "valid_chrf")
 
 
 def make_trainers(overrides: list[str], run: Path) -> dict[str, Trainer]:
@@ -58,9 +59,8 @@ def validate_both(trainers: dict[str, Trainer]) -> None:
     records = {}
     for precision in PRECISIONS:
         records[precision] = trainers[precision].validate(writer=None)
-        keep = ("step", "valid_loss", "valid_ppl", "valid_bleu", "valid_chrf")
         print(json.dumps({"bench": "precision_valid", "precision": precision,
-                          **{k: records[precision][k] for k in keep}}), flush=True)
+                          **{k: records[precision][k] for k in VALID_KEYS}}), flush=True)
     gap = {k: round(records["bf16"][k] - records["fp32"][k], 4) for k in ("valid_loss", "valid_bleu", "valid_chrf")}
     print(json.dumps({"bench": "precision_valid_gap_bf16_minus_fp32", "step": records["bf16"]["step"], **gap}),
           flush=True)
@@ -91,14 +91,14 @@ def main() -> None:
                 seconds[precision] += time.perf_counter() - start
         if update >= args.warmup:
             tokens += stats["tgt_tokens"]  # the same batches for both
-        if (update + 1) % args.every == 0 or update + 1 == args.steps:
-            row = {"bench": "precision", "updates": update + 1, "timed_tgt_tokens": tokens}
+        done, last = update + 1, update + 1 == args.steps
+        if done % args.every == 0 or last:
+            row = {"bench": "precision", "updates": done, "timed_tgt_tokens": tokens}
             for precision in PRECISIONS:
                 row[f"{precision}_tok_per_s"] = round(tokens / max(seconds[precision], 1e-9))
             row["bf16_over_fp32"] = round(seconds["fp32"] / max(seconds["bf16"], 1e-9), 3)
             print(json.dumps(row), flush=True)
-        last = update + 1 == args.steps
-        if (args.valid and last) or (args.valid_every and (update + 1) % args.valid_every == 0):
+        if (args.valid and last) or (args.valid_every and done % args.valid_every == 0):
             validate_both(trainers)
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
