@@ -93,6 +93,7 @@ def _load_proto(proto: bytes) -> spm.SentencePieceProcessor:
 
 def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
     """Train one sentencepiece model on lines and return its serialized bytes."""
+    from mt.fastpath import cpu_threads  # here, so that reading a tokenizer does not import torch
     lines = [line for line in lines if line.strip()]
     if not lines:
         raise MTError("cannot train a tokenizer on an empty corpus")
@@ -112,7 +113,7 @@ def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
         unk_id=UNK,
         bos_id=BOS,
         eos_id=EOS,
-        num_threads=2,
+        num_threads=cpu_threads(),
         minloglevel=2,
     )
     return model.getvalue()

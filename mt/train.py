@@ -15,12 +15,12 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from mt.allocator import keep_large_buffers, limit_onednn_primitive_cache
 from mt.batching import EncodedCorpus, cached_encode, encode_corpus
 from mt.checkpoint import average_checkpoint_files, build_model, load_for_inference
 from mt.config import CONFIG_DIR, check_overrides
 from mt.distributed import Dist, barrier, init_from_env, shutdown
 from mt.errors import MTError, report_errors, take_debug_flag
+from mt.fastpath import tune_process
 from mt.metrics import score
 from mt.prepare import Prepared, exit_on_user_error, prepare, run_dir
 from mt.trainer import Trainer
@@ -102,9 +102,7 @@ def hydra_main(cfg: DictConfig) -> None:
     device = pick_device(cfg.train.device, dist)
     if cfg.train.precision == "fp16" and device.type != "cuda":
         raise MTError("train.precision=fp16 needs CUDA; on CPU use bf16 or fp32")
-    if device.type == "cpu":
-        keep_large_buffers()
-        limit_onednn_primitive_cache()
+    tune_process(device, training=True)
     torch.manual_seed(cfg.train.seed)
     try:
         if not dist.is_main:

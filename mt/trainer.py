@@ -22,6 +22,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from mt import fastpath
 from mt.batching import EncodedCorpus, collate, token_batches
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import ModelConfig, to_dict
@@ -109,10 +110,11 @@ class Trainer:
 
     def batch_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Summed (label-smoothed loss, nll) over the batch's real target tokens."""
-        real = batch.tgt_out != PAD
+        keep = fastpath.rows_to_score(batch.tgt_out != PAD)  # None: every position, padding ignored by the loss
         with autocast(self.device, self.tc.precision):
-            logits = self.net(batch.src, batch.tgt_in, keep=real)  # (N real tokens, V)
-        return label_smoothed_loss(logits, batch.tgt_out[real], self.tc.label_smoothing)
+            logits = self.net(batch.src, batch.tgt_in, keep=keep)  # (N, V) or (B, T, V)
+        target = batch.tgt_out if keep is None else batch.tgt_out[keep]
+        return label_smoothed_loss(logits, target, self.tc.label_smoothing, pad_id=PAD)
 
     def train_step(self) -> dict:
         """One optimizer update over update_freq batches; the loss is normalised by target tokens.
@@ -124,15 +126,15 @@ class Trainer:
         world, rank = self.dist.world, self.dist.rank
         update = self.next_batches(self.tc.update_freq * world)  # the same on every rank
         total_tokens = int(sum(self.tgt_lens[idx].sum() + len(idx) for idx in update))  # EOS included
-        batches = [collate(self.train_data, idx).to(self.device) for idx in update[rank::world]]
-        loss_sum = nll_sum = 0.0
+        batches = [collate(self.train_data, idx) for idx in update[rank::world]]
+        sums = []  # (loss, nll) of each batch, read once at the end: one wait for the device per update
         for i, batch in enumerate(batches):
             last = i == len(batches) - 1
             with contextlib.nullcontext() if last or not self.dist.enabled else self.net.no_sync():
-                loss, nll = self.batch_loss(batch)
+                loss, nll = self.batch_loss(batch.to(self.device))
                 self.scaler.scale(loss * world / total_tokens).backward()  # DDP averages over ranks: undo it
-            loss_sum += loss.item()
-            nll_sum += nll.item()
+            sums.append(torch.stack([loss.detach(), nll]))
+        loss_sum, nll_sum = torch.stack(sums).sum(0).tolist()
         loss_sum, nll_sum = sum_across([loss_sum, nll_sum], self.dist, self.device)
         self.scaler.unscale_(self.optimizer)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(

@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 
 from mt.alignment import format_alignment, hard_alignment, heatmap_svg
-from mt.allocator import keep_large_buffers
 from mt.checkpoint import load_for_inference
 from mt.data import decode_utf8, read_lines, split_lines
 from mt.errors import MTError, report_errors
+from mt.fastpath import tune_process
 from mt.translator import Translator
 
 
@@ -99,8 +99,7 @@ def main(argv=None) -> None:
     if args.debug:
         os.environ["MT_DEBUG"] = "1"
     check_args(args)
-    if args.device == "cpu":
-        keep_large_buffers()
+    tune_process(torch.device(args.device), training=False)
     start = time.perf_counter()
     model, tokenizer, cfg = load_for_inference(args.checkpoint)
     dc = cfg.decode

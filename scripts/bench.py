@@ -6,6 +6,10 @@ greedy and beam 5 on Multi30k test2016. Each training figure comes from its own 
 peak RSS is its own. Prints one JSON object per line as it goes, then a table; reports, never asserts.
 
     .venv/bin/python scripts/bench.py [--checkpoint runs/smoke/checkpoints/best.pt] [--data ../shared/data/multi30k]
+    .venv/bin/python scripts/bench.py --device cuda [--compile]   # on a GPU (make bench ARGS="--device cuda")
+
+On a GPU the training figures are the base model's in bf16 at a WMT-like and a Multi30k batch, beside a
+plain nn.Transformer of the same size in the same process (see bench_model.py), with MFU.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import torch
 from bench_decode import print_table as print_decode_table  # scripts/ is on sys.path
+from bench_model import print_training_table
 
 HERE = Path(__file__).resolve().parent
 PRESET_NAMES = {"small": "smoke (transformer_small)", "base": "base (transformer_base)"}
@@ -51,36 +56,52 @@ def main() -> None:
                    help="a trained checkpoint for the decoding figures (skipped if missing)")
     p.add_argument("--data", default="../shared/data/multi30k", help="folder with test2016.de / test2016.en")
     p.add_argument("--presets", nargs="+", default=["small", "base"], choices=list(PRESET_NAMES))
-    p.add_argument("--steps", type=int, default=5, help="timed training steps per configuration")
+    p.add_argument("--steps", type=int, default=0,
+                   help="timed training steps per configuration (default 5 CPU, 20 GPU)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--compile", action="store_true", help="GPU: also time the training step under torch.compile")
     args = p.parse_args()
+    gpu = args.device == "cuda"
 
-    env = {"bench": "env", "device": f"cpu: {cpu_name()}", "capability": torch.backends.cpu.get_cpu_capability(),
+    name = f"cuda: {torch.cuda.get_device_name()}" if gpu else f"cpu: {cpu_name()}"
+    env = {"bench": "env", "device": name, "capability": None if gpu else torch.backends.cpu.get_cpu_capability(),
            "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version()}
     print(json.dumps(env), flush=True)
 
+    model_bench = [str(HERE / "bench_model.py"), "--device", args.device, "--json"]
+    model_bench += ["--steps", str(args.steps)] if args.steps else []
     train = []
-    for preset in args.presets:
-        for precision in ("fp32", "bf16"):
-            train += [r for r in run_json([str(HERE / "bench_model.py"), "--presets", preset, "--precisions",
-                                           precision, "--steps", str(args.steps), "--no-decode", "--json"])
-                      if r["bench"] == "train"]
-    steps = [r for r in run_json([str(HERE / "bench_model.py"), "--no-train", "--json"]) if r["bench"] == "decode_step"]
+    if gpu:  # one process: ours and nn.Transformer's side by side
+        train = [r for r in run_json([*model_bench, "--no-decode", *(["--compile"] if args.compile else [])])
+                 if r["bench"] == "train"]
+    else:  # one process per figure, so that each peak RSS is its own
+        for preset in args.presets:
+            for precision in ("fp32", "bf16"):
+                train += [r for r in run_json([*model_bench, "--presets", preset, "--precisions", precision,
+                                               "--no-decode"]) if r["bench"] == "train"]
+    steps = [r for r in run_json([*model_bench, "--no-train"]) if r["bench"] == "decode_step"]
     src, ref = Path(args.data) / "test2016.de", Path(args.data) / "test2016.en"
     decode = []
     if Path(args.checkpoint).is_file() and src.is_file():
         decode = run_json([str(HERE / "bench_decode.py"), "--checkpoint", args.checkpoint, "--src", str(src),
-                           "--ref", str(ref), "--json"])
+                           "--ref", str(ref), "--device", args.device, "--json"])
     else:
         print(f"# decoding skipped: needs {args.checkpoint} and {src} (train experiment=smoke, see README)",
               flush=True)
 
     print(f"\n{env['device']} ({env['capability']}), {env['threads']} threads, torch {env['torch']}")
-    print(f"\ntraining: forward + backward + Adam, {train[0]['tgt_tokens_per_step']} target tokens/step, vocab 8000")
-    print(f"{'preset':26} {'precision':9} {'tgt tok/s':>10} {'ms/step':>9} {'peak RSS MiB':>13}")
-    for r in train:
-        print(f"{PRESET_NAMES[r['preset']]:26} {r['precision']:9} {r['tgt_tokens_per_s']:>10} "
-              f"{r['ms_per_step']:>9} {r['peak_rss_mib']:>13}")
-    print("\ndecoder step, smoke preset, batch 32, fp32: with the KV cache vs re-running the prefix")
+    if gpu:
+        print("\ntraining: forward + backward + Adam; wmt = 780 x 32 tokens, vocab 37k; "
+              "multi30k = 300 x 28/27, vocab 10k")
+        print_training_table(train)
+    else:
+        print(f"\ntraining: forward + backward + Adam, {train[0]['tgt_tokens_per_step']} target tokens/step, "
+              "vocab 8000")
+        print(f"{'preset':26} {'precision':9} {'tgt tok/s':>10} {'ms/step':>9} {'peak RSS MiB':>13}")
+        for r in train:
+            print(f"{PRESET_NAMES[r['preset']]:26} {r['precision']:9} {r['tgt_tokens_per_s']:>10} "
+                  f"{r['ms_per_step']:>9} {r['peak_rss_mib']:>13}")
+    print(f"\ndecoder step, {steps[0]['preset']} preset, batch 32, fp32: with the KV cache vs re-running the prefix")
     print(f"{'prefix':>6} {'cached ms':>10} {'re-run ms':>10}")
     for r in steps:
         print(f"{r['prefix']:>6} {r['cached_ms']:>10} {r['full_rerun_ms']:>10}")

@@ -13,23 +13,21 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-from mt.allocator import keep_large_buffers
 from mt.checkpoint import load_for_inference
 from mt.data import read_lines
+from mt.fastpath import tune_process
 from mt.metrics import score
 from mt.translator import Translator
 
 
-def startup_seconds(checkpoint: str, sentence: str) -> float:
+def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:
     """Wall time of a whole `translate` process on one sentence."""
-    exe = Path(sys.executable).parent / "translate"
     start = time.perf_counter()
-    subprocess.run([str(exe), "-c", checkpoint, "--beam", "1", "-q"], input=sentence + "\n",
-                   capture_output=True, text=True, check=True)
+    subprocess.run([sys.executable, "-m", "mt.translate", "-c", checkpoint, "--beam", "1", "-q", "--device", device],
+                   input=sentence + "\n", capture_output=True, text=True, check=True)
     return time.perf_counter() - start
 
 
@@ -42,20 +40,21 @@ def main() -> None:
     p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
     p.add_argument("--batch-tokens", type=int, default=0, help="default: the checkpoint's decode.batch_tokens")
     p.add_argument("--repeats", type=int, default=3, help="best of N runs (this machine's timings are noisy)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--json", action="store_true", help="JSON lines only, no table")
     args = p.parse_args()
 
-    keep_large_buffers()  # as translate does
+    tune_process(torch.device(args.device), training=False)  # as translate does
     model, tokenizer, cfg = load_for_inference([args.checkpoint])
     sources = read_lines(args.src)
     references = read_lines(args.ref) if args.ref else None
     batch_tokens = args.batch_tokens or cfg.decode.batch_tokens
-    env = {"bench": "env", "torch": torch.__version__, "threads": torch.get_num_threads(),
+    env = {"bench": "env", "torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device,
            "sentences": len(sources), "batch_tokens": batch_tokens}
     print(json.dumps(env), flush=True)
     rows = []
     for precision in args.precisions:
-        translator = Translator(model, tokenizer, "cpu", precision, batch_tokens)
+        translator = Translator(model, tokenizer, args.device, precision, batch_tokens)
         translator.translate(sources[:64], beam=max(args.beams))  # warm-up
         for beam in args.beams:
             best = float("inf")
@@ -73,13 +72,14 @@ def main() -> None:
                 row["bleu"] = score(hyps, references).bleu
             rows.append(row)
             print(json.dumps(row), flush=True)
-    startup = startup_seconds(args.checkpoint, sources[0])
+    startup = startup_seconds(args.checkpoint, sources[0], args.device)
     print(json.dumps({"bench": "startup", "seconds": round(startup, 2)}), flush=True)
     if args.json:
         return
 
     print_table(rows, startup,
-                f"decoding {len(sources)} sentences, batches of {batch_tokens} tokens, {env['threads']} threads")
+                f"decoding {len(sources)} sentences on {args.device}, batches of {batch_tokens} tokens, "
+                f"{env['threads']} threads")
 
 
 def print_table(rows: list[dict], startup: float, title: str) -> None:

@@ -1,6 +1,10 @@
-"""Model speed on this machine: training tokens/s (forward + backward + Adam) and decode-step latency.
+"""Model speed on this machine: training tokens/s, TFLOP/s and MFU (forward + backward + Adam), beside a plain
+torch.nn.Transformer of the same size in the same process, and decode-step latency.
 
-    make bench                      # or: .venv/bin/python scripts/bench_model.py --presets small
+    make bench                                   # CPU: small and base presets, fp32 and bf16
+    .venv/bin/python scripts/bench_model.py --device cuda
+        # GPU: base preset, bf16, a WMT-like batch (780 x 32 tokens, vocab 37k) and a Multi30k batch
+        # (300 x 28/27, vocab 10k), ours and nn.Transformer's, with --compile for torch.compile too
 Prints one JSON object per measurement, then a table. Reports, never asserts.
 """
 
@@ -8,13 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import resource
 import time
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from mt.allocator import keep_large_buffers
+from mt import fastpath
+from mt.fastpath import tune_process
+from mt.flops import parameter_counts, peak_flops, training_flops
 from mt.loss import label_smoothed_loss
 from mt.model import Transformer
 from mt.translator import autocast
@@ -23,116 +32,210 @@ PRESETS = {
     "small": dict(d_model=256, heads=4, ffn_dim=1024, encoder_layers=3, decoder_layers=3, norm_first=True),
     "base": dict(d_model=512, heads=8, ffn_dim=2048, encoder_layers=6, decoder_layers=6, norm_first=False),
 }
+# (sentences, source length, target length, vocabulary)
+SHAPES = {
+    "multi30k_cpu": (150, 28, 27, 8000),  # ~4,050 target tokens: a Multi30k update on the 2-core CPU
+    "multi30k": (300, 28, 27, 10000),  # ~8,100 target tokens: a Multi30k batch on a GPU
+    "wmt": (780, 32, 32, 37000),  # ~25,000 target tokens, the paper's base batch, 37k joint vocabulary
+}
 
 
-def peak_rss_mib() -> float:
+class TorchTransformer(nn.Module):
+    """The reference: what a user writes in 30 lines with nn.Transformer (same sizes, tied embeddings,
+    sinusoidal positions, F.cross_entropy with label smoothing)."""
+
+    def __init__(self, vocab: int, d_model, heads, ffn_dim, encoder_layers, decoder_layers, norm_first):
+        super().__init__()
+        self.d_model = d_model
+        self.embed = nn.Embedding(vocab, d_model, padding_idx=0)
+        self.core = nn.Transformer(d_model, heads, encoder_layers, decoder_layers, ffn_dim, 0.1,
+                                   batch_first=True, norm_first=norm_first)
+        position = torch.arange(1024)[:, None]
+        freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+        table = torch.zeros(1024, d_model)
+        table[:, 0::2], table[:, 1::2] = torch.sin(position * freq), torch.cos(position * freq)
+        self.register_buffer("positions", table)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        def embed(x):
+            return self.embed(x) * math.sqrt(self.d_model) + self.positions[: x.size(1)]
+
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), device=tgt.device, dtype=torch.bool)
+        h = self.core(embed(src), embed(tgt), tgt_mask=causal, src_key_padding_mask=src == 0,
+                      memory_key_padding_mask=src == 0)
+        return h @ self.embed.weight.t()
+
+
+def peak_memory_mib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def bench_training(preset: str, precision: str, vocab: int, tgt_tokens: int, steps: int) -> dict:
-    """A Multi30k-like batch: sentences of ~27 target / ~28 source pieces, tgt_tokens per batch."""
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bench_training(kind: str, preset: str, precision: str, shape: str, steps: int, device: torch.device,
+                   compile_model: bool = False) -> dict:
+    """One training configuration: kind "mt" (ours, as mt-train runs it) or "torch" (nn.Transformer)."""
+    batch, src_len, tgt_len, vocab = SHAPES[shape]
     torch.manual_seed(0)
-    model = Transformer(vocab, vocab, **PRESETS[preset]).train()
+    ours = Transformer(vocab, vocab, **PRESETS[preset])
+    model = (ours if kind == "mt" else TorchTransformer(vocab, **PRESETS[preset])).to(device).train()
+    counts = parameter_counts(ours)  # the same FLOPs for both: same sizes
+    forward = torch.compile(model, dynamic=False) if compile_model else model
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)  # as trained
-    batch, tgt_len, src_len = max(1, tgt_tokens // 27), 27, 28
-    src = torch.randint(4, vocab, (batch, src_len))
-    tgt = torch.randint(4, vocab, (batch, tgt_len))
-    device = torch.device("cpu")
+    src = torch.randint(4, vocab, (batch, src_len), device=device)
+    tgt = torch.randint(4, vocab, (batch, tgt_len), device=device)
+
+    keep = fastpath.rows_to_score(tgt != 0)  # as the trainer asks: every position (None) or the real ones
 
     def step():
         with autocast(device, precision):
-            logits = model(src, tgt, keep=torch.ones_like(tgt, dtype=torch.bool))
-        loss, _ = label_smoothed_loss(logits, tgt.reshape(-1), 0.1)
+            if kind == "mt":
+                logits = forward(src, tgt, keep=keep)
+            else:
+                logits = forward(src, tgt).float().view(-1, vocab)
+                loss = F.cross_entropy(logits, tgt.reshape(-1), label_smoothing=0.1, reduction="sum")
+        if kind == "mt":
+            loss, _ = label_smoothed_loss(logits, tgt if keep is None else tgt[keep], 0.1, pad_id=0)
         (loss / tgt.numel()).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(2):
+    start = time.perf_counter()
+    for _ in range(3):
         step()
+    synchronize(device)
+    warmup = time.perf_counter() - start
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     times = []
     for _ in range(steps):
         start = time.perf_counter()
         step()
+        synchronize(device)
         times.append(time.perf_counter() - start)
     seconds = sorted(times)[len(times) // 2]  # the median: robust to a noisy neighbour
-    return {
-        "bench": "train", "preset": preset, "precision": precision, "tgt_tokens_per_step": batch * tgt_len,
+    flops = training_flops(counts, src.shape, tgt.shape) / seconds
+    peak = peak_flops(device, 0)
+    row = {
+        "bench": "train", "model": kind + ("+compile" if compile_model else ""), "preset": preset,
+        "precision": precision, "shape": shape, "vocab": vocab, "tgt_tokens_per_step": batch * tgt_len,
         "ms_per_step": round(seconds * 1000, 1), "tgt_tokens_per_s": round(batch * tgt_len / seconds),
-        "peak_rss_mib": round(peak_rss_mib()),
+        "tflops": round(flops / 1e12, 2), "peak_mem_mib": round(peak_memory_mib(device)),
+        "warmup_s": round(warmup, 1),
     }
+    if peak:
+        row["mfu"] = round(flops / peak, 4)
+    if device.type == "cpu":
+        row["peak_rss_mib"] = row["peak_mem_mib"]
+    return row
 
 
 @torch.no_grad()
-def bench_decode_steps(preset: str, vocab: int, batch: int, prefixes: list[int], repeats: int) -> list[dict]:
+def bench_decode_steps(preset: str, vocab: int, batch: int, prefixes: list[int], repeats: int,
+                       device: torch.device) -> list[dict]:
     """Latency of one decoder step after `prefix` tokens: with the KV cache vs re-running the prefix."""
     torch.manual_seed(0)
-    model = Transformer(vocab, vocab, **PRESETS[preset]).eval()
-    src = torch.randint(4, vocab, (batch, 20))
+    model = Transformer(vocab, vocab, **PRESETS[preset]).to(device).eval()
+    src = torch.randint(4, vocab, (batch, 20), device=device)
     rows = []
     for prefix in prefixes:
         state = model.start_state(src)
-        tokens = torch.randint(4, vocab, (batch, prefix + 1))
+        tokens = torch.randint(4, vocab, (batch, prefix + 1), device=device)
         for t in range(prefix):
             _, state = model.step(tokens[:, t], state)
         caches = [dict(c) for c in state.caches]
+        synchronize(device)
         start = time.perf_counter()
         for _ in range(repeats):
             state.caches = [dict(c) for c in caches]
             state.position = prefix
             model.step(tokens[:, prefix], state)
+        synchronize(device)
         cached = (time.perf_counter() - start) / repeats
         memory, src_mask = model.encode(src)
         start = time.perf_counter()
         for _ in range(repeats):
             model.logits(model.decode(tokens, memory, src_mask)[:, -1])
+        synchronize(device)
         uncached = (time.perf_counter() - start) / repeats
         rows.append({"bench": "decode_step", "preset": preset, "batch": batch, "prefix": prefix,
                      "cached_ms": round(cached * 1000, 2), "full_rerun_ms": round(uncached * 1000, 2)})
     return rows
 
 
+def print_training_table(rows: list[dict]) -> None:
+    print(f"{'model':14} {'preset':6} {'precision':9} {'shape':12} {'tgt tok/s':>10} {'ms/step':>8} "
+          f"{'TFLOP/s':>8} {'MFU':>6} {'peak MiB':>9} {'vs torch':>8}")
+    for r in rows:
+        torch_row = next((t for t in rows if t["model"] == "torch" and
+                          all(t[k] == r[k] for k in ("preset", "precision", "shape"))), None)
+        ratio = f"{r['tgt_tokens_per_s'] / torch_row['tgt_tokens_per_s']:.2f}x" if torch_row else "-"
+        mfu = f"{100 * r['mfu']:.1f}%" if "mfu" in r else "-"
+        print(f"{r['model']:14} {r['preset']:6} {r['precision']:9} {r['shape']:12} {r['tgt_tokens_per_s']:>10} "
+              f"{r['ms_per_step']:>8} {r['tflops']:>8} {mfu:>6} {r['peak_mem_mib']:>9} {ratio:>8}")
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--presets", nargs="+", default=["small", "base"], choices=list(PRESETS))
-    p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    p.add_argument("--vocab", type=int, default=8000)
-    p.add_argument("--tgt-tokens", type=int, default=4050)
-    p.add_argument("--steps", type=int, default=5)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--presets", nargs="+", choices=list(PRESETS), help="default: small base (CPU), base (GPU)")
+    p.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], help="default: fp32 bf16 (CPU), bf16 (GPU)")
+    p.add_argument("--shapes", nargs="+", choices=list(SHAPES),
+                   help="default: multi30k_cpu (CPU), wmt multi30k (GPU)")
+    p.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None,
+                   help="also time nn.Transformer (default: on a GPU)")
+    p.add_argument("--compile", action="store_true", help="also time both under torch.compile")
+    p.add_argument("--steps", type=int, default=0, help="timed steps per configuration (default 5 CPU, 20 GPU)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--no-decode", action="store_true", help="training figures only")
     p.add_argument("--no-train", action="store_true", help="decoder step figures only")
     p.add_argument("--json", action="store_true", help="JSON lines only, no table")
     args = p.parse_args()
+    device = torch.device(args.device)
+    gpu = device.type == "cuda"
+    presets = args.presets or (["base"] if gpu else ["small", "base"])
+    precisions = args.precisions or (["bf16"] if gpu else ["fp32", "bf16"])
+    shapes = args.shapes or (["wmt", "multi30k"] if gpu else ["multi30k_cpu"])
+    kinds = ["mt", "torch"] if (gpu if args.reference is None else args.reference) else ["mt"]
+    steps = args.steps or (20 if gpu else 5)
     if args.threads:
         torch.set_num_threads(args.threads)
-    keep_large_buffers()  # as mt-train does
-    env = {"bench": "env", "torch": torch.__version__, "threads": torch.get_num_threads(),
-           "cpu": platform.processor() or platform.machine(), "capability": torch.backends.cpu.get_cpu_capability()}
+    tune_process(device, training=True)  # as mt-train does
+    env = {"bench": "env", "torch": torch.__version__, "threads": torch.get_num_threads(), "device": str(device),
+           "name": torch.cuda.get_device_name(device) if gpu else platform.processor() or platform.machine(),
+           "capability": None if gpu else torch.backends.cpu.get_cpu_capability()}
     print(json.dumps(env), flush=True)
     results = []
-    for preset in [] if args.no_train else args.presets:
-        for precision in args.precisions:
-            results.append(bench_training(preset, precision, args.vocab, args.tgt_tokens, args.steps))
-            print(json.dumps(results[-1]), flush=True)
-    decode = [] if args.no_decode else bench_decode_steps("small", args.vocab, batch=32, prefixes=[8, 32, 128],
-                                                          repeats=20)
+    for shape in [] if args.no_train else shapes:
+        for preset in presets:
+            for precision in precisions:
+                for compiled in [False, True] if args.compile else [False]:
+                    for kind in kinds:
+                        results.append(bench_training(kind, preset, precision, shape, steps, device, compiled))
+                        print(json.dumps(results[-1]), flush=True)
+                        if gpu:
+                            torch.cuda.empty_cache()  # the last model's memory, for the next one
+    decode = [] if args.no_decode else bench_decode_steps("base" if gpu else "small", 8000, batch=32,
+                                                          prefixes=[8, 32, 128], repeats=20, device=device)
     for row in decode:
         print(json.dumps(row), flush=True)
     if args.json:
         return
 
-    print(f"\ntraining, forward+backward+Adam, {args.tgt_tokens} target tokens/step, vocab {args.vocab}, "
-          f"{env['threads']} threads, torch {env['torch']}")
-    print(f"{'preset':8} {'precision':9} {'tgt tok/s':>10} {'ms/step':>9} {'peak RSS MiB':>13}")
-    for r in results:
-        print(f"{r['preset']:8} {r['precision']:9} {r['tgt_tokens_per_s']:>10} {r['ms_per_step']:>9} "
-              f"{r['peak_rss_mib']:>13}")
-    if not decode:
-        return
-    print("\ndecode step latency, small preset, batch 32, fp32")
-    print(f"{'prefix':>6} {'with cache ms':>14} {'re-run prefix ms':>17}")
-    for r in decode:
-        print(f"{r['prefix']:>6} {r['cached_ms']:>14} {r['full_rerun_ms']:>17}")
+    if results:
+        print(f"\ntraining, forward + backward + Adam on {env['name']}, {env['threads']} threads, "
+              f"torch {env['torch']}")
+        print_training_table(results)
+    if decode:
+        print(f"\ndecode step latency, {decode[0]['preset']} preset, batch 32, fp32")
+        print(f"{'prefix':>6} {'with cache ms':>14} {'re-run prefix ms':>17}")
+        for r in decode:
+            print(f"{r['prefix']:>6} {r['cached_ms']:>14} {r['full_rerun_ms']:>17}")
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from mt.allocator import keep_large_buffers, limit_onednn_primitive_cache
 from mt.checkpoint import build_model
 from mt.config import CONFIG_DIR, register_configs
+from mt.fastpath import tune_process
 from mt.prepare import prepare
 from mt.train import encode_splits
 from mt.trainer import Trainer
@@ -76,8 +76,7 @@ def main() -> None:
     p.add_argument("--run", default="runs/bench_precision", help="folder for the tokenizer and scratch files")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for mt-train")
     args = p.parse_args()
-    keep_large_buffers()
-    limit_onednn_primitive_cache()
+    tune_process(torch.device("cpu"), training=True)
     trainers = make_trainers(args.overrides, Path(args.run))
 
     seconds = dict.fromkeys(PRECISIONS, 0.0)

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mt.fastpath import cpu_ops
 from mt.model import MultiHeadAttention, attention, causal_mask, padding_mask
-from mt.model.attention import softmax_fp32
 
 
 def random_qkv(batch=3, heads=4, tq=5, tk=7, d_k=8, dtype=torch.float32):
@@ -53,12 +53,12 @@ def test_explicit_attention_bf16_close_to_fp32():
 
 @pytest.mark.parametrize("keys", [1, 7, 15, 16, 40])  # below 16 keys the rows are padded
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_softmax_fp32_equals_torch_softmax_with_gradient(keys, dtype):
+def test_cpu_padded_softmax_equals_torch_softmax_with_gradient(keys, dtype):
     scores = (torch.randn(2, 3, 5, keys, generator=torch.Generator().manual_seed(1)) * 4).to(dtype)
     if keys > 1:  # a masked key (a row with no key left is attention()'s to zero)
         scores[0, 0, :, -1] = torch.finfo(dtype).min
     ours_in, ref_in = scores.clone().requires_grad_(), scores.clone().requires_grad_()
-    ours, ref = softmax_fp32(ours_in), torch.softmax(ref_in.float(), dim=-1)
+    ours, ref = cpu_ops.masked_softmax_padded(ours_in, None), torch.softmax(ref_in.float(), dim=-1)
     assert ours.dtype == torch.float32 and ours.shape == ref.shape
     torch.testing.assert_close(ours, ref, atol=1e-6, rtol=1e-6)
     upstream = torch.randn(ref.shape, generator=torch.Generator().manual_seed(2))

@@ -9,8 +9,9 @@ import torch
 
 from mt.checkpoint import average_states, load_checkpoint, save_checkpoint
 from mt.errors import MTError
+from mt.fastpath import top_log_probs
 from mt.model import Transformer
-from mt.search import beam_search, greedy_search, length_penalty, top_log_probs
+from mt.search import beam_search, greedy_search, length_penalty
 from mt.tokenizer import BOS, EOS
 
 from conftest import overfit, pad_ids, reversal_task

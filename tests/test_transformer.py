@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from mt.fastpath import cpu_ops
 from mt.model import Transformer, layers
 from mt.model.layers import Dropout, LayerNorm, sinusoidal_positions
 
@@ -193,7 +194,7 @@ def test_pre_norm_layer_norm_hands_autocast_its_dtype():
 
 @pytest.mark.parametrize("autocast", [False, True])
 def test_row_blocked_output_layer_equals_linear_with_gradients(autocast, monkeypatch):
-    monkeypatch.setattr(layers, "OUTPUT_ROWS_PER_BLOCK", 16)  # 50 rows: three full blocks and a partial one
+    monkeypatch.setattr(cpu_ops, "OUTPUT_ROWS_PER_BLOCK", 16)  # 50 rows: three full blocks and a partial one
     g = torch.Generator().manual_seed(0)
     h0, w0 = torch.randn(50, 8, generator=g), torch.randn(30, 8, generator=g)
     upstream = torch.randn(50, 30, generator=g)

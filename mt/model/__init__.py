@@ -1,4 +1,5 @@
-"""Model code: imports only torch. No configs, no I/O, no training."""
+"""Model code: imports only torch and mt.fastpath (the device-specific form of a few ops). No configs, no I/O,
+no training."""
 
 import inspect
 

@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mt import fastpath
+
 
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     """(B, S) token ids -> (B, 1, 1, S) mask that hides padding keys."""
@@ -22,26 +24,6 @@ def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()
 
 
-SHORT_ROW = 16  # keys; one AVX-512 register of fp32
-
-
-def softmax_fp32(scores: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dim, returned in fp32 (weights for heatmaps; cast again for the matmul).
-
-    Why not plain scores.softmax(-1): PyTorch's CPU kernel is slow on rows shorter than a vector
-    register, and attention rows are short (a sentence's keys). Measured forward+backward on a
-    2-core AVX-512 CPU, (B, 4, T, T) scores in bf16: bf16 output 1.0-3.1 ms; fp32 output 0.5-0.7 ms
-    for T >= 16 but 2.7-3.7 ms for T < 16, fixed by padding the rows to 16 keys with zero-weight
-    positions (0.6-0.9 ms). Exactly the same values: a padded key gets exp(min - max) = 0.
-    (A row whose every key is masked is not a distribution either way; attention() zeroes it.)
-    """
-    keys = scores.size(-1)
-    if scores.device.type == "cpu" and keys < SHORT_ROW:
-        padded = F.pad(scores, (0, SHORT_ROW - keys), value=torch.finfo(scores.dtype).min)
-        return padded.softmax(dim=-1, dtype=torch.float32)[..., :keys]
-    return scores.softmax(dim=-1, dtype=torch.float32)
-
-
 def attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -50,7 +32,7 @@ def attention(
     is_causal: bool = False,
     dropout_p: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eq. 1, written out: softmax(Q K^T / sqrt(d_k)) V. Returns (output, weights).
+    """Eq. 1, written out: softmax(Q K^T / sqrt(d_k)) V. Returns (output, weights in fp32).
 
     The readable path, and the one that can hand back the weights for heatmaps.
     A query that may attend to nothing gets zero weights (as SDPA gives), not NaN.
@@ -62,21 +44,9 @@ def attention(
     if mask is not None:
         # The dtype's own minimum, never a hard-coded -1e9 (which overflows fp16).
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = softmax_fp32(scores)
-    if mask is not None and not mask.any(dim=-1).all():  # some query sees no key at all
-        weights = weights.masked_fill(~mask, 0.0)
+    weights = fastpath.masked_softmax(scores, mask)
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return dropped.to(v.dtype) @ v, weights
-
-
-def _explicit_is_faster(q: torch.Tensor) -> bool:
-    """On CPU, SDPA's fused kernel is the faster choice only in fp32 with many queries.
-
-    Measured on a 2-core AVX512 CPU: training forward+backward of a (150, 4, 28, 64) batch took
-    25 ms fused vs 7 ms explicit in bf16 (fp32: 11.6 vs 14 ms); one decoding step's cross-attention,
-    (1650, 4, 1, 64) queries over 20 keys, took 5.9 vs 3.8 ms in fp32 and 9.5 vs 2.6 ms in bf16.
-    """
-    return q.device.type == "cpu" and (q.dtype != torch.float32 or q.size(2) == 1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -124,11 +94,10 @@ class MultiHeadAttention(nn.Module):
         if is_causal and mask is not None:  # SDPA takes one or the other: merge them
             mask = mask & causal_mask(k.size(2), k.device)[-q.size(2) :]
             is_causal = False
-        if need_weights or _explicit_is_faster(q):
+        if need_weights or not fastpath.fused_attention_pays(q):
             out, weights = attention(q, k, v, mask, is_causal, dropout_p)
             weights = weights if need_weights else None
-        else:
-            # Fused kernel; same maths as attention() above.
+        else:  # the same maths as attention() above, in one fused kernel
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
             )

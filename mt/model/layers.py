@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mt import fastpath
 from mt.model.attention import MultiHeadAttention
 
 
@@ -34,65 +34,14 @@ def vocabulary_layers(src_vocab_size: int, tgt_vocab_size: int, d_model: int, pa
     return src, tgt, output
 
 
-OUTPUT_ROWS_PER_BLOCK = 1024
-
-
-class _RowBlockedLinear(torch.autograd.Function):
-    """x @ weight^T written a block of rows at a time; the backward is the usual two matmuls."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        out = x.new_empty(x.size(0), weight.size(0))
-        for start in range(0, x.size(0), OUTPUT_ROWS_PER_BLOCK):
-            rows = slice(start, start + OUTPUT_ROWS_PER_BLOCK)
-            torch.mm(x[rows], weight.t(), out=out[rows])
-        ctx.save_for_backward(x, weight)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        x, weight = ctx.saved_tensors
-        return grad @ weight, grad.t() @ x
-
-
 def vocabulary_logits(h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """The output layer, h @ weight^T: one score per vocabulary entry for every row of h.
-
-    On CPU a (tokens x vocabulary) product written at once is slow, probably because the large
-    output leaves the cache mid-write: for 4,700 x 256 @ 256 x 8,000, blocks of 1,024 rows run
-    at 390 vs 255 GFLOP/s in bf16 and 167 vs 136 in fp32 (2-core AVX-512 CPU).
-    """
-    if h.device.type != "cpu" or h.dim() != 2 or h.size(0) <= OUTPUT_ROWS_PER_BLOCK:
-        return F.linear(h, weight)
-    dtype = autocast_dtype("cpu")
-    if dtype is not None:  # autocast does not reach into a custom Function: cast as it would
-        h, weight = h.to(dtype), weight.to(dtype)
-    with torch.autocast("cpu", enabled=False):
-        return _RowBlockedLinear.apply(h, weight)
-
-
-def random_int16(shape: tuple[int, ...]) -> torch.Tensor:
-    """Uniform random int16 values, four per 64-bit draw of numpy's SFC64 generator.
-
-    The generator is seeded from torch's default generator, so torch.manual_seed and the RNG
-    state kept in checkpoints still decide every value. Three times faster than torch's
-    CPU generator (0.65 vs 2.2 ms for 1.5M values).
-    """
-    n = math.prod(shape)
-    seed = int(torch.randint(0, 2**62, (1,)))
-    raw = np.random.SFC64(seed).random_raw((n + 3) // 4)
-    return torch.from_numpy(raw).view(torch.int16)[:n].view(shape)
+    """The output layer, h @ weight^T: one score per vocabulary entry for every row of h."""
+    return fastpath.linear(h, weight)
 
 
 class Dropout(nn.Module):
-    """Inverted dropout (Srivastava et al. 2014), as nn.Dropout, but cheaper on CPU.
-
-    torch's CPU bernoulli_ draws one random number per element; here one 64-bit draw gives four
-    16-bit uniforms, compared into a mask written straight in x's dtype and scaled once
-    (multiplying by a bool mask would convert it in the forward and again in the backward pass).
-    Forward+backward on a (6000, 256) bf16 tensor: 10.2 ms (nn.Dropout) -> 1.8 ms.
-    The drop probability is p rounded to a multiple of 1/65536.
-    """
+    """Inverted dropout (Srivastava et al. 2014), as nn.Dropout: zero each unit with probability p,
+    scale the rest by 1 / (1 - p)."""
 
     def __init__(self, p: float):
         super().__init__()
@@ -101,11 +50,7 @@ class Dropout(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0:
             return x
-        if x.device.type != "cpu":  # GPUs have a fused kernel
-            return F.dropout(x, self.p, training=True)
-        keep = torch.empty_like(x)
-        torch.ge(random_int16(x.shape), round(self.p * 65536) - 32768, out=keep)  # 1 with probability 1 - p
-        return x * keep.mul_(1.0 / (1.0 - self.p))
+        return fastpath.dropout(x, self.p)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
@@ -157,25 +102,13 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(F.relu(self.linear1(x))))
 
 
-def autocast_dtype(device_type: str) -> torch.dtype | None:
-    """The dtype autocast computes in on this device type, or None where autocast is off."""
-    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
-
-
 class LayerNorm(nn.LayerNorm):
-    """nn.LayerNorm whose output, under autocast, is already in the autocast dtype.
-
-    Autocast runs layer norm in fp32 and casts its output again in every projection that reads
-    it (the q and k/v projections, the FFN): casting the input once here does that work once.
-    The statistics are still accumulated in fp32 inside the kernel. Used where the output feeds
-    a sublayer (pre-norm), not where it is the residual stream itself (post-norm).
-    """
+    """nn.LayerNorm for the pre-norm stack, whose output feeds a sublayer (not the residual stream):
+    under bf16 autocast on a CPU its output is already bf16 (see mt.fastpath.autocast_early).
+    The statistics are still accumulated in fp32 inside the kernel."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = autocast_dtype(x.device.type)
-        if dtype is not None:
-            x = x.to(dtype)
-        return super().forward(x)
+        return super().forward(fastpath.autocast_early(x))
 
 
 class Residual(nn.Module):

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from mt import fastpath
 from mt.model.attention import padding_mask
 from mt.model.layers import (
     DecoderLayer,
     EncoderLayer,
     LayerNorm,
     PositionalEncoding,
-    autocast_dtype,
     vocabulary_layers,
     vocabulary_logits,
 )
@@ -101,18 +101,9 @@ class Transformer(nn.Module):
                 nn.init.zeros_(p)
 
     def embed(self, table: nn.Embedding, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """Sec. 3.4: embeddings scaled by sqrt(d_model), plus positions.
-
-        Under bf16 autocast the residual stream starts (and stays) in bf16, as in Megatron-LM:
-        otherwise every sublayer adds its bf16 output into an fp32 stream, and each norm and
-        the backward pass cast it back and forth (+4% training throughput on a 2-core CPU,
-        with the same validation loss). bf16 has fp32's range; fp16 (10-bit mantissa but a
-        65,504 maximum) keeps an fp32 stream.
-        """
+        """Sec. 3.4: embeddings scaled by sqrt(d_model), plus positions: the residual stream's start."""
         x = table(tokens) * math.sqrt(self.d_model)
-        if autocast_dtype(x.device.type) == torch.bfloat16:
-            x = x.to(torch.bfloat16)
-        return self.positions(x, offset)
+        return self.positions(fastpath.autocast_early(x), offset)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         h = self.decoder_norm(h)

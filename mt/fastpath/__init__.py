@@ -1,0 +1,159 @@
+"""Device-specific speed, in one place: for every op whose fastest form depends on the device, which form runs.
+
+Each function here stands for one stock torch op (named in its docstring) and computes what that op
+computes. It runs the stock op, except on the device where another form was measured to pay: today
+that is the CPU, whose forms live in `cpu_ops.py` and `cpu_process.py` with their measurements.
+Everywhere else (CUDA, `meta`, ...) the stock ops run: fused kernels, a number of kernel launches
+that does not grow with the batch, no host syncs, shapes that `torch.compile` captures whole.
+
+`stock_ops()` (or MT_FASTPATH=stock in the environment) turns every CPU form off, to compare them
+with the stock ops (the tests do) or to see the path another device takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import torch
+import torch.nn.functional as F
+
+from mt.fastpath import cpu_ops, cpu_process
+
+_stock_everywhere = os.environ.get("MT_FASTPATH", "auto") == "stock"
+
+
+@contextlib.contextmanager
+def stock_ops(enabled: bool = True):
+    """Within this context, the stock op runs on every device, the CPU included."""
+    global _stock_everywhere
+    before, _stock_everywhere = _stock_everywhere, enabled
+    try:
+        yield
+    finally:
+        _stock_everywhere = before
+
+
+def _cpu_form(x: torch.Tensor) -> bool:
+    """Whether x's op takes its CPU form."""
+    return x.device.type == "cpu" and not _stock_everywhere
+
+
+# ---- model ------------------------------------------------------------------------------------
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """F.linear(x, weight): x W^T, for the output layer (tokens x vocabulary)."""
+    if _cpu_form(x):
+        return cpu_ops.linear_by_row_blocks(x, weight)
+    return F.linear(x, weight)
+
+
+def dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """F.dropout(x, p, training=True)."""
+    if _cpu_form(x):
+        return cpu_ops.dropout_from_int16(x, p)
+    return F.dropout(x, p, training=True)
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Attention weights: softmax over the last dim, in fp32, 0 wherever mask (True: may attend) is False.
+    A query that may attend to nothing gets all zeros (as SDPA gives), not a distribution."""
+    if _cpu_form(scores):
+        return cpu_ops.masked_softmax_padded(scores, mask)
+    weights = scores.softmax(dim=-1, dtype=torch.float32)
+    return weights if mask is None else weights.masked_fill(~mask, 0.0)
+
+
+def fused_attention_pays(q: torch.Tensor) -> bool:
+    """Whether F.scaled_dot_product_attention (flash, cuDNN or memory-efficient kernels) should run
+    rather than attention written out: yes, except where the written-out form measured faster."""
+    if _cpu_form(q):
+        return not cpu_ops.explicit_attention_is_faster(q)
+    return True
+
+
+def autocast_early(x: torch.Tensor) -> torch.Tensor:
+    """x, or x already in bf16 under bf16 autocast on a CPU: a bf16 residual stream and pre-norm output.
+
+    Autocast casts a tensor again in every op that reads it; casting once, early, does that work once
+    (+4% training throughput on the 2-core CPU, same validation loss). bf16 has fp32's range; fp16
+    (65,504 at most) keeps the fp32 stream. Elsewhere autocast does its own casts.
+    """
+    if _cpu_form(x) and torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16:
+        return x.to(torch.bfloat16)
+    return x
+
+
+# ---- training ---------------------------------------------------------------------------------
+
+
+def rows_to_score(real: torch.Tensor) -> torch.Tensor | None:
+    """Which target positions go through the output layer: the real ones (the mask `real`) on a CPU,
+    all of them (None) elsewhere, where the loss ignores padding instead.
+
+    Picking rows by a boolean mask spares the output layer and the loss the padding, and costs
+    nothing on a CPU; on a GPU it waits for the device (the number of rows decides a shape) and
+    gives every batch a new shape, which torch.compile and CUDA graphs pay for.
+    """
+    return real if _cpu_form(real) else None
+
+
+def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smoothing: float,
+                                 ignore_index: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """F.cross_entropy(logits, target, label_smoothing=smoothing, ignore_index=..., reduction="sum"),
+    and beside it the plain negative log-likelihood sum (unsmoothed, not differentiable).
+    logits (N, V) in any float dtype; log-probabilities are taken in fp32."""
+    if _cpu_form(logits):
+        return cpu_ops.blocked_smoothed_cross_entropy(logits, target, smoothing, ignore_index)
+    log_probs = logits.log_softmax(dim=-1, dtype=torch.float32)  # (N, V)
+    nll = -log_probs.gather(-1, target[:, None]).squeeze(-1)  # -log p_y
+    loss = (1.0 - smoothing) * nll - smoothing * log_probs.mean(dim=-1)  # + e * mean_v(-log p_v)
+    if ignore_index is not None:
+        real = target != ignore_index
+        loss, nll = loss.where(real, 0.0), nll.where(real, 0.0)
+    return loss.sum(), nll.detach().sum()
+
+
+# ---- search -----------------------------------------------------------------------------------
+
+
+def top_log_probs(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits.log_softmax(-1, dtype=torch.float32).topk(k): the k most likely next tokens of each row
+    and their fp32 log-probabilities."""
+    if _cpu_form(logits):
+        return cpu_ops.blocked_top_log_probs(logits, k)
+    return logits.log_softmax(dim=-1, dtype=torch.float32).topk(k, dim=-1)
+
+
+def worth_dropping(finished: int, rows: int, device: torch.device) -> bool:
+    """Whether search should drop its finished rows from a decoder batch of `rows` on device now.
+
+    On a CPU, once they are an eighth of the batch (measured, see cpu_ops). Elsewhere once they are
+    half of it: a GPU step costs about the same at any batch size, so carrying finished rows is
+    nearly free while each drop reorders every cache (a choice not yet measured on a GPU).
+    """
+    cpu = torch.device(device).type == "cpu" and not _stock_everywhere
+    return finished >= (cpu_ops.DROP_FINISHED_SHARE if cpu else 0.5) * rows
+
+
+# ---- the process ------------------------------------------------------------------------------
+
+
+def tune_process(device: torch.device, training: bool) -> None:
+    """Process-wide settings for a run on device. On a CPU: glibc's allocator keeps large buffers,
+    and (for training, whose batch shapes change every update) oneDNN keeps fewer compiled kernels.
+    Elsewhere torch's defaults stand. Call before the first tensor op."""
+    if torch.device(device).type != "cpu" or _stock_everywhere:
+        return
+    cpu_process.keep_large_buffers()
+    if training:
+        cpu_process.limit_onednn_primitive_cache()
+
+
+def cpu_threads() -> int:
+    """The CPU cores this process may use (for sentencepiece training and the like)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1

@@ -1,0 +1,298 @@
+"""mt.fastpath: every CPU form computes what its stock op computes, and the path other devices take
+(the stock ops) launches the same ops whatever the batch and compiles without graph breaks."""
+
+from collections import Counter
+
+import pytest
+import torch
+import torch.fx.experimental._config as fx_config
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from mt import fastpath
+from mt.loss import label_smoothed_loss
+from mt.model import MultiHeadAttention, Transformer
+from mt.search import beam_search, greedy_search, packed_copy
+from mt.tokenizer import EOS, PAD
+
+from conftest import overfit, pad_ids, reversal_task
+
+
+def both_forms(fn):
+    """fn() with the CPU forms, then with the stock ops: (cpu result, stock result)."""
+    with fastpath.stock_ops(False):
+        cpu = fn()
+    with fastpath.stock_ops(True):
+        stock = fn()
+    return cpu, stock
+
+
+def test_stock_ops_switch_and_restore():
+    x = torch.zeros(3)
+    assert fastpath.rows_to_score(x > 0) is not None  # the CPU form: rows picked by the mask
+    with fastpath.stock_ops():
+        assert fastpath.rows_to_score(x > 0) is None
+        with fastpath.stock_ops(False):
+            assert fastpath.rows_to_score(x > 0) is not None
+        assert fastpath.rows_to_score(x > 0) is None
+    assert fastpath.rows_to_score(x > 0) is not None
+
+
+# ---- each CPU form against its stock op --------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_output_layer_forms_agree_with_gradients(dtype):
+    g = torch.Generator().manual_seed(0)
+    h0, w0 = torch.randn(2500, 16, generator=g), torch.randn(300, 16, generator=g)  # 2500 rows: 3 blocks
+
+    def run():
+        h, w = h0.clone().requires_grad_(), w0.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+            out = fastpath.linear(h, w)
+        out.float().square().sum().backward()
+        return out, h.grad, w.grad
+
+    for ours, ref in zip(*both_forms(run)):
+        assert ours.dtype == ref.dtype
+        torch.testing.assert_close(ours, ref)
+
+
+@pytest.mark.parametrize("keys", [3, 16, 40])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_masked_softmax_forms_agree_including_a_query_that_sees_nothing(keys, dtype):
+    g = torch.Generator().manual_seed(0)
+    scores0 = (torch.randn(2, 3, 4, keys, generator=g) * 3).to(dtype)
+    mask = torch.rand(2, 1, 4, keys, generator=g) > 0.3
+    mask[..., 0] = True
+    mask[1, 0, 2] = False  # this query may attend to nothing: all-zero weights
+    scores0 = scores0.masked_fill(~mask, torch.finfo(dtype).min)
+    upstream = torch.randn(2, 3, 4, keys, generator=g)
+
+    def run():
+        scores = scores0.clone().requires_grad_()
+        weights = fastpath.masked_softmax(scores, mask)
+        weights.backward(upstream)
+        return weights, scores.grad
+
+    (cpu, cpu_grad), (stock, stock_grad) = both_forms(run)
+    assert cpu.dtype == stock.dtype == torch.float32
+    torch.testing.assert_close(cpu, stock, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(cpu_grad, stock_grad)
+    assert stock[1, :, 2].abs().max() == 0
+    torch.testing.assert_close(stock[0].sum(-1), torch.ones(3, 4))
+
+
+@pytest.mark.parametrize("queries", [1, 6])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_attention_written_out_and_fused_agree(queries, dtype):
+    """On a CPU, bf16 and single-query attention are written out (Eq. 1); stock is SDPA."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4).eval().to(dtype)
+    query, memory = torch.randn(3, queries, 32, dtype=dtype), torch.randn(3, 7, 32, dtype=dtype)
+    mask = (torch.arange(7) < torch.tensor([7, 4, 1])[:, None])[:, None, None, :]
+    cpu, stock = both_forms(lambda: mha(query, memory, mask=mask)[0])
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(cpu, stock, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_forms_drop_p_and_rescale_the_rest(dtype):
+    x = torch.rand(400, 500).add_(0.5).to(dtype)
+    torch.manual_seed(0)
+    for y in both_forms(lambda: fastpath.dropout(x, 0.1)):
+        kept = y != 0
+        assert y.dtype == dtype
+        assert abs(1 - kept.float().mean().item() - 0.1) < 0.005
+        torch.testing.assert_close(y[kept], x[kept] / 0.9)
+
+
+def test_top_log_probs_forms_agree():
+    torch.manual_seed(0)
+    logits = (torch.randn(300, 1000) * 3).bfloat16()  # several blocks of rows
+    (values, ids), (ref_values, ref_ids) = both_forms(lambda: fastpath.top_log_probs(logits, 10))
+    assert values.dtype == ref_values.dtype == torch.float32
+    torch.testing.assert_close(values, ref_values, atol=2e-3, rtol=0)
+    torch.testing.assert_close(logits.gather(1, ids), logits.gather(1, ref_ids))  # same scores (ties may swap)
+
+
+def small_model(norm_first: bool, dropout: float = 0.0, vocab: int = 40) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(vocab, vocab, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2,
+                       dropout=dropout, norm_first=norm_first)
+
+
+def padded_pair(batch: int, length: int = 9, vocab: int = 40, seed: int = 1):
+    """(src, tgt_in, tgt_out) with padding at the ends of rows."""
+    g = torch.Generator().manual_seed(seed)
+    src, tgt = (torch.randint(4, vocab, (batch, length), generator=g) for _ in range(2))
+    for row in range(batch):
+        src[row, length - row % 4 :] = PAD
+        tgt[row, length - (row + 1) % 3 :] = PAD
+    return src, tgt, tgt.roll(-1, dims=1)
+
+
+def training_loss(model, src, tgt_in, tgt_out) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the trainer does: score the rows fastpath picks, the loss leaves out padding."""
+    keep = fastpath.rows_to_score(tgt_out != PAD)
+    logits = model(src, tgt_in, keep=keep)
+    return label_smoothed_loss(logits, tgt_out if keep is None else tgt_out[keep], 0.1, pad_id=PAD)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_training_step_forms_agree_in_fp32(norm_first):
+    """Every form at once (padding rows, output layer, attention, loss): same loss, same gradients."""
+    model = small_model(norm_first).train()
+    src, tgt_in, tgt_out = padded_pair(8)
+
+    def run():
+        model.zero_grad()
+        loss, nll = training_loss(model, src, tgt_in, tgt_out)
+        loss.backward()
+        return loss, nll, {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    (loss, nll, grads), (ref_loss, ref_nll, ref_grads) = both_forms(run)
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(nll, ref_nll)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, ref_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_bf16_training_loss_forms_agree():
+    """Under bf16 autocast the CPU keeps a bf16 residual stream; the stock path lets autocast cast."""
+    model = small_model(norm_first=True).train()
+    src, tgt_in, tgt_out = padded_pair(8)
+
+    def run():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return training_loss(model, src, tgt_in, tgt_out)[0]
+
+    cpu, stock = both_forms(run)
+    torch.testing.assert_close(cpu, stock, rtol=2e-2, atol=0)
+
+
+def test_search_results_agree_whichever_rows_are_dropped_when():
+    """Greedy and beam search over the forms' scoring and row-dropping policies give the same outputs."""
+    pairs = reversal_task(40, 20, seed=3)
+    torch.manual_seed(0)
+    model = Transformer(20, 20, d_model=32, heads=4, ffn_dim=64, encoder_layers=1, decoder_layers=1,
+                        dropout=0.0, norm_first=True)
+    model = overfit(model, pairs[:20], steps=60)  # half-trained: outputs of varied lengths
+    src = pad_ids([s for s, _ in pairs], suffix=[EOS])
+    greedy = both_forms(lambda: [h.tokens for h in greedy_search(model, src, max_len_a=1.0, max_len_b=4)])
+    assert greedy[0] == greedy[1]
+    cpu, stock = both_forms(lambda: beam_search(model, src, beam=3, max_len_a=1.0, max_len_b=4, nbest=2))
+    assert [[h.tokens for h in hyps] for hyps in cpu] == [[h.tokens for h in hyps] for hyps in stock]
+    for ours, ref in zip(cpu, stock):
+        assert [h.score for h in ours] == pytest.approx([h.score for h in ref], abs=1e-4)
+
+
+def test_search_reads_the_device_in_one_packed_copy_that_loses_nothing():
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(6, 4, generator=g)
+    scores[0, 1] = float("-inf")
+    ids = torch.randint(0, 2**40, (6, 4), generator=g)  # any token id a vocabulary can have, and more
+    flags = torch.rand(6, 4, generator=g) > 0.5
+    copies = packed_copy((scores, ids, flags, scores[:, 0]), torch.device("cpu"))
+    for copy, original in zip(copies, (scores, ids, flags, scores[:, 0])):
+        assert copy.dtype == original.dtype and torch.equal(copy, original)
+
+
+def test_worth_dropping_thresholds():
+    cpu = torch.device("cpu")
+    assert fastpath.worth_dropping(2, 16, cpu) and not fastpath.worth_dropping(1, 16, cpu)  # an eighth
+    assert not fastpath.worth_dropping(7, 16, torch.device("meta")) and fastpath.worth_dropping(8, 16, "meta")
+    with fastpath.stock_ops():
+        assert not fastpath.worth_dropping(2, 16, cpu)
+        assert fastpath.worth_dropping(8, 16, cpu)
+
+
+def test_tune_process_touches_the_cpu_only(monkeypatch):
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    fastpath.tune_process(torch.device("meta"), training=True)
+    assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in __import__("os").environ
+    fastpath.tune_process(torch.device("cpu"), training=True)
+    assert __import__("os").environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
+
+
+# ---- the path other devices take ---------------------------------------------------------------
+
+VIEWS = {"aten.view", "aten.t", "aten.detach", "aten.transpose", "aten._unsafe_view", "aten.slice", "aten.unsqueeze",
+         "aten.squeeze", "aten.expand", "aten.permute", "aten.select", "aten.as_strided", "aten.split", "aten.unbind",
+         "aten.alias", "aten.split_with_sizes", "aten.reshape", "aten._reshape_alias", "aten.lift_fresh"}
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten ops that reach a kernel (views left out): a proxy for GPU kernel launches."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket)
+        if name not in VIEWS:
+            self.ops[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def meta_training_step_ops(batch: int, length: int = 32, vocab: int = 37000) -> int:
+    """Kernel ops of forward + loss + backward of the base model on the meta device (shapes only)."""
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        model = Transformer(vocab, vocab, 512, 8, 2048, 6, 6, dropout=0.1).train()
+        src = torch.randint(4, vocab, (batch, length))
+        tgt = torch.randint(4, vocab, (batch, length))
+    counter = OpCounter()
+    with counter:
+        logits = model(src, tgt, keep=torch.ones_like(tgt, dtype=torch.bool))
+        loss, _ = label_smoothed_loss(logits, tgt.reshape(-1), 0.1)
+        loss.backward()
+    return sum(counter.ops.values())
+
+
+def test_base_model_step_off_the_cpu_launches_the_same_ops_at_any_batch(monkeypatch):
+    monkeypatch.setattr(fx_config, "meta_nonzero_assume_all_nonzero", True)  # h[keep] on meta
+    small, large = meta_training_step_ops(64), meta_training_step_ops(780)
+    assert small == large
+    assert large <= 1400  # 3,842 at 780 sentences while the CPU's row blocks ran everywhere
+
+
+def test_stock_training_step_on_the_cpu_launches_the_same_ops_at_any_batch():
+    model = small_model(norm_first=False, dropout=0.1).train()
+    counts = []
+    with fastpath.stock_ops():
+        for batch in (4, 300):
+            src, tgt_in, tgt_out = padded_pair(batch, length=40)
+            model.zero_grad(set_to_none=True)
+            counter = OpCounter()
+            with counter:
+                training_loss(model, src, tgt_in, tgt_out)[0].backward()
+            counts.append(sum(counter.ops.values()))
+    assert counts[0] == counts[1]
+
+
+def test_stock_training_step_compiles_without_graph_breaks():
+    torch._dynamo.reset()
+    model = small_model(norm_first=False, dropout=0.1).train()
+    src, tgt_in, tgt_out = padded_pair(8)
+
+    def step(src, tgt_in, tgt_out):
+        return training_loss(model, src, tgt_in, tgt_out)[0]
+
+    with fastpath.stock_ops():
+        explanation = torch._dynamo.explain(step)(src, tgt_in, tgt_out)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+    torch._dynamo.reset()
+
+
+def test_stock_cross_entropy_equals_torch_with_ignore_index():
+    torch.manual_seed(0)
+    logits = torch.randn(50, 30).bfloat16()
+    target = torch.randint(0, 30, (50,))
+    with fastpath.stock_ops():
+        loss, nll = fastpath.label_smoothed_cross_entropy(logits, target, 0.2, ignore_index=0)
+    expected = F.cross_entropy(logits.float(), target, ignore_index=0, label_smoothing=0.2, reduction="sum")
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(nll, F.cross_entropy(logits.float(), target, ignore_index=0, reduction="sum"))
