@@ -77,6 +77,8 @@ class TrainConfig:
     max_steps: int = 100_000
     max_epochs: int = 0  # 0 = no limit
     max_time: float = 0.0  # wall-clock seconds; 0 = no limit
+    cooldown: float = 0.0  # share of the budget (max_steps, max_time or max_epochs, whichever ends first)
+    # over which the learning rate falls linearly to 0; 0 = no cool-down
     valid_every: int = 1000
     save_every: int = 1000
     log_every: int = 100
@@ -111,10 +113,15 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
+REPO_DIR = Path(CONFIG_DIR).parent
+
+
 def register_configs() -> None:
-    """Make the schema available to Hydra as 'schema' (the first entry of configs/config.yaml)."""
+    """Make the schema available to Hydra as 'schema' (the first entry of configs/config.yaml), and the
+    ${repo:PATH} resolver: PATH inside the repository (the shipped data), from whatever directory."""
     from hydra.core.config_store import ConfigStore  # here, so translate starts without importing Hydra
     ConfigStore.instance().store(name="schema", node=Config)
+    OmegaConf.register_new_resolver("repo", lambda path: str(REPO_DIR / path), replace=True)
 
 
 def _check(ok: bool, key: str, message: str) -> None:
@@ -153,6 +160,7 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(tr.update_freq >= 1, "train.update_freq", "must be >= 1")
     _check(tr.lr is None or tr.lr > 0, "train.lr", "must be positive")
     _check(tr.warmup >= 1, "train.warmup", "must be >= 1")
+    _check(0 <= tr.cooldown < 1, "train.cooldown", "must be in [0, 1)")
     _check(len(tr.betas) == 2 and all(0 <= b < 1 for b in tr.betas), "train.betas", "must be two values in [0, 1)")
     _check(0 <= tr.label_smoothing < 1, "train.label_smoothing", "must be in [0, 1)")
     _check(tr.precision in ("fp32", "bf16", "fp16"), "train.precision", "must be fp32, bf16 or fp16")

@@ -106,8 +106,8 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 def _offline_hint(name: str) -> str:
     return (
         f"cannot load dataset {name!r} from the Hugging Face hub (offline?). "
-        "Use local files instead, e.g.: data=files data.dir=../shared/data/multi30k "
-        "data.src_lang=de data.tgt_lang=en data.test_split=test2016"
+        "Use local files instead: data=multi30k (the copy shipped in data/multi30k), or "
+        "data=files data.dir=DIR data.src_lang=de data.tgt_lang=en"
     )
 
 

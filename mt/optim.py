@@ -15,6 +15,18 @@ def inverse_sqrt_lr(step: int, warmup: int, peak: float) -> float:
     return peak * min((warmup / step) ** 0.5, step / warmup)
 
 
+def cooldown_factor(progress: float, cooldown: float) -> float:
+    """1 until the last `cooldown` share of the training budget, then linearly down to 0 at its end.
+
+    progress is the share of the budget used (0..1). Under inverse square root the rate is still
+    high when a budget runs out, and the last checkpoints differ a lot; cooling down first lets the
+    run end in a minimum (as warmup-stable-decay schedules do).
+    """
+    if cooldown <= 0 or progress <= 1 - cooldown:
+        return 1.0
+    return max(0.0, (1.0 - progress) / cooldown)
+
+
 def peak_lr(train_cfg, d_model: int) -> float:
     """The configured peak, or the paper's d_model^-0.5 * warmup^-0.5."""
     if train_cfg.lr is not None:

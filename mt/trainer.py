@@ -33,11 +33,13 @@ from mt.flops import parameter_counts, peak_flops, training_flops
 from mt.interrupt import StopRequest
 from mt.loss import label_smoothed_loss
 from mt.metrics import score
-from mt.optim import build_optimizer, inverse_sqrt_lr, peak_lr
+from mt.optim import build_optimizer, cooldown_factor, inverse_sqrt_lr, peak_lr
 from mt.tokenizer import PAD
 from mt.translator import Translator, autocast
 
 log = logging.getLogger(__name__)
+
+ANNOUNCE_AFTER = 10  # updates timed before the run's duration is estimated
 
 
 @dataclass
@@ -141,6 +143,7 @@ class Trainer:
             self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
         ))
         lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
+        lr *= cooldown_factor(self.budget_used(), self.tc.cooldown)
         finite = math.isfinite(loss_sum) and math.isfinite(grad_norm)
         if finite:
             for group in self.optimizer.param_groups:
@@ -280,6 +283,35 @@ class Trainer:
 
     # ---- the loop ---------------------------------------------------------------------------
 
+    def budget_used(self) -> float:
+        """The share of the training budget used so far: of train.max_steps, train.max_time (training
+        seconds, summed over resumed runs) or train.max_epochs, whichever runs out first."""
+        p, tc = self.progress, self.tc
+        shares = [p.step / tc.max_steps]
+        if tc.max_time:
+            shares.append(p.elapsed / tc.max_time)
+        if tc.max_epochs:
+            shares.append((p.epoch + p.batch_in_epoch / len(self.epoch_batches(p.epoch))) / tc.max_epochs)
+        return min(1.0, max(shares))
+
+    def announce_duration(self, steps_done: int, seconds: float, bar: tqdm) -> None:
+        """Once, early: how long the rest of the run will take at the speed measured so far."""
+        per_step = seconds / steps_done
+        p, tc = self.progress, self.tc
+        left = tc.max_steps - p.step
+        if tc.max_time:
+            left = min(left, math.ceil((tc.max_time - p.elapsed) / per_step))
+        bar.total = p.step + left  # the bar's ETA then follows the budget that ends the run
+        bar.refresh()
+        seconds = left * per_step
+        hours = seconds / 3600
+        log.info("at %.2f s per update, the %d updates left will take about %s%s", per_step, left,
+                 f"{hours:.1f} h" if hours >= 1 else f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s",
+                 " (or less, with train.patience)" if tc.patience else "")
+        if self.device.type == "cpu" and hours > 2:
+            log.warning("this configuration is meant for a GPU; on a CPU, experiment=multi30k_cpu (60 minutes) "
+                        "or experiment=smoke (8 minutes) train a smaller model on the same data")
+
     def should_stop(self) -> str | None:
         """Why to stop now, or None. With several ranks, all stop when any would (signals and
         wall-clock time can differ between processes)."""
@@ -314,6 +346,11 @@ class Trainer:
         log.info("training: %d pairs, %d batches/epoch, peak lr %.2e, %s on %s",
                  len(self.train_data), len(self.epoch_batches(self.progress.epoch)), self.peak_lr,
                  self.tc.precision, self.device)
+        parameters = sum(p.numel() for p in self.model.parameters())
+        if self.device.type == "cpu" and parameters > 20e6:
+            log.info("a %.0fM-parameter model on a CPU: expect a long run (an estimate follows after %d updates)",
+                     parameters / 1e6, ANNOUNCE_AFTER)
+        first_step, first_elapsed = self.progress.step, self.progress.elapsed
         try:
             with logging_redirect_tqdm(), self.stop_request:
                 while (reason := self.should_stop()) is None:
@@ -325,6 +362,8 @@ class Trainer:
                     window.add(stats, time.perf_counter() - start)
                     bar.update(1)
                     step = self.progress.step
+                    if step - first_step == ANNOUNCE_AFTER and main:
+                        self.announce_duration(ANNOUNCE_AFTER, self.progress.elapsed - first_elapsed, bar)
                     if step % self.tc.log_every == 0:
                         record = window.flush(step, self.progress.epoch)
                         if main:

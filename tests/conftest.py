@@ -48,7 +48,7 @@ def tiny_corpus(tmp_path_factory) -> Path:
 
 # A tiny model and schedule: trains in seconds on CPU and learns the lexicon.
 TINY_TRAIN = [
-    "model=transformer_small", "model.d_model=64", "model.heads=4", "model.ffn_dim=128",
+    "~experiment", "model=transformer_small", "model.d_model=64", "model.heads=4", "model.ffn_dim=128",
     "model.encoder_layers=2", "model.decoder_layers=2", "model.dropout=0.1",
     "tokenizer.vocab_size=100", "tokenizer.byte_fallback=false",
     "train.max_tokens=600", "train.lr=3e-3", "train.warmup=40",
