@@ -9,7 +9,7 @@ ARGS   ?=
 NPROC  ?= 1
 RUN    ?= runs/smoke
 SPLIT  ?= test
-DATA   ?= ../shared/data/multi30k
+DATA   ?= data/multi30k
 BEAM   ?=
 
 .PHONY: help venv train tokenizer test lint format eval bench bench-precision tensorboard clean

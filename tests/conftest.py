@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 
+from mt.batching import encode_corpus
+from mt.checkpoint import build_model
+from mt.config import CONFIG_DIR, register_configs
+from mt.data import load_split
 from mt.loss import label_smoothed_loss
-from mt.tokenizer import BOS, EOS, PAD
+from mt.tokenizer import BOS, EOS, PAD, build_tokenizer
+from mt.trainer import Trainer
 
 LEXICON = {
     "ein": "a", "mann": "man", "frau": "woman", "hund": "dog", "katze": "cat", "kind": "child",
@@ -111,3 +117,15 @@ def overfit(model, pairs, steps: int, lr: float = 3e-3):
         (loss / real.sum()).backward()
         opt.step()
     return model.eval()
+
+
+def tiny_trainer(corpus, run_dir, *overrides) -> Trainer:
+    """A Trainer on the tiny corpus, built in this process (for tests that reach into it)."""
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["data=files", f"data.dir={corpus}", *TINY_TRAIN, *overrides])
+    train, valid = load_split(cfg.data, "train"), load_split(cfg.data, "valid")
+    tok = build_tokenizer(cfg.tokenizer, train, run_dir / "tokenizer")
+    torch.manual_seed(0)
+    return Trainer(cfg, build_model(cfg.model, tok), tok, encode_corpus(tok, train)[0], encode_corpus(tok, valid)[0],
+                   valid, run_dir, torch.device("cpu"))

@@ -2,10 +2,20 @@
 
 import numpy as np
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from mt import tokenizer as tokenizer_module
-from mt.batching import Ragged, cached_encode, collate, encode_corpus, length_order, token_batches
+from mt.batching import (
+    EncodedCorpus,
+    Ragged,
+    cached_encode,
+    collate,
+    encode_corpus,
+    length_order,
+    pad_sequences,
+    token_batches,
+)
 from mt.config import TokenizerConfig
 from mt.data import ParallelCorpus
 from mt.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer
@@ -133,6 +143,19 @@ def test_collate_adds_bos_eos_and_padding(tmp_path, corpus):
     assert batch.tgt_out[1].tolist() == y1 + [EOS] + [PAD] * (len(y0) - len(y1))
     assert batch.src[0, len(encoded.src[0])] == EOS
     assert batch.num_tgt_tokens == len(y0) + len(y1) + 2
+
+
+def test_collate_equals_padding_one_sentence_at_a_time():
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(4, 100, rng.integers(1, 30)).tolist() for _ in range(200)]
+    corpus = EncodedCorpus(Ragged.from_lists(seqs), Ragged.from_lists(seqs[::-1]), np.arange(1, 201))
+    indices = rng.permutation(200)[:57]
+    batch = collate(corpus, indices)
+    targets = [seqs[::-1][i] for i in indices]
+    assert torch.equal(batch.src, pad_sequences([seqs[i] for i in indices], suffix=[EOS]))
+    assert torch.equal(batch.tgt_in, pad_sequences(targets, prefix=[BOS]))
+    assert torch.equal(batch.tgt_out, pad_sequences(targets, suffix=[EOS]))
+    assert batch.num_tgt_tokens == sum(len(t) + 1 for t in targets)
 
 
 def test_ragged_arrays_round_trip_select_and_memory_map(tmp_path):

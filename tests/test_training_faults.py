@@ -9,28 +9,12 @@ import time
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from mt.batching import encode_corpus
-from mt.checkpoint import build_model, load_checkpoint
-from mt.config import CONFIG_DIR, register_configs
-from mt.data import load_split
+from mt.checkpoint import load_checkpoint
 from mt.errors import MTError
-from mt.tokenizer import build_tokenizer
-from mt.trainer import Trainer, check_writable
+from mt.trainer import check_writable
 
-from conftest import REPO, TINY_TRAIN, cli_path, train_tiny
-
-
-def tiny_trainer(corpus, run_dir, *overrides) -> Trainer:
-    register_configs()
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=["data=files", f"data.dir={corpus}", *TINY_TRAIN, *overrides])
-    train, valid = load_split(cfg.data, "train"), load_split(cfg.data, "valid")
-    tok = build_tokenizer(cfg.tokenizer, train, run_dir / "tokenizer")
-    torch.manual_seed(0)
-    return Trainer(cfg, build_model(cfg.model, tok), tok, encode_corpus(tok, train)[0], encode_corpus(tok, valid)[0],
-                   valid, run_dir, torch.device("cpu"))
+from conftest import REPO, TINY_TRAIN, cli_path, tiny_trainer, train_tiny
 
 
 def test_non_finite_updates_are_skipped_then_stop(tiny_corpus, tmp_path):
@@ -86,7 +70,7 @@ def test_disk_full_mid_run_is_a_clear_error_and_keeps_the_last_checkpoint(tiny_c
 
 def test_sigterm_saves_and_resume_ends_with_the_same_weights(tiny_corpus, tmp_path):
     common = ["train.max_steps=60", "train.log_every=1", "train.save_every=1000", "train.valid_every=1000",
-              "data.test_split=null"]
+              "data.test_split=null", "train.cooldown=0.5"]  # the rate's cool-down resumes exactly too
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     train_tiny(tiny_corpus, straight, *common)
     command = [cli_path("mt-train"), "data=files", f"data.dir={tiny_corpus}", f"hydra.run.dir={stopped}",

@@ -1,0 +1,82 @@
+"""What `make train` does with no arguments (the base model on the shipped Multi30k), and the
+learning-rate cool-down that ends a budgeted run at rate 0."""
+
+import json
+import re
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from mt.config import CONFIG_DIR, REPO_DIR, register_configs, to_dict
+from mt.data import load_split
+from mt.optim import cooldown_factor
+
+from conftest import REPO, TINY_TRAIN, run_cli, tiny_trainer
+
+
+def default_config(*overrides):
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def test_the_default_is_the_papers_base_model_on_the_shipped_multi30k():
+    cfg = default_config()
+    assert cfg.name == "multi30k_base"
+    assert (cfg.model.encoder_layers, cfg.model.decoder_layers, cfg.model.d_model, cfg.model.heads,
+            cfg.model.ffn_dim) == (6, 6, 512, 8, 2048)
+    data = to_dict(cfg)["data"]  # as the run directory and checkpoints store it: an absolute path
+    assert (data["source"], data["dir"]) == ("files", str(REPO_DIR / "data" / "multi30k"))
+    assert (data["src_lang"], data["tgt_lang"], data["test_split"]) == ("de", "en", "test2016")
+    hub = default_config("data=multi30k_hub")
+    assert (hub.data.source, hub.data.name) == ("hub", "bentrevett/multi30k")
+
+
+@pytest.mark.parametrize(("split", "lines"), [("train", 29_000), ("valid", 1_014), ("test2016", 1_000)])
+def test_shipped_multi30k_loads_whole(split, lines):
+    corpus = load_split(default_config().data, split)
+    assert len(corpus) == lines
+    assert corpus.src[0].startswith(("Zwei", "Eine", "Ein", "Mehrere")) and corpus.tgt[0][0].isupper()
+
+
+def test_mt_train_with_no_data_arguments_trains_on_the_shipped_corpus(tmp_path):
+    """What the README's `make train` runs, cut to two updates (a base model on the CPU is slow)."""
+    run = tmp_path / "default"
+    run_cli("mt-train", f"hydra.run.dir={run}", "train.max_steps=2", "train.log_every=1",
+            "data.valid_max_sentences=4", "decode.max_len_b=2", "data.test_split=null", "data.cache_dir=null",
+            "tokenizer.vocab_size=2000", timeout=900)
+    records = [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2] and all(r["loss"] > 0 for r in records)
+    saved = (run / "config.yaml").read_text()
+    assert "d_model: 512" in saved and str(REPO / "data" / "multi30k") in saved
+    assert re.search(r"a \d+M-parameter model on a CPU: expect a long run", (run / "train.log").read_text())
+
+
+def test_cooldown_factor_falls_linearly_to_zero_over_the_last_share():
+    assert cooldown_factor(0.5, 0.0) == cooldown_factor(1.0, 0.0) == 1.0  # off
+    assert cooldown_factor(0.0, 0.3) == cooldown_factor(0.7, 0.3) == 1.0
+    assert cooldown_factor(0.85, 0.3) == pytest.approx(0.5)
+    assert cooldown_factor(1.0, 0.3) == 0.0 and cooldown_factor(1.2, 0.3) == 0.0
+
+
+def test_budget_used_is_the_share_of_whichever_budget_ends_first(tiny_corpus, tmp_path):
+    trainer = tiny_trainer(tiny_corpus, tmp_path, "train.max_steps=1000", "train.max_time=100")
+    trainer.progress.step, trainer.progress.elapsed = 100, 50.0
+    assert trainer.budget_used() == pytest.approx(0.5)  # time binds
+    trainer.progress.step = 800
+    assert trainer.budget_used() == pytest.approx(0.8)  # steps bind
+    trainer.tc.max_time = 0
+    trainer.progress.step = 2000
+    assert trainer.budget_used() == 1.0
+
+
+def test_a_cooled_down_run_ends_at_rate_zero_and_says_how_long_it_takes(tiny_corpus, tmp_path):
+    run = tmp_path / "cooled"
+    run_cli("mt-train", "data=files", f"data.dir={tiny_corpus}", f"hydra.run.dir={run}", *TINY_TRAIN,
+            "train.max_steps=40", "train.cooldown=0.5", "train.log_every=1", "data.test_split=null")
+    lrs = [json.loads(line)["lr"] for line in (run / "train.jsonl").read_text().splitlines()]
+    # TINY_TRAIN: peak 3e-3 at warmup 40. Update s runs with s/40 of the peak, and from the middle of the
+    # 40-update budget on, times the share of the cool-down left: (40 - (s - 1)) / 20.
+    expected = [3e-3 * s / 40 * min(1.0, (41 - s) / 20) for s in range(1, 41)]
+    assert lrs == pytest.approx(expected, rel=1e-9)
+    assert "updates left will take about" in (run / "train.log").read_text()
