@@ -1,6 +1,7 @@
 """mt.fastpath: every CPU form computes what its stock op computes, and the path other devices take
 (the stock ops) launches the same ops whatever the batch and compiles without graph breaks."""
 
+import os
 from collections import Counter
 
 import pytest
@@ -210,9 +211,9 @@ def test_worth_dropping_thresholds():
 def test_tune_process_touches_the_cpu_only(monkeypatch):
     monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
     fastpath.tune_process(torch.device("meta"), training=True)
-    assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in __import__("os").environ
+    assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in os.environ
     fastpath.tune_process(torch.device("cpu"), training=True)
-    assert __import__("os").environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
 
 
 # ---- the path other devices take ---------------------------------------------------------------
