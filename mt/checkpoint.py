@@ -78,14 +78,6 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     return state
 
 
-def build_model(model_cfg, tokenizer) -> torch.nn.Module:
-    """The model a config describes, sized to the tokenizer's vocabularies."""
-    from mt.model import build_model as build
-
-    options = {k: v for k, v in dict(model_cfg).items() if k != "arch"}
-    return build(model_cfg.arch, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, **options)
-
-
 def average_states(states: list[dict]) -> dict:
     """Element-wise mean of model state_dicts (checkpoint averaging)."""
     first = states[0]
@@ -120,6 +112,7 @@ def check_vocabulary(path, expected: dict, weights: dict, tokenizer) -> None:
 def load_for_inference(paths: list[str]):
     """(model in eval mode, tokenizer, config) from one checkpoint, or several averaged."""
     from mt.config import from_dict
+    from mt.model_config import build_model
     from mt.tokenizer import Tokenizer
 
     states, weights = load_averaged(paths)

@@ -12,6 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from mt.errors import MTError
+from mt.model_config import model_options
 
 # The Hydra presets live at the top of the repository, next to the package.
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
@@ -46,19 +47,22 @@ class TokenizerConfig:
 
 @dataclass
 class ModelConfig:
-    arch: str = "transformer"
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    d_model: int = 512
-    heads: int = 8
-    ffn_dim: int = 2048
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    norm_first: bool = False  # False: post-norm, the paper's; True: pre-norm
-    tie_embeddings: bool = True
-    rnn_cell: str = "gru"  # rnn_attention only: gru | lstm
-    attention: str = "bahdanau"  # rnn_attention only: bahdanau (additive) | general | dot
+    """Every architecture's options, for composing presets and overrides: an option left None is
+    not set. mt/model_config.py holds each architecture's own schema, defaults and checks."""
+
+    arch: str = "transformer"  # transformer | rnn_attention
+    encoder_layers: int | None = None
+    decoder_layers: int | None = None  # transformer
+    d_model: int | None = None
+    heads: int | None = None  # transformer
+    ffn_dim: int | None = None  # transformer
+    dropout: float | None = None
+    attention_dropout: float | None = None  # transformer
+    activation_dropout: float | None = None  # transformer
+    norm_first: bool | None = None  # transformer: False post-norm (the paper's), True pre-norm
+    tie_embeddings: bool | None = None
+    rnn_cell: str | None = None  # rnn_attention: gru | lstm
+    attention: str | None = None  # rnn_attention: bahdanau (additive) | general | dot
 
 
 @dataclass
@@ -145,17 +149,8 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(not t.byte_fallback or t.vocab_size >= 300, "tokenizer.vocab_size",
            "must be at least 300 with tokenizer.byte_fallback=true (256 byte pieces)")
     _check(0 < t.character_coverage <= 1, "tokenizer.character_coverage", "must be in (0, 1]")
-    _check(m.arch in ("transformer", "rnn_attention"), "model.arch",
-           f"unknown architecture {m.arch!r} (transformer or rnn_attention)")
-    _check(m.rnn_cell in ("gru", "lstm"), "model.rnn_cell", "must be gru or lstm")
-    _check(m.attention in ("bahdanau", "general", "dot"), "model.attention", "must be bahdanau, general or dot")
-    for key in ("encoder_layers", "decoder_layers", "d_model", "heads", "ffn_dim"):
-        _check(m[key] > 0, f"model.{key}", "must be positive")
-    _check(m.d_model % m.heads == 0, "model.heads", f"must divide model.d_model={m.d_model}")
-    _check(m.d_model % 2 == 0, "model.d_model", "must be even (sinusoidal positions)")
-    for key in ("dropout", "attention_dropout", "activation_dropout"):
-        _check(0 <= m[key] < 1, f"model.{key}", "must be in [0, 1)")
-    _check(not m.tie_embeddings or t.joint, "model.tie_embeddings", "needs tokenizer.joint=true")
+    options = model_options(m)  # the architecture's own checks; another architecture's option is an error
+    _check(not options.tie_embeddings or t.joint, "model.tie_embeddings", "needs tokenizer.joint=true")
     _check(tr.max_tokens > 0, "train.max_tokens", "must be positive")
     _check(tr.update_freq >= 1, "train.update_freq", "must be >= 1")
     _check(tr.lr is None or tr.lr > 0, "train.lr", "must be positive")
@@ -202,9 +197,10 @@ def check_overrides(argv: list[str]) -> None:
     overrides = [arg for arg in argv if not arg.startswith("hydra.") and not arg.startswith("hydra/")]
     try:
         with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            compose(config_name="config", overrides=overrides)
+            composed = compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as err:
         raise MTError(_one_line(err)) from None
+    validate(composed)
 
 
 def _one_line(err: BaseException) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,9 +14,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from mt.config import CONFIG_DIR, check_overrides, register_configs, validate
+from mt.config import CONFIG_DIR, validate
 from mt.data import ParallelCorpus, load_split
-from mt.errors import Interrupted, MTError, debug_enabled, report_errors, take_debug_flag
+from mt.errors import Interrupted, MTError, debug_enabled
 from mt.tokenizer import Tokenizer, build_tokenizer
 
 log = logging.getLogger(__name__)
@@ -73,9 +72,6 @@ def exit_on_user_error(task):
     return wrapper
 
 
-register_configs()
-
-
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 @exit_on_user_error
 def hydra_main(cfg: DictConfig) -> None:
@@ -83,12 +79,7 @@ def hydra_main(cfg: DictConfig) -> None:
     prepare(cfg, run_dir())
 
 
-@report_errors
-def main() -> None:
-    take_debug_flag(sys.argv)
-    check_overrides(sys.argv[1:])
-    hydra_main()
-
-
 if __name__ == "__main__":
-    main()
+    from mt.cli import tokenizer
+
+    tokenizer()

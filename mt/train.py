@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 
@@ -16,15 +15,16 @@ import torch
 from omegaconf import DictConfig
 
 from mt.batching import EncodedCorpus, cached_encode, encode_corpus
-from mt.checkpoint import average_checkpoint_files, build_model, load_for_inference
-from mt.config import CONFIG_DIR, check_overrides
+from mt.checkpoint import average_checkpoint_files, load_for_inference
+from mt.config import CONFIG_DIR
+from mt.decoding import DecodeSettings, Translator
 from mt.distributed import Dist, barrier, init_from_env, shutdown
-from mt.errors import MTError, report_errors, take_debug_flag
-from mt.fastpath import tune_process
+from mt.errors import MTError
+from mt.fastpath import decode_precision, tune_process
 from mt.metrics import score
+from mt.model_config import build_model
 from mt.prepare import Prepared, exit_on_user_error, prepare, run_dir
 from mt.trainer import Trainer
-from mt.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +42,8 @@ def evaluate_test(cfg: DictConfig, checkpoint: Path, out_dir: Path, test, device
     write test.hyp and results.json."""
     model, tokenizer, _ = load_for_inference([str(checkpoint)])
     dc = cfg.decode
-    translator = Translator(model, tokenizer, device, cfg.train.precision, dc.batch_tokens)
-    results = translator.translate(test.src, beam=dc.beam, alpha=dc.alpha, max_len_a=dc.max_len_a,
-                                   max_len_b=dc.max_len_b, progress=True)
+    settings = DecodeSettings.from_config(dc, precision=decode_precision(device, cfg.train.precision))
+    results = Translator(model, tokenizer, settings, device).translate(test.src, progress=True)
     hypotheses = [r[0].text for r in results]
     (out_dir / "test.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     scores = score(hypotheses, test.tgt)
@@ -126,12 +125,7 @@ def hydra_main(cfg: DictConfig) -> None:
         shutdown(dist)
 
 
-@report_errors
-def main() -> None:
-    take_debug_flag(sys.argv)
-    check_overrides(sys.argv[1:])
-    hydra_main()
-
-
 if __name__ == "__main__":
-    main()
+    from mt.cli import train
+
+    train()

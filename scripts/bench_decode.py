@@ -20,7 +20,7 @@ from mt.checkpoint import load_for_inference
 from mt.data import read_lines
 from mt.fastpath import tune_process
 from mt.metrics import score
-from mt.translator import Translator
+from mt.decoding import DecodeSettings, Translator
 
 
 def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:
@@ -54,14 +54,17 @@ def main() -> None:
     print(json.dumps(env), flush=True)
     rows = []
     for precision in args.precisions:
-        translator = Translator(model, tokenizer, args.device, precision, batch_tokens)
-        translator.translate(sources[:64], beam=max(args.beams))  # warm-up
+        warm_up = DecodeSettings.from_config(cfg.decode, beam=max(args.beams), batch_tokens=batch_tokens,
+                                             precision=precision)
+        Translator(model, tokenizer, warm_up, args.device).translate(sources[:64])
         for beam in args.beams:
+            settings = DecodeSettings.from_config(cfg.decode, beam=beam, batch_tokens=batch_tokens,
+                                                  precision=precision)
+            translator = Translator(model, tokenizer, settings, args.device)
             best = float("inf")
             for _ in range(args.repeats):
                 start = time.perf_counter()
-                results = translator.translate(sources, beam=beam, alpha=cfg.decode.alpha,
-                                               max_len_a=cfg.decode.max_len_a, max_len_b=cfg.decode.max_len_b)
+                results = translator.translate(sources)
                 best = min(best, time.perf_counter() - start)
             hyps = [r[0].text for r in results]
             tgt_tokens = sum(len(r[0].tgt_pieces) for r in results)

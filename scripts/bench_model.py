@@ -25,8 +25,8 @@ from mt import fastpath
 from mt.fastpath import tune_process
 from mt.flops import parameter_counts, peak_flops, training_flops
 from mt.loss import label_smoothed_loss
-from mt.model import Transformer
-from mt.translator import autocast
+from mt.model import LayerCache, Transformer
+from mt.precision import autocast
 
 PRESETS = {
     "small": dict(d_model=256, heads=4, ffn_dim=1024, encoder_layers=3, decoder_layers=3, norm_first=True),
@@ -148,11 +148,11 @@ def bench_decode_steps(preset: str, vocab: int, batch: int, prefixes: list[int],
         tokens = torch.randint(4, vocab, (batch, prefix + 1), device=device)
         for t in range(prefix):
             _, state = model.step(tokens[:, t], state)
-        caches = [dict(c) for c in state.caches]
+        caches = [LayerCache(dict(c.past), dict(c.source)) for c in state.caches]
         synchronize(device)
         start = time.perf_counter()
         for _ in range(repeats):
-            state.caches = [dict(c) for c in caches]
+            state.caches = [LayerCache(dict(c.past), dict(c.source)) for c in caches]
             state.position = prefix
             model.step(tokens[:, prefix], state)
         synchronize(device)

@@ -25,9 +25,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from mt.checkpoint import build_model
 from mt.config import CONFIG_DIR, register_configs
 from mt.fastpath import tune_process
+from mt.model_config import build_model
 from mt.prepare import prepare
 from mt.train import encode_splits
 from mt.trainer import Trainer

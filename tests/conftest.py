@@ -10,10 +10,10 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from mt.batching import encode_corpus
-from mt.checkpoint import build_model
 from mt.config import CONFIG_DIR, register_configs
 from mt.data import load_split
 from mt.loss import label_smoothed_loss
+from mt.model_config import build_model
 from mt.tokenizer import BOS, EOS, PAD, build_tokenizer
 from mt.trainer import Trainer
 

@@ -11,6 +11,7 @@ from torch import nn
 
 from mt import fastpath
 from mt.model.attention import MultiHeadAttention
+from mt.model.state import LayerCache
 
 
 def vocabulary_layers(src_vocab_size: int, tgt_vocab_size: int, d_model: int, pad_id: int, tie: bool):
@@ -145,8 +146,8 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Sec. 3.1: masked self-attention, encoder-decoder attention, feed-forward.
 
-    With a cache (a dict per layer), x holds only the newest position: its keys and values
-    are appended to the cached ones, and the memory's keys and values are projected once.
+    With a cache (a LayerCache per layer), x holds only the newest position: its keys and values
+    are appended to the cached ones (cache.past), and the memory's are projected once (cache.source).
     """
 
     def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, norm_first):
@@ -159,27 +160,27 @@ class DecoderLayer(nn.Module):
         self.ffn_sublayer = Residual(d_model, dropout, norm_first)
         self.cross_weights: torch.Tensor | None = None
 
-    def _self_attend(self, h: torch.Tensor, cache: dict | None) -> torch.Tensor:
+    def _self_attend(self, h: torch.Tensor, cache: LayerCache | None) -> torch.Tensor:
         if cache is None:  # teacher forcing: all positions at once, look-ahead masked
             return self.self_attn(h, h, is_causal=True)[0]
         k, v = self.self_attn.project_kv(h)  # (B, h, 1, d_k): the newest position
-        if "self_k" in cache:
-            k = torch.cat([cache["self_k"], k], dim=2)
-            v = torch.cat([cache["self_v"], v], dim=2)
-        cache["self_k"], cache["self_v"] = k, v
+        if "k" in cache.past:
+            k = torch.cat([cache.past["k"], k], dim=2)
+            v = torch.cat([cache.past["v"], v], dim=2)
+        cache.past["k"], cache.past["v"] = k, v
         return self.self_attn(h, kv=(k, v))[0]  # one query sees every earlier position
 
     def _cross_attend(self, h, memory, src_mask, cache, need_weights) -> torch.Tensor:
         if cache is None:
             kv = self.cross_attn.project_kv(memory)
         else:
-            if "cross_k" not in cache:  # contiguous once, or every step's matmul would copy them
-                cache["cross_k"], cache["cross_v"] = (t.contiguous() for t in self.cross_attn.project_kv(memory))
-            kv = (cache["cross_k"], cache["cross_v"])
+            if "k" not in cache.source:  # contiguous once, or every step's matmul would copy them
+                cache.source["k"], cache.source["v"] = (t.contiguous() for t in self.cross_attn.project_kv(memory))
+            kv = (cache.source["k"], cache.source["v"])
         out, self.cross_weights = self.cross_attn(h, mask=src_mask, kv=kv, need_weights=need_weights)
         return out
 
-    def forward(self, x, memory, src_mask, cache: dict | None = None, need_weights: bool = False):
+    def forward(self, x, memory, src_mask, cache: LayerCache | None = None, need_weights: bool = False):
         x = self.self_sublayer(x, lambda h: self._self_attend(h, cache))
         x = self.cross_sublayer(x, lambda h: self._cross_attend(h, memory, src_mask, cache, need_weights))
         return self.ffn_sublayer(x, self.ffn)

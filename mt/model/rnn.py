@@ -19,7 +19,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mt.model.attention import padding_mask
 from mt.model.layers import vocabulary_layers
-from mt.model.transformer import DecoderState
+from mt.model.state import DecoderState, LayerCache
 
 
 class AlignmentScores(nn.Module):
@@ -106,16 +106,16 @@ class RNNAttention(nn.Module):
         real = src_mask[:, 0, 0, :, None].to(memory.dtype)  # (B, S, 1)
         mean = (memory * real).sum(1) / real.sum(1).clamp(min=1)
         hidden = torch.tanh(self.init_state(mean))
-        cache = {"cross_keys": self.scores.keys(memory), "hidden": hidden}
+        cache = LayerCache(past={"hidden": hidden}, source={"keys": self.scores.keys(memory)})
         if self.rnn_cell == "lstm":
-            cache["cell"] = torch.zeros_like(hidden)
+            cache.past["cell"] = torch.zeros_like(hidden)
         return DecoderState(memory, src_mask, [cache])
 
     def _advance(self, tokens: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
         """Feed y_{t-1} (B,): attend with s_{t-1}, update the cell -> (pre-output state (B, d), a_t (B, S))."""
         cache = state.caches[0]
-        prev = cache["hidden"]  # s_{t-1}
-        scores = self.scores(prev, cache["cross_keys"])  # e_tj, (B, S)
+        prev = cache.past["hidden"]  # s_{t-1}
+        scores = self.scores(prev, cache.source["keys"])  # e_tj, (B, S)
         scores = scores.masked_fill(~state.src_mask[:, 0, 0], torch.finfo(scores.dtype).min)
         weights = scores.float().softmax(-1).to(state.memory.dtype)  # a_tj
         context = torch.bmm(weights[:, None, :], state.memory).squeeze(1)  # c_t = sum_j a_tj h_j
@@ -124,8 +124,8 @@ class RNNAttention(nn.Module):
         if self.rnn_cell == "gru":
             hidden = self.decoder_cell(cell_input, prev)
         else:
-            hidden, cache["cell"] = self.decoder_cell(cell_input, (prev, cache["cell"]))
-        cache["hidden"] = hidden
+            hidden, cache.past["cell"] = self.decoder_cell(cell_input, (prev, cache.past["cell"]))
+        cache.past["hidden"] = hidden
         state.position += 1
         out = torch.tanh(self.deep_output(torch.cat([hidden, context, embedded], dim=-1)))
         return self.dropout(out), weights

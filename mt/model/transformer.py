@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -18,37 +17,7 @@ from mt.model.layers import (
     vocabulary_layers,
     vocabulary_logits,
 )
-
-
-@dataclass
-class DecoderState:
-    """What one decoding step needs: the encoder output and each layer's key/value cache.
-
-    Every tensor has the batch (or batch x beam) on dim 0, so select() can reorder hypotheses
-    (beam search) or drop finished sentences.
-    """
-
-    memory: torch.Tensor  # (B, S, d)
-    src_mask: torch.Tensor  # (B, 1, 1, S)
-    caches: list[dict] = field(default_factory=list)
-    position: int = 0  # how many target positions were fed so far
-
-    def select(self, index: torch.Tensor) -> DecoderState:
-        """Keep (and reorder) the hypotheses at index."""
-        return DecoderState(
-            memory=self.memory.index_select(0, index),
-            src_mask=self.src_mask.index_select(0, index),
-            caches=[{k: v.index_select(0, index) for k, v in c.items()} for c in self.caches],
-            position=self.position,
-        )
-
-    def reorder_same_source(self, index: torch.Tensor) -> DecoderState:
-        """select(index) where every hypothesis moves to a row with the same source sentence (beam
-        search within a sentence): what depends on the source alone (memory, mask, cross-attention
-        keys/values) is already in place, so only the self-attention caches are reordered."""
-        caches = [{k: (v if k.startswith("cross") else v.index_select(0, index)) for k, v in c.items()}
-                  for c in self.caches]
-        return DecoderState(self.memory, self.src_mask, caches, self.position)
+from mt.model.state import DecoderState, LayerCache
 
 
 class Transformer(nn.Module):
@@ -136,7 +105,7 @@ class Transformer(nn.Module):
 
     def start_state(self, src: torch.Tensor) -> DecoderState:
         memory, src_mask = self.encode(src)
-        return DecoderState(memory, src_mask, [{} for _ in self.decoder_layers])
+        return DecoderState(memory, src_mask, [LayerCache() for _ in self.decoder_layers])
 
     def step(
         self, tokens: torch.Tensor, state: DecoderState, need_weights: bool = False

@@ -1,45 +1,46 @@
 """Translate lists of sentences: tokenize, sort by length, batch by tokens, search, restore order.
 
-The one code path behind validation BLEU, `translate` and `evaluate`, so their scores agree.
+The one code path behind validation BLEU, `translate` and `evaluate`, so their scores agree; how to
+decode is one DecodeSettings object.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from mt.batching import pad_sequences, token_batches
+from mt.precision import autocast, low_precision_copy
 from mt.search import Hypothesis, beam_search, greedy_search
 from mt.tokenizer import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How to decode: the search and its limits, batching and precision. Built once, from a config's
+    decode section plus any choices of the caller (a command-line flag, validation's beam), and
+    handed to the Translator: validation, the test score, `translate` and `mt-evaluate` decode alike."""
 
+    beam: int = 1  # 1 = greedy
+    alpha: float = 0.6  # GNMT length penalty exponent (beam search)
+    max_len_a: float = 1.2  # output at most a * source length + b pieces
+    max_len_b: int = 10
+    nbest: int = 1  # hypotheses returned per sentence (<= beam)
+    batch_tokens: int = 16000  # source tokens per batch for greedy; divided by the beam size for beam search
+    precision: str = "fp32"  # fp32 | bf16 | fp16
 
-def autocast(device: torch.device, precision: str):
-    """Mixed precision context for fp32/bf16/fp16 (fp32 = no autocast)."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=DTYPES[precision])
-
-
-def low_precision_copy(model: torch.nn.Module, precision: str) -> torch.nn.Module:
-    """For bf16/fp16 decoding, a copy of the model with its weights in that dtype.
-
-    Autocast would cast every weight again at every decoding step (it caches casts only while
-    recording gradients): 3,400 casts per 300 sentences of beam search. The copy leaves the
-    caller's fp32 model (the one being trained, at validation) untouched.
-    """
-    if precision == "fp32":
-        return model
-    return copy.deepcopy(model).to(DTYPES[precision])
+    @classmethod
+    def from_config(cls, decode_cfg, **choices) -> DecodeSettings:
+        """decode_cfg's values (cfg.decode, or a checkpoint's), each choice that is not None taking precedence."""
+        values = {f.name: decode_cfg[f.name] for f in fields(cls) if f.name in decode_cfg}
+        values.update({k: v for k, v in choices.items() if v is not None})
+        values["beam"] = max(values.get("beam", 1), values.get("nbest", 1))
+        return cls(**values)
 
 
 @dataclass
@@ -52,24 +53,23 @@ class Translation:
 
 
 class Translator:
-    def __init__(self, model, tokenizer, device: torch.device | str = "cpu", precision: str = "fp32",
-                 batch_tokens: int = 8000, max_src_len: int = 1024):
+    def __init__(self, model, tokenizer, settings: DecodeSettings, device: torch.device | str = "cpu",
+                 max_src_len: int = 1024):
         self.device = torch.device(device)
-        self.model = low_precision_copy(model.to(self.device), precision).eval()
+        self.settings = settings
+        self.model = low_precision_copy(model.to(self.device), settings.precision).eval()
         self.tokenizer = tokenizer
-        self.precision = precision
-        self.batch_tokens = batch_tokens
         self.max_src_len = max_src_len
         self.truncated = 0  # lines cut to max_src_len, reported by the caller
 
-    def translate(self, lines: list[str], beam: int = 1, alpha: float = 0.6, max_len_a: float = 1.2,
-                  max_len_b: int = 10, nbest: int = 1, attention_layer: int | None = None,
-                  attention_head: int | None = None, progress: bool = False) -> list[list[Translation]]:
-        """nbest translations for every line, in input order. An empty line gives one empty translation.
+    def translate(self, lines: list[str], attention_layer: int | None = None, attention_head: int | None = None,
+                  progress: bool = False) -> list[list[Translation]]:
+        """settings.nbest translations for every line, in input order. An empty line gives empty translations.
 
         With attention_layer set, each translation carries that decoder layer's cross-attention
         (one head, or the mean over heads), from a forced pass over the chosen hypothesis.
         """
+        beam, nbest = self.settings.beam, self.settings.nbest
         ids = self.tokenizer.encode_src(lines)
         for i, seq in enumerate(ids):
             if len(seq) > self.max_src_len:
@@ -81,13 +81,13 @@ class Translator:
             results[i] = [Translation("", 0.0, [], [])] * nbest
         lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
         # Beam search decodes beam rows per sentence: keep the rows per batch, not the sentences, constant.
-        budget = max(1, self.batch_tokens // (beam if beam > 1 or nbest > 1 else 1))
+        budget = max(1, self.settings.batch_tokens // beam)
         batches = token_batches(lengths, lengths, budget) if todo else []
         bar = tqdm(total=len(todo), unit="sent", disable=None if progress else True, leave=False)
         for batch in batches:
             rows = [todo[j] for j in batch]
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)
-            found = self._search(src, beam, alpha, max_len_a, max_len_b, nbest)
+            found = self._search(src)
             for row, hyps in zip(rows, found):
                 results[row] = [self._finish(ids[row], h) for h in hyps]
             if attention_layer is not None:
@@ -98,16 +98,17 @@ class Translator:
         bar.close()
         return results
 
-    def _search(self, src, beam, alpha, max_len_a, max_len_b, nbest) -> list[list[Hypothesis]]:
-        with torch.inference_mode(), autocast(self.device, self.precision):
-            if beam == 1 and nbest == 1:
-                return [[h] for h in greedy_search(self.model, src, max_len_a, max_len_b)]
-            return beam_search(self.model, src, beam, alpha, max_len_a, max_len_b, nbest)
+    def _search(self, src) -> list[list[Hypothesis]]:
+        s = self.settings
+        with torch.inference_mode(), autocast(self.device, s.precision):
+            if s.beam == 1:
+                return [[h] for h in greedy_search(self.model, src, s.max_len_a, s.max_len_b)]
+            return beam_search(self.model, src, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest)
 
     def _attention(self, src, hyps: list[Hypothesis], layer: int, head: int | None) -> list[torch.Tensor]:
         """(T+1, S+1) cross-attention of each hypothesis (EOS included on both sides)."""
         tgt_in = pad_sequences([h.tokens for h in hyps], prefix=[BOS]).to(self.device)
-        with torch.inference_mode(), autocast(self.device, self.precision):
+        with torch.inference_mode(), autocast(self.device, self.settings.precision):
             memory, src_mask = self.model.encode(src)
             self.model.decode(tgt_in, memory, src_mask, need_weights=True)
             weights = self.model.cross_attention(layer).float()  # (B, h, T, S)

@@ -1,0 +1,119 @@
+"""The console scripts' entry points. They parse their arguments before importing torch or the model,
+so that `--help` (and a usage error) answers at once; the work lives in mt.translate, mt.evaluate,
+mt.train and mt.prepare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mt.errors import report_errors, take_debug_flag
+
+# Hydra's flags that print and exit before any task runs (help, the composed config, search path).
+HYDRA_INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve", "-p", "--package")
+
+
+def translate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="translate", description="Translate text with a trained checkpoint.")
+    p.add_argument("--checkpoint", "-c", nargs="+", required=True,
+                   help="checkpoint file(s); several are averaged into one model")
+    p.add_argument("--input", "-i", help="input file (default: stdin)")
+    p.add_argument("--output", "-o", help="output file (default: stdout)")
+    p.add_argument("--beam", type=int, help="beam size; 1 = greedy (default: the checkpoint's decode.beam)")
+    p.add_argument("--alpha", type=float, help="length penalty exponent (default: the checkpoint's)")
+    p.add_argument("--nbest", type=int, default=1, help="write this many hypotheses per line (tab-separated)")
+    p.add_argument("--batch-tokens", type=int, help="source tokens per batch (default: the checkpoint's)")
+    p.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")
+    p.add_argument("--max-len-b", type=int)
+    p.add_argument("--max-src-len", type=int, default=1024, help="longer inputs are truncated (and counted)")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
+    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--attention-dir", help="write a cross-attention heatmap (SVG) per input line here")
+    p.add_argument("--attention-layer", type=int, default=-1, help="decoder layer for heatmaps/alignments")
+    p.add_argument("--attention-head", type=int, help="one head for heatmaps/alignments (default: mean)")
+    p.add_argument("--alignments", action="store_true", help="append the hard alignment after a tab")
+    p.add_argument("--interactive", action="store_true",
+                   help="translate each line as it arrives and flush (the default when stdin is a terminal)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def evaluate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mt-evaluate", description="Score translations with sacreBLEU.")
+    p.add_argument("--checkpoint", "-c", nargs="+", help="checkpoint(s) to translate with")
+    p.add_argument("--split", help="a split of the checkpoint's training data config (e.g. test2016)")
+    p.add_argument("--src", help="source file to translate")
+    p.add_argument("--ref", help="reference file")
+    p.add_argument("--hyp", help="score this file of translations instead of translating")
+    p.add_argument("--output", "-o", help="write the translations here")
+    p.add_argument("--json", help="write the scores here as JSON")
+    p.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode.beam)")
+    p.add_argument("--alpha", type=float)
+    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
+    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    return p
+
+
+@report_errors
+def translate(argv: list[str] | None = None) -> None:
+    args = translate_parser().parse_args(argv)
+    from mt.translate import run
+
+    run(args)
+
+
+@report_errors
+def evaluate(argv: list[str] | None = None) -> None:
+    args = evaluate_parser().parse_args(argv)
+    from mt.evaluate import run
+
+    run(args)
+
+
+@report_errors
+def train() -> None:
+    """mt-train: Hydra overrides in, a trained model out (mt.train)."""
+    take_debug_flag(sys.argv)
+    if any(arg in HYDRA_INFO_FLAGS for arg in sys.argv[1:]):
+        _hydra_info("mt.train")
+        return
+    from mt.config import check_overrides, register_configs
+
+    register_configs()
+    check_overrides(sys.argv[1:])
+    from mt.train import hydra_main
+
+    hydra_main()
+
+
+@report_errors
+def tokenizer() -> None:
+    """mt-tokenizer: train (or check) the run's sentencepiece model alone (mt.prepare)."""
+    take_debug_flag(sys.argv)
+    if any(arg in HYDRA_INFO_FLAGS for arg in sys.argv[1:]):
+        _hydra_info("mt.prepare")
+        return
+    from mt.config import check_overrides, register_configs
+
+    register_configs()
+    check_overrides(sys.argv[1:])
+    from mt.prepare import hydra_main
+
+    hydra_main()
+
+
+def _hydra_info(module: str) -> None:
+    """Answer Hydra's info flags with the configs alone: Hydra prints and exits before the task runs."""
+    import hydra
+
+    from mt.config import CONFIG_DIR, register_configs
+
+    register_configs()
+
+    def task(cfg) -> None:  # not reached: each info flag exits first
+        raise SystemExit(0)
+
+    task.__module__ = module  # Hydra names the app after the task's module
+    hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")(task)()

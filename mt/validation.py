@@ -1,0 +1,79 @@
+"""Validation during training: the teacher-forced loss, BLEU and chrF of decoded translations, and
+what a user reviews afterwards (TensorBoard scalars, sample translations and attention heatmaps,
+metrics.jsonl, valid.hyp)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from mt.batching import EncodedCorpus, collate, token_batches
+from mt.data import ParallelCorpus
+from mt.decoding import DecodeSettings, Translator
+from mt.metrics import score
+
+SAMPLES = 3  # sample translations shown in TensorBoard
+HEATMAPS = 2  # sentences whose cross-attention is drawn
+PIXELS = 8  # heatmap pixels per (target, source) cell
+
+
+class Validator:
+    def __init__(self, model: torch.nn.Module, tokenizer, data: EncodedCorpus, text: ParallelCorpus,
+                 settings: DecodeSettings, device: torch.device, batch_loss: Callable, max_tokens: int,
+                 max_sentences: int = 0):
+        """batch_loss(batch) -> summed (loss, nll), as training computes it; settings decode the
+        BLEU translations and the heatmaps' sentences alike."""
+        self.model, self.tokenizer, self.device = model, tokenizer, device
+        self.data, self.settings, self.batch_loss, self.max_tokens = data, settings, batch_loss, max_tokens
+        limit = max_sentences or len(text)
+        self.sources, self.references = text.src[:limit], text.tgt[:limit]
+
+    @torch.no_grad()
+    def loss(self) -> tuple[float, float]:
+        """Teacher-forced (label-smoothed loss, nll) per target token."""
+        self.model.eval()
+        loss_sum = nll_sum = tokens = 0.0
+        v = self.data
+        for idx in token_batches(v.src_lens, v.tgt_lens, self.max_tokens):
+            batch = collate(v, idx).to(self.device)
+            loss, nll = self.batch_loss(batch)
+            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.num_tgt_tokens
+        return loss_sum / tokens, nll_sum / tokens
+
+    def run(self, step: int, epoch: int, elapsed: float, writer=None, run_dir: Path | None = None) -> dict:
+        """The validation record of the model as it is now. With a writer (TensorBoard) and run_dir it
+        is also reported; without, it is a side evaluation (e.g. of averaged weights)."""
+        loss, nll = self.loss()
+        translator = Translator(self.model, self.tokenizer, self.settings, self.device)
+        hypotheses = [r[0].text for r in translator.translate(self.sources)]
+        scores = score(hypotheses, self.references)
+        record = {
+            "step": step, "epoch": epoch, "valid_loss": round(loss, 4), "valid_nll": round(nll, 4),
+            "valid_ppl": round(math.exp(min(nll, 50)), 3), "valid_bleu": scores.bleu, "valid_chrf": scores.chrf,
+            "bleu_signature": scores.bleu_signature, "elapsed": round(elapsed, 1),
+        }
+        if writer is not None:
+            self._report(record, hypotheses, translator, writer, run_dir)
+        return record
+
+    def _report(self, record: dict, hypotheses: list[str], translator: Translator, writer, run_dir: Path) -> None:
+        step = record["step"]
+        for key in ("loss", "ppl", "bleu", "chrf"):
+            writer.add_scalar(f"valid/{key}", record[f"valid_{key}"], step)
+        samples = "\n\n".join(
+            f"**src:** {s}  \n**ref:** {r}  \n**hyp:** {h}"
+            for s, r, h in list(zip(self.sources, self.references, hypotheses))[:SAMPLES]
+        )
+        writer.add_text("valid/samples", samples, step)
+        for i, shown in enumerate(translator.translate(self.sources[:HEATMAPS], attention_layer=-1)):
+            if shown[0].attention is not None:
+                # cross-attention of the last decoder layer: target rows x source columns
+                image = shown[0].attention.repeat_interleave(PIXELS, 0).repeat_interleave(PIXELS, 1)
+                writer.add_image(f"valid/attention_{i}", image[None].clamp(0, 1), step)
+        with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        (run_dir / "valid.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
