@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from mt.config import CONFIG_DIR, validate
 from mt.data import ParallelCorpus, load_split
 from mt.errors import Interrupted, MTError, debug_enabled
+from mt.run_lock import RunDirLock
 from mt.tokenizer import Tokenizer, build_tokenizer
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,8 @@ def exit_on_user_error(task):
 @exit_on_user_error
 def hydra_main(cfg: DictConfig) -> None:
     """Train (or reuse) the tokenizer of a run, nothing else."""
-    prepare(cfg, run_dir())
+    with RunDirLock(run_dir()):
+        prepare(cfg, run_dir())
 
 
 if __name__ == "__main__":

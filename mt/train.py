@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -24,6 +25,7 @@ from mt.fastpath import decode_precision, tune_process
 from mt.metrics import score
 from mt.model_config import build_model
 from mt.prepare import Prepared, exit_on_user_error, prepare, run_dir
+from mt.run_lock import RunDirLock
 from mt.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -104,25 +106,31 @@ def hydra_main(cfg: DictConfig) -> None:
     tune_process(device, training=True)
     torch.manual_seed(cfg.train.seed)
     try:
-        if not dist.is_main:
-            barrier(dist)  # rank 0 trains (or checks) the tokenizer first; the others then reuse it
-        data = prepare(cfg, out_dir, write_config=dist.is_main)
-        if dist.is_main:
-            barrier(dist)
-        tok = data.tokenizer
-        train, valid = encode_splits(cfg, data)
-        model = build_model(cfg.model, tok)
-        n_params = sum(p.numel() for p in model.parameters())
-        log.info("model: %s, %.1fM parameters, run directory %s%s", cfg.model.arch, n_params / 1e6, out_dir,
-                 f", {dist.world} processes" if dist.enabled else "")
-        trainer = Trainer(cfg, model, tok, train, valid, data.valid, out_dir, device, dist)
-        trainer.fit()
-        if dist.is_main:
-            final = final_checkpoint(cfg, trainer, out_dir / "checkpoints")
-            if data.test is not None and final.exists():
-                evaluate_test(cfg, final, out_dir, data.test, device)
+        with RunDirLock(out_dir) if dist.is_main else contextlib.nullcontext():  # one process per run directory
+            train_and_score(cfg, out_dir, dist, device)
     finally:
         shutdown(dist)
+
+
+def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.device) -> None:
+    """Tokenizer, encoded data, model, training, then the test score of the final checkpoint."""
+    if not dist.is_main:
+        barrier(dist)  # rank 0 trains (or checks) the tokenizer first; the others then reuse it
+    data = prepare(cfg, out_dir, write_config=dist.is_main)
+    if dist.is_main:
+        barrier(dist)
+    tok = data.tokenizer
+    train, valid = encode_splits(cfg, data)
+    model = build_model(cfg.model, tok)
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info("model: %s, %.1fM parameters, run directory %s%s", cfg.model.arch, n_params / 1e6, out_dir,
+             f", {dist.world} processes" if dist.enabled else "")
+    trainer = Trainer(cfg, model, tok, train, valid, data.valid, out_dir, device, dist)
+    trainer.fit()
+    if dist.is_main:
+        final = final_checkpoint(cfg, trainer, out_dir / "checkpoints")
+        if data.test is not None and final.exists():
+            evaluate_test(cfg, final, out_dir, data.test, device)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,9 @@ import torch
 
 from mt.checkpoint import load_for_inference
 from mt.data import read_lines
+from mt.decoding import DecodeSettings, Translator
 from mt.fastpath import tune_process
 from mt.metrics import score
-from mt.decoding import DecodeSettings, Translator
 
 
 def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:

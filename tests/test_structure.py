@@ -1,0 +1,152 @@
+"""The seams a maintainer changes things at: the run-directory lock, per-architecture model options,
+one decode-settings object, and console scripts that answer --help without importing torch."""
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from omegaconf import OmegaConf
+
+from mt.config import check_overrides
+from mt.decoding import DecodeSettings
+from mt.errors import MTError
+from mt.model_config import RNNAttentionConfig, TransformerConfig, model_options
+from mt.run_lock import RunDirLock
+
+from conftest import REPO, tiny_trainer, train_tiny
+
+# ---- the run-directory lock ------------------------------------------------------------------
+
+
+def test_a_second_lock_on_a_run_directory_is_refused_naming_the_holder(tmp_path):
+    with RunDirLock(tmp_path):
+        with pytest.raises(MTError, match=f"in use by pid {os.getpid()} on {socket.gethostname()}"):
+            RunDirLock(tmp_path).acquire()
+    with RunDirLock(tmp_path):  # released: free again
+        pass
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
+    (tmp_path / ".lock").write_text("pid 999999 on a-host-long-gone\n")
+    with RunDirLock(tmp_path):
+        assert (tmp_path / ".lock").read_text() == f"pid {os.getpid()} on {socket.gethostname()}\n"
+
+
+def test_mt_train_on_a_run_directory_in_use_exits_2_with_one_line(tiny_corpus, tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            from mt.run_lock import RunDirLock
+            with RunDirLock({str(tmp_path)!r}):
+                print("locked", flush=True)
+                time.sleep(120)
+        """)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        result = train_tiny(tiny_corpus, tmp_path, "train.max_steps=2", check=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 2
+    output = result.stdout + result.stderr  # Hydra's log handler writes to stdout
+    errors = [line for line in output.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, output
+    assert f"in use by pid {holder.pid} on {socket.gethostname()}" in errors[0]
+    assert not (tmp_path / "checkpoints").exists()  # refused before any work
+
+
+# ---- per-architecture model options ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset, foreign, arch", [
+    ("rnn_attention", "model.heads=16", "rnn_attention"),
+    ("rnn_attention", "model.norm_first=true", "rnn_attention"),
+    ("transformer_base", "model.rnn_cell=lstm", "transformer"),
+    ("transformer_small", "model.attention=dot", "transformer"),
+])
+def test_an_option_of_another_architecture_is_an_error_naming_key_and_architecture(preset, foreign, arch):
+    with pytest.raises(MTError) as err:
+        check_overrides(["~experiment", f"model={preset}", foreign])
+    message = str(err.value)
+    assert "\n" not in message
+    assert foreign.split("=")[0] in message and f"the {arch} architecture" in message
+
+
+def test_each_architecture_has_its_own_defaults_and_checks():
+    assert model_options({"arch": "rnn_attention"}) == RNNAttentionConfig()
+    assert model_options({"arch": "transformer", "heads": 4, "d_model": 64}) == TransformerConfig(heads=4, d_model=64)
+    with pytest.raises(MTError, match="model.heads: must divide model.d_model=64"):
+        model_options({"arch": "transformer", "heads": 5, "d_model": 64})
+    with pytest.raises(MTError, match="model.rnn_cell: must be gru or lstm"):
+        model_options({"arch": "rnn_attention", "rnn_cell": "elman"})
+    # a checkpoint's config from before the split held every option: another architecture's are dropped
+    old = {"arch": "rnn_attention", "d_model": 64, "heads": 8, "ffn_dim": 2048, "rnn_cell": "lstm"}
+    assert model_options(old, strict=False) == RNNAttentionConfig(d_model=64, rnn_cell="lstm")
+
+
+def test_the_model_presets_validate():
+    for preset in ("transformer_base", "transformer_small", "rnn_attention"):
+        check_overrides(["~experiment", f"model={preset}"])
+
+
+# ---- one decode-settings object --------------------------------------------------------------
+
+
+def test_decode_settings_come_from_the_config_with_the_callers_choices_on_top():
+    dc = OmegaConf.create({"beam": 5, "alpha": 0.6, "max_len_a": 1.2, "max_len_b": 10, "batch_tokens": 900,
+                           "valid_beam": 1})
+    assert DecodeSettings.from_config(dc) == DecodeSettings(beam=5, batch_tokens=900)
+    assert DecodeSettings.from_config(dc, beam=None, alpha=0.0, precision="bf16") == DecodeSettings(
+        beam=5, alpha=0.0, batch_tokens=900, precision="bf16")
+    assert DecodeSettings.from_config(dc, beam=1, nbest=3).beam == 3  # n-best needs a beam that wide
+
+
+class RecordingWriter:
+    """Stands in for TensorBoard's SummaryWriter: keeps what validation reports."""
+
+    def __init__(self):
+        self.images, self.scalars = {}, {}
+
+    def add_scalar(self, tag, value, step):
+        self.scalars[tag] = value
+
+    def add_text(self, tag, text, step):
+        pass
+
+    def add_image(self, tag, image, step):
+        self.images[tag] = image
+
+
+@pytest.mark.parametrize("max_len_b", [2, 4])
+def test_validation_heatmaps_decode_with_the_runs_decode_settings(tiny_corpus, tmp_path, max_len_b):
+    """An untrained model writes until its length limit: the heatmaps' rows show which limit ruled."""
+    trainer = tiny_trainer(tiny_corpus, tmp_path, "decode.max_len_a=0", f"decode.max_len_b={max_len_b}")
+    writer = RecordingWriter()
+    trainer.validate(writer)
+    assert writer.images, "no heatmap written"
+    for image in writer.images.values():
+        target_rows = image.shape[1] // 8  # 8 pixels a cell; EOS has a row
+        assert target_rows <= max_len_b + 1
+
+
+# ---- console scripts -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", ["translate", "evaluate", "train", "tokenizer"])
+def test_help_answers_without_importing_torch(entry):
+    code = textwrap.dedent(f"""
+        import sys
+        sys.argv = ["{entry}", "--help"]
+        from mt import cli
+        try:
+            cli.{entry}()
+        except SystemExit as stop:
+            assert stop.code in (0, None), stop.code
+        assert "torch" not in sys.modules, "--help imported torch"
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "usage" in result.stdout.lower() or "override" in result.stdout.lower(), result.stdout[:500]
