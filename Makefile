@@ -47,6 +47,7 @@ test: $(STAMP) lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check mt tests scripts
+	$(BIN)/ruff format --check mt tests scripts
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix mt tests scripts

@@ -23,8 +23,11 @@ def heatmap_svg(weights: torch.Tensor, src_pieces: list[str], tgt_pieces: list[s
     """A (T, S) attention matrix as an SVG heatmap: source pieces across the top, target pieces down the side."""
     weights = weights.float().clamp(0, 1)
     rows, cols = weights.shape
-    cell, left, top = 22, 9 * max((len(p) for p in tgt_pieces), default=4) + 16, \
-        8 * max((len(p) for p in src_pieces), default=4) + 36
+    cell, left, top = (
+        22,
+        9 * max((len(p) for p in tgt_pieces), default=4) + 16,
+        8 * max((len(p) for p in src_pieces), default=4) + 36,
+    )
     width, height = left + cols * cell + 10, top + rows * cell + 10
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -39,7 +42,9 @@ def heatmap_svg(weights: torch.Tensor, src_pieces: list[str], tgt_pieces: list[s
         out.append(f'<text x="{left - 6}" y="{top + i * cell + 15}" text-anchor="end">{escape(piece)}</text>')
         for j in range(cols):
             shade = 255 - int(round(float(weights[i, j]) * 255))
-            out.append(f'<rect x="{left + j * cell}" y="{top + i * cell}" width="{cell - 1}" height="{cell - 1}" '
-                       f'fill="rgb({shade},{shade},{shade})"><title>{float(weights[i, j]):.3f}</title></rect>')
+            out.append(
+                f'<rect x="{left + j * cell}" y="{top + i * cell}" width="{cell - 1}" height="{cell - 1}" '
+                f'fill="rgb({shade},{shade},{shade})"><title>{float(weights[i, j]):.3f}</title></rect>'
+            )
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -103,8 +103,9 @@ class FilterReport:
         )
 
 
-def encode_corpus(tokenizer, corpus, max_len: int = 0, max_ratio: float = 0.0,
-                  chunk: int = 100_000) -> tuple[EncodedCorpus, FilterReport]:
+def encode_corpus(
+    tokenizer, corpus, max_len: int = 0, max_ratio: float = 0.0, chunk: int = 100_000
+) -> tuple[EncodedCorpus, FilterReport]:
     """Tokenize both sides (chunk by chunk, to bound memory); drop and count empty pairs,
     over-long pairs and bad length ratios."""
     src_parts, tgt_parts = [], []
@@ -123,8 +124,9 @@ def encode_corpus(tokenizer, corpus, max_len: int = 0, max_ratio: float = 0.0,
     return EncodedCorpus(src, tgt, np.flatnonzero(keep) + 1), report
 
 
-def cached_encode(tokenizer, corpus, max_len: int, max_ratio: float,
-                  cache_dir: str | None) -> tuple[EncodedCorpus, FilterReport]:
+def cached_encode(
+    tokenizer, corpus, max_len: int, max_ratio: float, cache_dir: str | None
+) -> tuple[EncodedCorpus, FilterReport]:
     """encode_corpus, stored once under cache_dir and memory-mapped afterwards (by every run and
     process with the same tokenizer, text and filters)."""
     if not cache_dir:
@@ -133,8 +135,9 @@ def cached_encode(tokenizer, corpus, max_len: int, max_ratio: float,
     folder = Path(cache_dir) / key[:24]
     if (folder / "report.json").exists():
         report = FilterReport(**json.loads((folder / "report.json").read_text()))
-        encoded = EncodedCorpus(Ragged.load(folder / "src"), Ragged.load(folder / "tgt"),
-                                np.load(folder / "lines.npy", mmap_mode="r"))
+        encoded = EncodedCorpus(
+            Ragged.load(folder / "src"), Ragged.load(folder / "tgt"), np.load(folder / "lines.npy", mmap_mode="r")
+        )
         log.info("encoded corpus: reusing %s", folder)
         return encoded, report
     encoded, report = encode_corpus(tokenizer, corpus, max_len, max_ratio)
@@ -243,5 +246,40 @@ def collate(corpus: EncodedCorpus, indices) -> Batch:
     """The batch of sentence pairs `indices`: source + EOS, BOS + target, target + EOS."""
     indices = np.asarray(indices, dtype=np.int64)
     tgt_lens = corpus.tgt.offsets[indices + 1] - corpus.tgt.offsets[indices]
-    return Batch(padded_rows(corpus.src, indices, eos=True), padded_rows(corpus.tgt, indices, bos=True),
-                 padded_rows(corpus.tgt, indices, eos=True), int(tgt_lens.sum() + len(indices)))
+    return Batch(
+        padded_rows(corpus.src, indices, eos=True),
+        padded_rows(corpus.tgt, indices, bos=True),
+        padded_rows(corpus.tgt, indices, eos=True),
+        int(tgt_lens.sum() + len(indices)),
+    )
+
+
+class DataOrder:
+    """Which batches training takes, in which order: each epoch's batches are a pure function of
+    (seed, epoch), so a resumed run sees the same ones."""
+
+    def __init__(self, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, seed: int):
+        self.src_lens, self.tgt_lens, self.max_tokens, self.seed = src_lens, tgt_lens, max_tokens, seed
+        self._cached: tuple[int, list[np.ndarray]] | None = None
+
+    def epoch(self, epoch: int) -> list[np.ndarray]:
+        if self._cached is None or self._cached[0] != epoch:
+            rng = np.random.default_rng([self.seed, epoch])
+            self._cached = (epoch, token_batches(self.src_lens, self.tgt_lens, self.max_tokens, rng))
+        return self._cached[1]
+
+    def epoch_length(self, epoch: int) -> int:
+        return len(self.epoch(epoch))
+
+    def take(self, progress, count: int) -> list[np.ndarray]:
+        """The next `count` batches (one update's worth), advancing progress.epoch / batch_in_epoch."""
+        out = []
+        while len(out) < count:
+            batches = self.epoch(progress.epoch)
+            if progress.batch_in_epoch >= len(batches):
+                progress.epoch += 1
+                progress.batch_in_epoch = 0
+                continue
+            out.append(batches[progress.batch_in_epoch])
+            progress.batch_in_epoch += 1
+        return out

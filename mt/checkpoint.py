@@ -104,9 +104,11 @@ def check_vocabulary(path, expected: dict, weights: dict, tokenizer) -> None:
     """Refuse a tokenizer whose vocabulary is not the one the embeddings were trained for."""
     for name in ("src_embed.weight", "tgt_embed.weight", "output_proj.weight"):
         if name in weights and name in expected and weights[name].shape[0] != expected[name].shape[0]:
-            raise MTError(f"{path}: its tokenizer has {tokenizer.src_vocab_size} source / {tokenizer.tgt_vocab_size} "
-                          f"target pieces but the model's {name} has {weights[name].shape[0]} rows: "
-                          f"tokenizer and weights do not belong together")
+            raise MTError(
+                f"{path}: its tokenizer has {tokenizer.src_vocab_size} source / {tokenizer.tgt_vocab_size} "
+                f"target pieces but the model's {name} has {weights[name].shape[0]} rows: "
+                f"tokenizer and weights do not belong together"
+            )
 
 
 def load_for_inference(paths: list[str]):
@@ -131,5 +133,12 @@ def average_checkpoint_files(paths: list, output) -> None:
     """Average the weights of several checkpoints of one run into a self-contained checkpoint
     (config and tokenizer of the first) that translate loads like any other."""
     states, averaged = load_averaged(paths)
-    save_checkpoint({"config": states[0]["config"], "model": averaged, "tokenizer": states[0]["tokenizer"],
-                     "averaged_from": [str(p) for p in paths]}, output)
+    save_checkpoint(
+        {
+            "config": states[0]["config"],
+            "model": averaged,
+            "tokenizer": states[0]["tokenizer"],
+            "averaged_from": [str(p) for p in paths],
+        },
+        output,
+    )

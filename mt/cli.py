@@ -16,8 +16,9 @@ HYDRA_INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i
 
 def translate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="translate", description="Translate text with a trained checkpoint.")
-    p.add_argument("--checkpoint", "-c", nargs="+", required=True,
-                   help="checkpoint file(s); several are averaged into one model")
+    p.add_argument(
+        "--checkpoint", "-c", nargs="+", required=True, help="checkpoint file(s); several are averaged into one model"
+    )
     p.add_argument("--input", "-i", help="input file (default: stdin)")
     p.add_argument("--output", "-o", help="output file (default: stdout)")
     p.add_argument("--beam", type=int, help="beam size; 1 = greedy (default: the checkpoint's decode.beam)")
@@ -33,8 +34,11 @@ def translate_parser() -> argparse.ArgumentParser:
     p.add_argument("--attention-layer", type=int, default=-1, help="decoder layer for heatmaps/alignments")
     p.add_argument("--attention-head", type=int, help="one head for heatmaps/alignments (default: mean)")
     p.add_argument("--alignments", action="store_true", help="append the hard alignment after a tab")
-    p.add_argument("--interactive", action="store_true",
-                   help="translate each line as it arrives and flush (the default when stdin is a terminal)")
+    p.add_argument(
+        "--interactive",
+        action="store_true",
+        help="translate each line as it arrives and flush (the default when stdin is a terminal)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p

@@ -124,6 +124,7 @@ def register_configs() -> None:
     """Make the schema available to Hydra as 'schema' (the first entry of configs/config.yaml), and the
     ${repo:PATH} resolver: PATH inside the repository (the shipped data), from whatever directory."""
     from hydra.core.config_store import ConfigStore  # here, so translate starts without importing Hydra
+
     ConfigStore.instance().store(name="schema", node=Config)
     OmegaConf.register_new_resolver("repo", lambda path: str(REPO_DIR / path), replace=True)
 
@@ -146,8 +147,11 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(d.max_len_ratio >= 0, "data.max_len_ratio", "must be >= 0")
     _check(t.type in ("unigram", "bpe"), "tokenizer.type", f"must be 'unigram' or 'bpe', got {t.type!r}")
     _check(t.vocab_size >= 8, "tokenizer.vocab_size", "must be at least 8")
-    _check(not t.byte_fallback or t.vocab_size >= 300, "tokenizer.vocab_size",
-           "must be at least 300 with tokenizer.byte_fallback=true (256 byte pieces)")
+    _check(
+        not t.byte_fallback or t.vocab_size >= 300,
+        "tokenizer.vocab_size",
+        "must be at least 300 with tokenizer.byte_fallback=true (256 byte pieces)",
+    )
     _check(0 < t.character_coverage <= 1, "tokenizer.character_coverage", "must be in (0, 1]")
     options = model_options(m)  # the architecture's own checks; another architecture's option is an error
     _check(not options.tie_embeddings or t.joint, "model.tie_embeddings", "needs tokenizer.joint=true")
@@ -165,8 +169,17 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(tr.keep_best >= 1, "train.keep_best", "must be >= 1")
     _check(tr.max_bad_steps >= 1, "train.max_bad_steps", "must be >= 1")
     _check(tr.average_last <= tr.keep_last, "train.average_last", f"must be <= train.keep_last={tr.keep_last}")
-    for key in ("max_epochs", "max_time", "patience", "threads", "clip_norm", "weight_decay", "keep_last",
-                "average_last", "peak_tflops"):
+    for key in (
+        "max_epochs",
+        "max_time",
+        "patience",
+        "threads",
+        "clip_norm",
+        "weight_decay",
+        "keep_last",
+        "average_last",
+        "peak_tflops",
+    ):
         _check(tr[key] >= 0, f"train.{key}", "must be >= 0")
     _check(dec.beam >= 1 and dec.valid_beam >= 1, "decode.beam", "must be >= 1")
     _check(dec.max_len_a >= 0 and dec.max_len_b >= 1, "decode.max_len_b", "output length limit must allow a token")

@@ -87,9 +87,7 @@ def load_files(folder: str, split: str, src_lang: str, tgt_lang: str) -> Paralle
     src_path, tgt_path = folder_path / f"{split}.{src_lang}", folder_path / f"{split}.{tgt_lang}"
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise MTError(
-            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files must be line-aligned"
-        )
+        raise MTError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files must be line-aligned")
     if not src:
         raise MTError(f"{src_path}: empty corpus")
     return ParallelCorpus(src, tgt, f"{folder_path / split}.{{{src_lang},{tgt_lang}}}")

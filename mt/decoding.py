@@ -20,6 +20,7 @@ from mt.tokenizer import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class DecodeSettings:
     """How to decode: the search and its limits, batching and precision. Built once, from a config's
@@ -53,8 +54,9 @@ class Translation:
 
 
 class Translator:
-    def __init__(self, model, tokenizer, settings: DecodeSettings, device: torch.device | str = "cpu",
-                 max_src_len: int = 1024):
+    def __init__(
+        self, model, tokenizer, settings: DecodeSettings, device: torch.device | str = "cpu", max_src_len: int = 1024
+    ):
         self.device = torch.device(device)
         self.settings = settings
         self.model = low_precision_copy(model.to(self.device), settings.precision).eval()
@@ -62,8 +64,13 @@ class Translator:
         self.max_src_len = max_src_len
         self.truncated = 0  # lines cut to max_src_len, reported by the caller
 
-    def translate(self, lines: list[str], attention_layer: int | None = None, attention_head: int | None = None,
-                  progress: bool = False) -> list[list[Translation]]:
+    def translate(
+        self,
+        lines: list[str],
+        attention_layer: int | None = None,
+        attention_head: int | None = None,
+        progress: bool = False,
+    ) -> list[list[Translation]]:
         """settings.nbest translations for every line, in input order. An empty line gives empty translations.
 
         With attention_layer set, each translation carries that decoder layer's cross-attention
@@ -118,5 +125,6 @@ class Translator:
 
     def _finish(self, src_ids: list[int], hyp: Hypothesis) -> Translation:
         text = self.tokenizer.decode_tgt([hyp.tokens])[0]
-        return Translation(text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]),
-                           self.tokenizer.tgt_pieces(hyp.tokens + [EOS]))
+        return Translation(
+            text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]), self.tokenizer.tgt_pieces(hyp.tokens + [EOS])
+        )

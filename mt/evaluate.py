@@ -3,6 +3,8 @@
     mt-evaluate --checkpoint runs/smoke/checkpoints/best.pt --split test2016
     mt-evaluate --checkpoint CKPT --src test.de --ref test.en --beam 5
     mt-evaluate --hyp output.en --ref test.en          # score a file, no model
+
+It prints the scores with their sacreBLEU signatures (--json writes them to a file too).
 """
 
 from __future__ import annotations

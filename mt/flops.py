@@ -35,8 +35,14 @@ def training_flops(counts: dict | None, src_shape, tgt_shape) -> float:
     (batch, src_len), (_, tgt_len) = src_shape, tgt_shape
     src_tokens, tgt_tokens = batch * src_len, batch * tgt_len
     dense = 6 * (counts["encoder"] * src_tokens + (counts["decoder"] + counts["output"]) * tgt_tokens)
-    attention = 12 * counts["d_model"] * (counts["encoder_layers"] * src_len * src_tokens
-                                          + counts["decoder_layers"] * (tgt_len + src_len) * tgt_tokens)
+    attention = (
+        12
+        * counts["d_model"]
+        * (
+            counts["encoder_layers"] * src_len * src_tokens
+            + counts["decoder_layers"] * (tgt_len + src_len) * tgt_tokens
+        )
+    )
     return float(dense + attention)
 
 

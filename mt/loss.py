@@ -11,8 +11,9 @@ import torch
 from mt import fastpath
 
 
-def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float,
-                        pad_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def label_smoothed_loss(
+    logits: torch.Tensor, target: torch.Tensor, smoothing: float, pad_id: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed over target tokens. logits (..., V), target (...). Positions equal to pad_id are left out.
 
     Returns (loss, nll): nll is the unsmoothed negative log-likelihood, what perplexity is made of.

@@ -72,8 +72,10 @@ def model_options(model_cfg, strict: bool = True) -> TransformerConfig | RNNAtte
     own = {f.name for f in fields(schema)}
     foreign = sorted(k for k, v in values.items() if v is not None and k not in own)
     if foreign and strict:
-        raise MTError(f"config model.{foreign[0]}: the {arch} architecture has no such option "
-                      f"(its options: {', '.join(sorted(own))})")
+        raise MTError(
+            f"config model.{foreign[0]}: the {arch} architecture has no such option "
+            f"(its options: {', '.join(sorted(own))})"
+        )
     options = schema(**{k: v for k, v in values.items() if v is not None and k in own})
     options.check()
     return options

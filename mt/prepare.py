@@ -48,7 +48,12 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     test = load_split(d, d.test_split) if d.test_split else None
     log.info(
         "data: train %d, valid %d, test %s pairs (%s -> %s, from %s)",
-        len(train), len(valid), len(test) if test else "-", d.src_lang, d.tgt_lang, train.origin,
+        len(train),
+        len(valid),
+        len(test) if test else "-",
+        d.src_lang,
+        d.tgt_lang,
+        train.origin,
     )
     tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer")
     return Prepared(train, valid, test, tokenizer)

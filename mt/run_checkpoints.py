@@ -30,8 +30,12 @@ def training_state(cfg, model, tokenizer, progress: Progress, optimizer=None, sc
     if optimizer is not None:
         trainer["optimizer"] = optimizer.state_dict()
         trainer["grad_scaler"] = scaler.state_dict()
-    return {"config": to_dict(cfg), "model": model.state_dict(), "tokenizer": tokenizer.state_dict(),
-            "trainer": trainer}
+    return {
+        "config": to_dict(cfg),
+        "model": model.state_dict(),
+        "tokenizer": tokenizer.state_dict(),
+        "trainer": trainer,
+    }
 
 
 def resume_state(path: Path, cfg, tokenizer) -> dict | None:
@@ -120,8 +124,10 @@ def check_writable(folder: Path, need_bytes: int = 0) -> None:
     except OSError as err:
         raise MTError(f"{folder}: cannot write checkpoints there ({err.strerror})") from None
     if free < need_bytes:
-        raise MTError(f"{folder}: {free / 2**20:.0f} MiB free, but the checkpoints of this run need about "
-                      f"{need_bytes / 2**20:.0f} MiB (train.keep_best / train.keep_last set how many are kept)")
+        raise MTError(
+            f"{folder}: {free / 2**20:.0f} MiB free, but the checkpoints of this run need about "
+            f"{need_bytes / 2**20:.0f} MiB (train.keep_best / train.keep_last set how many are kept)"
+        )
 
 
 def checkpoint_bytes(model: torch.nn.Module, tc) -> int:

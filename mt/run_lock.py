@@ -32,8 +32,10 @@ class RunDirLock:
             f.seek(0)
             holder = f.read().strip() or "another process"
             f.close()
-            raise MTError(f"{self.run_dir}: in use by {holder}; wait for it to end or stop it, "
-                          "or give this run another directory (hydra.run.dir=...)") from None
+            raise MTError(
+                f"{self.run_dir}: in use by {holder}; wait for it to end or stop it, "
+                "or give this run another directory (hydra.run.dir=...)"
+            ) from None
         f.seek(0)
         f.truncate()
         f.write(f"pid {os.getpid()} on {socket.gethostname()}\n")

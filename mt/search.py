@@ -3,6 +3,8 @@
     state = model.start_state(src)          # encode once
     logits, state = model.step(tokens, state)  # one token per hypothesis -> next-token logits
     state = state.select(index)              # reorder / drop hypotheses (batch dim 0)
+
+(mt/model/state.py holds the state; the Transformer and the RNN both implement the interface.)
 """
 
 from __future__ import annotations
@@ -78,8 +80,15 @@ def greedy_search(model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: i
 
 
 @torch.no_grad()
-def beam_search(model, src: torch.Tensor, beam: int = 5, alpha: float = 0.6, max_len_a: float = 1.2,
-                max_len_b: int = 10, nbest: int = 1) -> list[list[Hypothesis]]:
+def beam_search(
+    model,
+    src: torch.Tensor,
+    beam: int = 5,
+    alpha: float = 0.6,
+    max_len_a: float = 1.2,
+    max_len_b: int = 10,
+    nbest: int = 1,
+) -> list[list[Hypothesis]]:
     """Batched beam search: every sentence x beam in one tensor batch, scored with the GNMT
     length penalty. A sentence is done once its best finished hypothesis cannot be beaten
     by any live one (or at its length limit); done sentences leave the batch (a few at a time).
@@ -121,8 +130,14 @@ def beam_search(model, src: torch.Tensor, beam: int = 5, alpha: float = 0.6, max
         keep_origin, keep_tok = origin.gather(1, keep_rank), next_tok.gather(1, keep_rank)
 
         top_lp_h, origin_h, next_tok_h, is_eos_h, keep_origin_h, keep_tok_h, best_live = on_host(
-            top_lp[:, :beam], origin[:, :beam], next_tok[:, :beam], is_eos[:, :beam], keep_origin, keep_tok,
-            keep_lp[:, 0])
+            top_lp[:, :beam],
+            origin[:, :beam],
+            next_tok[:, :beam],
+            is_eos[:, :beam],
+            keep_origin,
+            keep_tok,
+            keep_lp[:, 0],
+        )
 
         # Record finished hypotheses: EOS among the top `beam`, or every top candidate at the limit.
         ended = is_eos_h & (top_lp_h > float("-inf")) & running[:, None]
@@ -146,8 +161,10 @@ def beam_search(model, src: torch.Tensor, beam: int = 5, alpha: float = 0.6, max
         if done.all():
             break
         running = ~done  # done sentences ride along, ignored, until they are worth dropping
-        history = torch.cat([history.gather(1, keep_origin_h[:, :, None].expand(-1, -1, history.size(2))),
-                             keep_tok_h[:, :, None]], dim=2)
+        history = torch.cat(
+            [history.gather(1, keep_origin_h[:, :, None].expand(-1, -1, history.size(2))), keep_tok_h[:, :, None]],
+            dim=2,
+        )
         rows = (torch.arange(live, device=device)[:, None] * beam + keep_origin).view(-1)
         if fastpath.worth_dropping(int(done.sum()), live, device):
             still_h = running.nonzero().squeeze(1)

@@ -94,6 +94,7 @@ def _load_proto(proto: bytes) -> spm.SentencePieceProcessor:
 def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
     """Train one sentencepiece model on lines and return its serialized bytes."""
     from mt.fastpath import cpu_threads  # here, so that reading a tokenizer does not import torch
+
     lines = [line for line in lines if line.strip()]
     if not lines:
         raise MTError("cannot train a tokenizer on an empty corpus")
@@ -135,7 +136,9 @@ def build_tokenizer(tok_cfg, corpus, folder: Path) -> Tokenizer:
         return Tokenizer.load(folder)
     log.info(
         "tokenizer: training sentencepiece %s, vocab %d, %s",
-        tok_cfg.type, tok_cfg.vocab_size, "joint" if tok_cfg.joint else "separate",
+        tok_cfg.type,
+        tok_cfg.vocab_size,
+        "joint" if tok_cfg.joint else "separate",
     )
     if tok_cfg.joint:
         tokenizer = Tokenizer(train_sentencepiece(src + tgt, tok_cfg))
@@ -144,6 +147,7 @@ def build_tokenizer(tok_cfg, corpus, folder: Path) -> Tokenizer:
     tokenizer.save(folder)
     meta = {"fingerprint": key, "src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size}
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-    log.info("tokenizer: vocab %d (src) / %d (tgt), saved in %s",
-             tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, folder)
+    log.info(
+        "tokenizer: vocab %d (src) / %d (tgt), saved in %s", tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, folder
+    )
     return tokenizer

@@ -1,6 +1,8 @@
 """`make train`: data -> tokenizer -> model -> training -> test-set BLEU, all in one run directory.
 
-    mt-train experiment=smoke data=files data.dir=../shared/data/multi30k data.test_split=test2016
+    mt-train experiment=smoke                          # or: make train ARGS="experiment=smoke"
+
+Rerunning the same command on the same run directory resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -49,11 +51,22 @@ def evaluate_test(cfg: DictConfig, checkpoint: Path, out_dir: Path, test, device
     hypotheses = [r[0].text for r in results]
     (out_dir / "test.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     scores = score(hypotheses, test.tgt)
-    summary = {"split": cfg.data.test_split, "checkpoint": checkpoint.name, "beam": dc.beam, "alpha": dc.alpha,
-               **scores.as_dict()}
+    summary = {
+        "split": cfg.data.test_split,
+        "checkpoint": checkpoint.name,
+        "beam": dc.beam,
+        "alpha": dc.alpha,
+        **scores.as_dict(),
+    }
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    log.info("test %s (%s, beam %d): BLEU %.2f | chrF %.2f", cfg.data.test_split, checkpoint.name, dc.beam,
-             scores.bleu, scores.chrf)
+    log.info(
+        "test %s (%s, beam %d): BLEU %.2f | chrF %.2f",
+        cfg.data.test_split,
+        checkpoint.name,
+        dc.beam,
+        scores.bleu,
+        scores.chrf,
+    )
     log.info("%s", scores.bleu_signature)
     return summary
 
@@ -61,7 +74,7 @@ def evaluate_test(cfg: DictConfig, checkpoint: Path, out_dir: Path, test, device
 def final_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
     """best.pt, or the average of the last train.average_last checkpoints if its validation BLEU is higher."""
     best = ckpt_dir / "best.pt"
-    steps = trainer.progress.last_kept[-cfg.train.average_last:] if cfg.train.average_last else []
+    steps = trainer.progress.last_kept[-cfg.train.average_last :] if cfg.train.average_last else []
     if len(steps) < 2:
         return best
     averaged = ckpt_dir / "averaged.pt"
@@ -76,8 +89,9 @@ def final_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
 def encode_splits(cfg: DictConfig, data: Prepared) -> tuple[EncodedCorpus, EncodedCorpus]:
     """Training pairs encoded, filtered and cached (data.train's text is let go), and validation pairs."""
     start = time.perf_counter()
-    train, report = cached_encode(data.tokenizer, data.train, cfg.data.max_len, cfg.data.max_len_ratio,
-                                  cfg.data.cache_dir)
+    train, report = cached_encode(
+        data.tokenizer, data.train, cfg.data.max_len, cfg.data.max_len_ratio, cfg.data.cache_dir
+    )
     log.info("train: encoded in %.1fs", time.perf_counter() - start)
     log.info("train filter: %s", report)
     if not len(train):
@@ -123,8 +137,13 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     train, valid = encode_splits(cfg, data)
     model = build_model(cfg.model, tok)
     n_params = sum(p.numel() for p in model.parameters())
-    log.info("model: %s, %.1fM parameters, run directory %s%s", cfg.model.arch, n_params / 1e6, out_dir,
-             f", {dist.world} processes" if dist.enabled else "")
+    log.info(
+        "model: %s, %.1fM parameters, run directory %s%s",
+        cfg.model.arch,
+        n_params / 1e6,
+        out_dir,
+        f", {dist.world} processes" if dist.enabled else "",
+    )
     trainer = Trainer(cfg, model, tok, train, valid, data.valid, out_dir, device, dist)
     trainer.fit()
     if dist.is_main:

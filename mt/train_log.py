@@ -43,8 +43,12 @@ class TrainWindow:
     def flush(self, step: int, epoch: int) -> dict:
         nll = self.nll / self.tokens
         record = {
-            "step": step, "epoch": epoch + 1, "loss": round(self.loss / self.tokens, 4),
-            "nll": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 3), "lr": self.lr,
+            "step": step,
+            "epoch": epoch + 1,
+            "loss": round(self.loss / self.tokens, 4),
+            "nll": round(nll, 4),
+            "ppl": round(math.exp(min(nll, 50)), 3),
+            "lr": self.lr,
             "grad_norm": round(self.grad_norm / self.steps, 4),
             "tgt_tokens_per_s": round(self.tokens / self.seconds, 1),
             "padding": round(1 - self.real / self.padded, 4),
@@ -71,9 +75,25 @@ def log_train_record(record: dict, writer, train_log, bar: tqdm, device: torch.d
     log.info(
         "step %d | epoch %d | loss %.3f | ppl %.2f | lr %.2e | gnorm %.2f | %.0f tgt tok/s%s | pad %.0f%% | "
         "mem %.1f GB",
-        record["step"], record["epoch"], record["loss"], record["ppl"], record["lr"], record["grad_norm"],
-        record["tgt_tokens_per_s"], speed, 100 * record["padding"], record["peak_mem_mib"] / 1024,
+        record["step"],
+        record["epoch"],
+        record["loss"],
+        record["ppl"],
+        record["lr"],
+        record["grad_norm"],
+        record["tgt_tokens_per_s"],
+        speed,
+        100 * record["padding"],
+        record["peak_mem_mib"] / 1024,
     )
+
+
+def log_validation(record: dict, p: Progress, improved: bool, seconds: float) -> None:
+    log.info(
+        "valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f | best %.2f @ %d%s (%.1fs)",
+        p.step, record["valid_loss"], record["valid_ppl"], record["valid_bleu"], record["valid_chrf"],
+        p.best_bleu, p.best_step, " *" if improved else "", seconds,
+    )  # fmt: skip
 
 
 def announce_duration(p: Progress, tc, seconds_per_update: float, bar: tqdm, device: torch.device) -> None:
@@ -83,12 +103,18 @@ def announce_duration(p: Progress, tc, seconds_per_update: float, bar: tqdm, dev
     bar.refresh()
     seconds = left * seconds_per_update
     hours = seconds / 3600
-    log.info("at %.2f s per update, the %d updates left will take about %s%s", seconds_per_update, left,
-             f"{hours:.1f} h" if hours >= 1 else f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s",
-             " (or less, with train.patience)" if tc.patience else "")
+    log.info(
+        "at %.2f s per update, the %d updates left will take about %s%s",
+        seconds_per_update,
+        left,
+        f"{hours:.1f} h" if hours >= 1 else f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s",
+        " (or less, with train.patience)" if tc.patience else "",
+    )
     if device.type == "cpu" and hours > 2:
-        log.warning("this configuration is meant for a GPU; on a CPU, experiment=multi30k_cpu (60 minutes) "
-                    "or experiment=smoke (8 minutes) train a smaller model on the same data")
+        log.warning(
+            "this configuration is meant for a GPU; on a CPU, experiment=multi30k_cpu (60 minutes) "
+            "or experiment=smoke (8 minutes) train a smaller model on the same data"
+        )
 
 
 def peak_memory_mib(device: torch.device) -> float:

@@ -11,7 +11,6 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
@@ -19,9 +18,8 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mt import fastpath
-from mt.batching import EncodedCorpus, collate, token_batches
+from mt.batching import DataOrder, EncodedCorpus, collate
 from mt.data import ParallelCorpus
-from mt.decoding import DecodeSettings
 from mt.distributed import Dist, broadcast_from_main, sum_across
 from mt.errors import Interrupted, MTError
 from mt.flops import parameter_counts, peak_flops, training_flops
@@ -41,7 +39,7 @@ from mt.run_checkpoints import (
     training_state,
 )
 from mt.tokenizer import PAD
-from mt.train_log import TrainWindow, announce_duration, log_train_record
+from mt.train_log import TrainWindow, announce_duration, log_train_record, log_validation
 from mt.validation import Validator
 
 log = logging.getLogger(__name__)
@@ -50,8 +48,18 @@ ANNOUNCE_AFTER = 10  # updates timed before the run's duration is estimated
 
 
 class Trainer:
-    def __init__(self, cfg, model, tokenizer, train_data: EncodedCorpus, valid_data: EncodedCorpus,
-                 valid_text: ParallelCorpus, run_dir: Path, device: torch.device, dist: Dist | None = None):
+    def __init__(
+        self,
+        cfg,
+        model,
+        tokenizer,
+        train_data: EncodedCorpus,
+        valid_data: EncodedCorpus,
+        valid_text: ParallelCorpus,
+        run_dir: Path,
+        device: torch.device,
+        dist: Dist | None = None,
+    ):
         self.cfg, self.tc, self.dist = cfg, cfg.train, dist or Dist()
         self.model = model.to(device)
         # What training calls: the model itself, or its DistributedDataParallel wrapper. The only
@@ -68,41 +76,18 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.tc.precision == "fp16")
         self.peak_lr = peak_lr(self.tc, model_options(cfg.model, strict=False).d_model)
         self.progress = Progress()
-        self.src_lens, self.tgt_lens = train_data.src_lens, train_data.tgt_lens
+        self.tgt_lens = train_data.tgt_lens
+        self.data_order = DataOrder(train_data.src_lens, train_data.tgt_lens, self.tc.max_tokens, self.tc.seed)
         self.peak = peak_flops(device, self.tc.peak_tflops)
         self.param_counts = parameter_counts(model)
         self.bad_in_a_row = 0
         self.stop_request = StopRequest()
-        settings = DecodeSettings.from_config(cfg.decode, beam=cfg.decode.valid_beam,
-                                              precision=fastpath.decode_precision(device, self.tc.precision))
-        self.validator = Validator(self.model, tokenizer, valid_data, valid_text, settings, device,
-                                   self.batch_loss, self.tc.max_tokens, cfg.data.valid_max_sentences)
+        self.validator = Validator.for_training(
+            cfg, self.model, tokenizer, valid_data, valid_text, device, self.batch_loss
+        )
         self.keeper = CheckpointKeeper(self.ckpt_dir, self.tc, self.checkpoint_state, self.dist.is_main)
         if self.dist.is_main:
             check_writable(self.ckpt_dir, checkpoint_bytes(model, self.tc))
-        self._epoch_batches: tuple[int, list[np.ndarray]] | None = None
-
-    # ---- data order -------------------------------------------------------------------------
-
-    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
-        """The batches of an epoch: a pure function of (seed, epoch), so a resumed run sees the same."""
-        if self._epoch_batches is None or self._epoch_batches[0] != epoch:
-            rng = np.random.default_rng([self.tc.seed, epoch])
-            self._epoch_batches = (epoch, token_batches(self.src_lens, self.tgt_lens, self.tc.max_tokens, rng))
-        return self._epoch_batches[1]
-
-    def next_batches(self, count: int) -> list[np.ndarray]:
-        """The next `count` batches (one update's worth), advancing the data position."""
-        out = []
-        while len(out) < count:
-            batches = self.epoch_batches(self.progress.epoch)
-            if self.progress.batch_in_epoch >= len(batches):
-                self.progress.epoch += 1
-                self.progress.batch_in_epoch = 0
-                continue
-            out.append(batches[self.progress.batch_in_epoch])
-            self.progress.batch_in_epoch += 1
-        return out
 
     # ---- one update -------------------------------------------------------------------------
 
@@ -122,7 +107,7 @@ class Trainer:
         """
         self.model.train()
         world, rank = self.dist.world, self.dist.rank
-        update = self.next_batches(self.tc.update_freq * world)  # the same on every rank
+        update = self.data_order.take(self.progress, self.tc.update_freq * world)  # the same on every rank
         total_tokens = int(sum(self.tgt_lens[idx].sum() + len(idx) for idx in update))  # EOS included
         batches = [collate(self.train_data, idx) for idx in update[rank::world]]
         sums = []  # (loss, nll) of each batch, read once at the end: one wait for the device per update
@@ -135,11 +120,28 @@ class Trainer:
         loss_sum, nll_sum = torch.stack(sums).sum(0).tolist()
         loss_sum, nll_sum = sum_across([loss_sum, nll_sum], self.dist, self.device)
         self.scaler.unscale_(self.optimizer)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
-        ))
+        grad_norm = float(
+            torch.nn.utils.clip_grad_norm_(
+                self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
+            )
+        )
         lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
         lr *= cooldown_factor(self.budget_used(), self.tc.cooldown)
+        finite = self._apply_update(loss_sum, grad_norm, lr)
+        return {
+            "finite": finite,
+            "loss": loss_sum / total_tokens,
+            "nll": nll_sum / total_tokens,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "tgt_tokens": total_tokens,
+            "padded_tokens": sum(b.padded_tokens for b in batches) * world,  # this rank's share, scaled
+            "real_tokens": sum(b.real_tokens for b in batches) * world,
+            "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in batches) * world,
+        }
+
+    def _apply_update(self, loss_sum: float, grad_norm: float, lr: float) -> bool:
+        """Step the optimizer at lr if loss and gradient are finite; otherwise skip and count. Whether it stepped."""
         finite = math.isfinite(loss_sum) and math.isfinite(grad_norm)
         if finite:
             for group in self.optimizer.param_groups:
@@ -152,24 +154,21 @@ class Trainer:
         else:
             self.progress.skipped_steps += 1
             self.bad_in_a_row += 1
-            log.warning("skipped an update: loss %s, grad norm %s (%d in a row, %d in all)",
-                        loss_sum, grad_norm, self.bad_in_a_row, self.progress.skipped_steps)
+            log.warning(
+                "skipped an update: loss %s, grad norm %s (%d in a row, %d in all)",
+                loss_sum,
+                grad_norm,
+                self.bad_in_a_row,
+                self.progress.skipped_steps,
+            )
             if self.bad_in_a_row >= self.tc.max_bad_steps:
-                raise MTError(f"{self.bad_in_a_row} updates in a row had a non-finite loss or gradient "
-                              f"(train.max_bad_steps); lower train.lr or use train.precision=fp32")
+                raise MTError(
+                    f"{self.bad_in_a_row} updates in a row had a non-finite loss or gradient "
+                    f"(train.max_bad_steps); lower train.lr or use train.precision=fp32"
+                )
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        return {
-            "finite": finite,
-            "loss": loss_sum / total_tokens,
-            "nll": nll_sum / total_tokens,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "tgt_tokens": total_tokens,
-            "padded_tokens": sum(b.padded_tokens for b in batches) * world,  # this rank's share, scaled
-            "real_tokens": sum(b.real_tokens for b in batches) * world,
-            "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in batches) * world,
-        }
+        return finite
 
     # ---- checkpoints, budget, validation ----------------------------------------------------
 
@@ -192,13 +191,13 @@ class Trainer:
 
     def budget_used(self) -> float:
         p = self.progress
-        return budget_used(p, self.tc, len(self.epoch_batches(p.epoch)))
+        return budget_used(p, self.tc, self.data_order.epoch_length(p.epoch))
 
     def should_stop(self) -> str | None:
         """Why to stop now, or None. With several ranks, all stop when any would (signals and
         wall-clock time can differ between processes)."""
         p = self.progress
-        reason = stop_reason(p, self.tc, len(self.epoch_batches(p.epoch)), self.stop_request.signal_name)
+        reason = stop_reason(p, self.tc, self.data_order.epoch_length(p.epoch), self.stop_request.signal_name)
         if self.dist.enabled and sum_across([float(reason is not None)], self.dist, self.device)[0] > 0:
             reason = reason or "another rank stopped"
         return reason
@@ -216,11 +215,7 @@ class Trainer:
             p = self.progress
             improved = p.record_validation(record["valid_bleu"])
             self.keeper.keep_best(p, record["valid_bleu"])
-            log.info(
-                "valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f | best %.2f @ %d%s (%.1fs)",
-                p.step, record["valid_loss"], record["valid_ppl"], record["valid_bleu"], record["valid_chrf"],
-                p.best_bleu, p.best_step, " *" if improved else "", time.perf_counter() - start,
-            )
+            log_validation(record, p, improved, time.perf_counter() - start)
         self.progress = broadcast_from_main(self.progress, self.dist)
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -231,8 +226,13 @@ class Trainer:
         writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.progress.step + 1) if main else None
         train_log = open(self.run_dir / "train.jsonl", "a", encoding="utf-8") if main else None
         window = TrainWindow(self.peak)
-        bar = tqdm(total=self.tc.max_steps, initial=self.progress.step, unit="step", dynamic_ncols=True,
-                   disable=None if main else True)
+        bar = tqdm(
+            total=self.tc.max_steps,
+            initial=self.progress.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=None if main else True,
+        )
         self._log_start()
         first_step, first_elapsed = self.progress.step, self.progress.elapsed
         try:
@@ -266,21 +266,27 @@ class Trainer:
         return self.progress
 
     def _log_start(self) -> None:
-        log.info("training: %d pairs, %d batches/epoch, peak lr %.2e, %s on %s",
-                 len(self.train_data), len(self.epoch_batches(self.progress.epoch)), self.peak_lr,
-                 self.tc.precision, self.device)
+        batches = self.data_order.epoch_length(self.progress.epoch)
+        log.info(
+            f"training: {len(self.train_data)} pairs, {batches} batches/epoch, peak lr {self.peak_lr:.2e}, "
+            f"{self.tc.precision} on {self.device}"
+        )
         parameters = sum(p.numel() for p in self.model.parameters())
         if self.device.type == "cpu" and parameters > 20e6:
-            log.info("a %.0fM-parameter model on a CPU: expect a long run (an estimate follows after %d updates)",
-                     parameters / 1e6, ANNOUNCE_AFTER)
+            log.info(
+                f"a {parameters / 1e6:.0f}M-parameter model on a CPU: expect a long run "
+                f"(an estimate follows after {ANNOUNCE_AFTER} updates)"
+            )
 
     def _finish(self, reason: str, writer: SummaryWriter | None) -> None:
         """After the last update: on a signal, save last.pt and stop; otherwise validate and save the end."""
         log.info("stopping: %s", reason)
         if self.stop_request.signal_name:
             self.keeper.save("last.pt")
-            raise Interrupted(f"{reason}: saved {self.ckpt_dir / 'last.pt'} at step {self.progress.step}; "
-                              "run the same command again to resume")
+            raise Interrupted(
+                f"{reason}: saved {self.ckpt_dir / 'last.pt'} at step {self.progress.step}; "
+                "run the same command again to resume"
+            )
         if self.progress.step % self.tc.valid_every:
             self.validate_and_keep_best(writer)
         self.keeper.save_periodic(self.progress)

@@ -35,8 +35,12 @@ def read_input(path: str | None) -> list[str]:
 
 def format_results(results, nbest: int, alignments: bool = False) -> list[str]:
     if alignments:
-        return [r[0].text + "\t" + format_alignment(hard_alignment(r[0].attention))
-                if r[0].attention is not None else r[0].text + "\t" for r in results]
+        return [
+            r[0].text + "\t" + format_alignment(hard_alignment(r[0].attention))
+            if r[0].attention is not None
+            else r[0].text + "\t"
+            for r in results
+        ]
     if nbest == 1:
         return [r[0].text for r in results]
     return [f"{i}\t{rank}\t{t.score:.4f}\t{t.text}" for i, r in enumerate(results) for rank, t in enumerate(r)]
@@ -77,8 +81,14 @@ def run(args) -> None:
     start = time.perf_counter()
     model, tokenizer, cfg = load_for_inference(args.checkpoint)
     settings = DecodeSettings.from_config(
-        cfg.decode, beam=args.beam, alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-        nbest=args.nbest, batch_tokens=args.batch_tokens, precision=args.dtype,
+        cfg.decode,
+        beam=args.beam,
+        alpha=args.alpha,
+        max_len_a=args.max_len_a,
+        max_len_b=args.max_len_b,
+        nbest=args.nbest,
+        batch_tokens=args.batch_tokens,
+        precision=args.dtype,
     )
     options = dict(
         attention_layer=args.attention_layer if (args.alignments or args.attention_dir) else None,
@@ -110,8 +120,10 @@ def run(args) -> None:
         if out is not sys.stdout:
             out.close()
     if translator.truncated:
-        print(f"warning: {translator.truncated} lines were longer than {args.max_src_len} pieces "
-              "and were truncated", file=sys.stderr)
+        print(
+            f"warning: {translator.truncated} lines were longer than {args.max_src_len} pieces and were truncated",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from mt import fastpath
 from mt.batching import EncodedCorpus, collate, token_batches
 from mt.data import ParallelCorpus
 from mt.decoding import DecodeSettings, Translator
@@ -22,15 +23,42 @@ PIXELS = 8  # heatmap pixels per (target, source) cell
 
 
 class Validator:
-    def __init__(self, model: torch.nn.Module, tokenizer, data: EncodedCorpus, text: ParallelCorpus,
-                 settings: DecodeSettings, device: torch.device, batch_loss: Callable, max_tokens: int,
-                 max_sentences: int = 0):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        data: EncodedCorpus,
+        text: ParallelCorpus,
+        settings: DecodeSettings,
+        device: torch.device,
+        batch_loss: Callable,
+        max_tokens: int,
+        max_sentences: int = 0,
+    ):
         """batch_loss(batch) -> summed (loss, nll), as training computes it; settings decode the
         BLEU translations and the heatmaps' sentences alike."""
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.data, self.settings, self.batch_loss, self.max_tokens = data, settings, batch_loss, max_tokens
         limit = max_sentences or len(text)
         self.sources, self.references = text.src[:limit], text.tgt[:limit]
+
+    @classmethod
+    def for_training(cls, cfg, model, tokenizer, data: EncodedCorpus, text: ParallelCorpus, device, batch_loss):
+        """The validation a run's config asks for: decode.valid_beam, in the precision fastpath picks."""
+        settings = DecodeSettings.from_config(
+            cfg.decode, beam=cfg.decode.valid_beam, precision=fastpath.decode_precision(device, cfg.train.precision)
+        )
+        return cls(
+            model,
+            tokenizer,
+            data,
+            text,
+            settings,
+            device,
+            batch_loss,
+            cfg.train.max_tokens,
+            cfg.data.valid_max_sentences,
+        )
 
     @torch.no_grad()
     def loss(self) -> tuple[float, float]:
@@ -52,9 +80,15 @@ class Validator:
         hypotheses = [r[0].text for r in translator.translate(self.sources)]
         scores = score(hypotheses, self.references)
         record = {
-            "step": step, "epoch": epoch, "valid_loss": round(loss, 4), "valid_nll": round(nll, 4),
-            "valid_ppl": round(math.exp(min(nll, 50)), 3), "valid_bleu": scores.bleu, "valid_chrf": scores.chrf,
-            "bleu_signature": scores.bleu_signature, "elapsed": round(elapsed, 1),
+            "step": step,
+            "epoch": epoch,
+            "valid_loss": round(loss, 4),
+            "valid_nll": round(nll, 4),
+            "valid_ppl": round(math.exp(min(nll, 50)), 3),
+            "valid_bleu": scores.bleu,
+            "valid_chrf": scores.chrf,
+            "bleu_signature": scores.bleu_signature,
+            "elapsed": round(elapsed, 1),
         }
         if writer is not None:
             self._report(record, hypotheses, translator, writer, run_dir)

@@ -43,7 +43,7 @@ def main() -> None:
         paths = [Path(x) for x in args.inputs]
     elif args.run and (args.last or args.best):
         folder = Path(args.run) / "checkpoints"
-        paths = numbered(folder, "step")[-args.last:] if args.last else best_by_bleu(folder, args.best)
+        paths = numbered(folder, "step")[-args.last :] if args.last else best_by_bleu(folder, args.best)
         want = args.last or args.best
         if len(paths) < want:
             raise MTError(f"{folder}: found {len(paths)} checkpoints to average, wanted {want}")

@@ -52,55 +52,86 @@ def run_json(args: list[str]) -> list[dict]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", default="runs/smoke/checkpoints/best.pt",
-                   help="a trained checkpoint for the decoding figures (skipped if missing)")
+    p.add_argument(
+        "--checkpoint",
+        default="runs/smoke/checkpoints/best.pt",
+        help="a trained checkpoint for the decoding figures (skipped if missing)",
+    )
     p.add_argument("--data", default="../shared/data/multi30k", help="folder with test2016.de / test2016.en")
     p.add_argument("--presets", nargs="+", default=["small", "base"], choices=list(PRESET_NAMES))
-    p.add_argument("--steps", type=int, default=0,
-                   help="timed training steps per configuration (default 5 CPU, 20 GPU)")
+    p.add_argument(
+        "--steps", type=int, default=0, help="timed training steps per configuration (default 5 CPU, 20 GPU)"
+    )
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--compile", action="store_true", help="GPU: also time the training step under torch.compile")
     args = p.parse_args()
     gpu = args.device == "cuda"
 
     name = f"cuda: {torch.cuda.get_device_name()}" if gpu else f"cpu: {cpu_name()}"
-    env = {"bench": "env", "device": name, "capability": None if gpu else torch.backends.cpu.get_cpu_capability(),
-           "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version()}
+    env = {
+        "bench": "env",
+        "device": name,
+        "capability": None if gpu else torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
     print(json.dumps(env), flush=True)
 
     model_bench = [str(HERE / "bench_model.py"), "--device", args.device, "--json"]
     model_bench += ["--steps", str(args.steps)] if args.steps else []
     train = []
     if gpu:  # one process: ours and nn.Transformer's side by side
-        train = [r for r in run_json([*model_bench, "--no-decode", *(["--compile"] if args.compile else [])])
-                 if r["bench"] == "train"]
+        train = [
+            r
+            for r in run_json([*model_bench, "--no-decode", *(["--compile"] if args.compile else [])])
+            if r["bench"] == "train"
+        ]
     else:  # one process per figure, so that each peak RSS is its own
         for preset in args.presets:
             for precision in ("fp32", "bf16"):
-                train += [r for r in run_json([*model_bench, "--presets", preset, "--precisions", precision,
-                                               "--no-decode"]) if r["bench"] == "train"]
+                train += [
+                    r
+                    for r in run_json([*model_bench, "--presets", preset, "--precisions", precision, "--no-decode"])
+                    if r["bench"] == "train"
+                ]
     steps = [r for r in run_json([*model_bench, "--no-train"]) if r["bench"] == "decode_step"]
     src, ref = Path(args.data) / "test2016.de", Path(args.data) / "test2016.en"
     decode = []
     if Path(args.checkpoint).is_file() and src.is_file():
-        decode = run_json([str(HERE / "bench_decode.py"), "--checkpoint", args.checkpoint, "--src", str(src),
-                           "--ref", str(ref), "--device", args.device, "--json"])
+        decode = run_json(
+            [
+                str(HERE / "bench_decode.py"),
+                "--checkpoint",
+                args.checkpoint,
+                "--src",
+                str(src),
+                "--ref",
+                str(ref),
+                "--device",
+                args.device,
+                "--json",
+            ]
+        )
     else:
-        print(f"# decoding skipped: needs {args.checkpoint} and {src} (train experiment=smoke, see README)",
-              flush=True)
+        print(f"# decoding skipped: needs {args.checkpoint} and {src} (train experiment=smoke, see README)", flush=True)
 
     print(f"\n{env['device']} ({env['capability']}), {env['threads']} threads, torch {env['torch']}")
     if gpu:
-        print("\ntraining: forward + backward + Adam; wmt = 780 x 32 tokens, vocab 37k; "
-              "multi30k = 300 x 28/27, vocab 10k")
+        print(
+            "\ntraining: forward + backward + Adam; wmt = 780 x 32 tokens, vocab 37k; multi30k = 300 x 28/27, vocab 10k"
+        )
         print_training_table(train)
     else:
-        print(f"\ntraining: forward + backward + Adam, {train[0]['tgt_tokens_per_step']} target tokens/step, "
-              "vocab 8000")
+        print(
+            f"\ntraining: forward + backward + Adam, {train[0]['tgt_tokens_per_step']} target tokens/step, vocab 8000"
+        )
         print(f"{'preset':26} {'precision':9} {'tgt tok/s':>10} {'ms/step':>9} {'peak RSS MiB':>13}")
         for r in train:
-            print(f"{PRESET_NAMES[r['preset']]:26} {r['precision']:9} {r['tgt_tokens_per_s']:>10} "
-                  f"{r['ms_per_step']:>9} {r['peak_rss_mib']:>13}")
+            print(
+                f"{PRESET_NAMES[r['preset']]:26} {r['precision']:9} {r['tgt_tokens_per_s']:>10} "
+                f"{r['ms_per_step']:>9} {r['peak_rss_mib']:>13}"
+            )
     print(f"\ndecoder step, {steps[0]['preset']} preset, batch 32, fp32: with the KV cache vs re-running the prefix")
     print(f"{'prefix':>6} {'cached ms':>10} {'re-run ms':>10}")
     for r in steps:

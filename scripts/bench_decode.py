@@ -26,8 +26,13 @@ from mt.metrics import score
 def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:
     """Wall time of a whole `translate` process on one sentence."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "mt.translate", "-c", checkpoint, "--beam", "1", "-q", "--device", device],
-                   input=sentence + "\n", capture_output=True, text=True, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "mt.translate", "-c", checkpoint, "--beam", "1", "-q", "--device", device],
+        input=sentence + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return time.perf_counter() - start
 
 
@@ -49,17 +54,23 @@ def main() -> None:
     sources = read_lines(args.src)
     references = read_lines(args.ref) if args.ref else None
     batch_tokens = args.batch_tokens or cfg.decode.batch_tokens
-    env = {"bench": "env", "torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device,
-           "sentences": len(sources), "batch_tokens": batch_tokens}
+    env = {
+        "bench": "env",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "device": args.device,
+        "sentences": len(sources),
+        "batch_tokens": batch_tokens,
+    }
     print(json.dumps(env), flush=True)
     rows = []
     for precision in args.precisions:
-        warm_up = DecodeSettings.from_config(cfg.decode, beam=max(args.beams), batch_tokens=batch_tokens,
-                                             precision=precision)
+        warm_up = DecodeSettings.from_config(
+            cfg.decode, beam=max(args.beams), batch_tokens=batch_tokens, precision=precision
+        )
         Translator(model, tokenizer, warm_up, args.device).translate(sources[:64])
         for beam in args.beams:
-            settings = DecodeSettings.from_config(cfg.decode, beam=beam, batch_tokens=batch_tokens,
-                                                  precision=precision)
+            settings = DecodeSettings.from_config(cfg.decode, beam=beam, batch_tokens=batch_tokens, precision=precision)
             translator = Translator(model, tokenizer, settings, args.device)
             best = float("inf")
             for _ in range(args.repeats):
@@ -68,9 +79,14 @@ def main() -> None:
                 best = min(best, time.perf_counter() - start)
             hyps = [r[0].text for r in results]
             tgt_tokens = sum(len(r[0].tgt_pieces) for r in results)
-            row = {"bench": "decode", "precision": precision, "beam": beam,
-                   "sentences_per_s": round(len(sources) / best, 1), "tgt_tokens_per_s": round(tgt_tokens / best),
-                   "seconds": round(best, 2)}
+            row = {
+                "bench": "decode",
+                "precision": precision,
+                "beam": beam,
+                "sentences_per_s": round(len(sources) / best, 1),
+                "tgt_tokens_per_s": round(tgt_tokens / best),
+                "seconds": round(best, 2),
+            }
             if references:
                 row["bleu"] = score(hyps, references).bleu
             rows.append(row)
@@ -80,9 +96,12 @@ def main() -> None:
     if args.json:
         return
 
-    print_table(rows, startup,
-                f"decoding {len(sources)} sentences on {args.device}, batches of {batch_tokens} tokens, "
-                f"{env['threads']} threads")
+    print_table(
+        rows,
+        startup,
+        f"decoding {len(sources)} sentences on {args.device}, batches of {batch_tokens} tokens, "
+        f"{env['threads']} threads",
+    )
 
 
 def print_table(rows: list[dict], startup: float, title: str) -> None:
@@ -90,8 +109,10 @@ def print_table(rows: list[dict], startup: float, title: str) -> None:
     print(f"\n{title}")
     print(f"{'precision':9} {'beam':>4} {'sent/s':>8} {'tgt tok/s':>10} {'BLEU':>6}")
     for r in rows:
-        print(f"{r['precision']:9} {r['beam']:>4} {r['sentences_per_s']:>8} {r['tgt_tokens_per_s']:>10} "
-              f"{r.get('bleu', '-'):>6}")
+        print(
+            f"{r['precision']:9} {r['beam']:>4} {r['sentences_per_s']:>8} {r['tgt_tokens_per_s']:>10} "
+            f"{r.get('bleu', '-'):>6}"
+        )
     print(f"translate start-up on one sentence: {startup:.2f} s")
 
 

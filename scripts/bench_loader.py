@@ -39,8 +39,11 @@ def synthetic_corpus(pairs: int, vocab: int, seed: int = 0) -> EncodedCorpus:
 def collate_one_at_a_time(corpus: EncodedCorpus, indices):
     """The collation before it was vectorised (a sentence at a time), for comparison."""
     tgts = [corpus.tgt[i] for i in indices]
-    return (pad_sequences([corpus.src[i] for i in indices], suffix=[EOS]), pad_sequences(tgts, prefix=[BOS]),
-            pad_sequences(tgts, suffix=[EOS]))
+    return (
+        pad_sequences([corpus.src[i] for i in indices], suffix=[EOS]),
+        pad_sequences(tgts, prefix=[BOS]),
+        pad_sequences(tgts, suffix=[EOS]),
+    )
 
 
 def main() -> None:
@@ -57,28 +60,54 @@ def main() -> None:
     corpus = synthetic_corpus(args.pairs, args.vocab)
     made = time.perf_counter() - start
     lens = corpus.tgt_lens
-    print(json.dumps({"bench": "corpus", "pairs": args.pairs, "mean_src": round(float(corpus.src_lens.mean()), 1),
-                      "mean_tgt": round(float(lens.mean()), 1), "max_len": int(max(lens.max(), corpus.src_lens.max())),
-                      "seconds": round(made, 1)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "bench": "corpus",
+                "pairs": args.pairs,
+                "mean_src": round(float(corpus.src_lens.mean()), 1),
+                "mean_tgt": round(float(lens.mean()), 1),
+                "max_len": int(max(lens.max(), corpus.src_lens.max())),
+                "seconds": round(made, 1),
+            }
+        ),
+        flush=True,
+    )
 
     start = time.perf_counter()
     batches = token_batches(corpus.src_lens, lens, args.max_tokens, np.random.default_rng([1, 0]))
     batching = time.perf_counter() - start
     epoch_tokens = int(lens.sum() + len(lens))
-    print(json.dumps({"bench": "token_batches", "batches": len(batches), "seconds": round(batching, 2),
-                      "tgt_tokens_per_s": round(epoch_tokens / batching)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "bench": "token_batches",
+                "batches": len(batches),
+                "seconds": round(batching, 2),
+                "tgt_tokens_per_s": round(epoch_tokens / batching),
+            }
+        ),
+        flush=True,
+    )
 
     rows = {}
-    for name, fn, count in (("vectorised", collate, args.batches),
-                            ("one_at_a_time", collate_one_at_a_time, args.old_batches)):
+    for name, fn, count in (
+        ("vectorised", collate, args.batches),
+        ("one_at_a_time", collate_one_at_a_time, args.old_batches),
+    ):
         chosen = batches[:count]
         tokens = int(sum(lens[b].sum() + len(b) for b in chosen))
         start = time.perf_counter()
         for b in chosen:
             fn(corpus, b)
         seconds = time.perf_counter() - start
-        rows[name] = {"bench": "collate", "form": name, "batches": len(chosen), "seconds": round(seconds, 2),
-                      "tgt_tokens_per_s": round(tokens / seconds)}
+        rows[name] = {
+            "bench": "collate",
+            "form": name,
+            "batches": len(chosen),
+            "seconds": round(seconds, 2),
+            "tgt_tokens_per_s": round(tokens / seconds),
+        }
         print(json.dumps(rows[name]), flush=True)
 
     per_token = batching / epoch_tokens + 1 / rows["vectorised"]["tgt_tokens_per_s"]

@@ -48,8 +48,9 @@ class TorchTransformer(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.embed = nn.Embedding(vocab, d_model, padding_idx=0)
-        self.core = nn.Transformer(d_model, heads, encoder_layers, decoder_layers, ffn_dim, 0.1,
-                                   batch_first=True, norm_first=norm_first)
+        self.core = nn.Transformer(
+            d_model, heads, encoder_layers, decoder_layers, ffn_dim, 0.1, batch_first=True, norm_first=norm_first
+        )
         position = torch.arange(1024)[:, None]
         freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
         table = torch.zeros(1024, d_model)
@@ -61,8 +62,9 @@ class TorchTransformer(nn.Module):
             return self.embed(x) * math.sqrt(self.d_model) + self.positions[: x.size(1)]
 
         causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), device=tgt.device, dtype=torch.bool)
-        h = self.core(embed(src), embed(tgt), tgt_mask=causal, src_key_padding_mask=src == 0,
-                      memory_key_padding_mask=src == 0)
+        h = self.core(
+            embed(src), embed(tgt), tgt_mask=causal, src_key_padding_mask=src == 0, memory_key_padding_mask=src == 0
+        )
         return h @ self.embed.weight.t()
 
 
@@ -77,8 +79,9 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def bench_training(kind: str, preset: str, precision: str, shape: str, steps: int, device: torch.device,
-                   compile_model: bool = False) -> dict:
+def bench_training(
+    kind: str, preset: str, precision: str, shape: str, steps: int, device: torch.device, compile_model: bool = False
+) -> dict:
     """One training configuration: kind "mt" (ours, as mt-train runs it) or "torch" (nn.Transformer)."""
     batch, src_len, tgt_len, vocab = SHAPES[shape]
     torch.manual_seed(0)
@@ -122,10 +125,17 @@ def bench_training(kind: str, preset: str, precision: str, shape: str, steps: in
     flops = training_flops(counts, src.shape, tgt.shape) / seconds
     peak = peak_flops(device, 0)
     row = {
-        "bench": "train", "model": kind + ("+compile" if compile_model else ""), "preset": preset,
-        "precision": precision, "shape": shape, "vocab": vocab, "tgt_tokens_per_step": batch * tgt_len,
-        "ms_per_step": round(seconds * 1000, 1), "tgt_tokens_per_s": round(batch * tgt_len / seconds),
-        "tflops": round(flops / 1e12, 2), "peak_mem_mib": round(peak_memory_mib(device)),
+        "bench": "train",
+        "model": kind + ("+compile" if compile_model else ""),
+        "preset": preset,
+        "precision": precision,
+        "shape": shape,
+        "vocab": vocab,
+        "tgt_tokens_per_step": batch * tgt_len,
+        "ms_per_step": round(seconds * 1000, 1),
+        "tgt_tokens_per_s": round(batch * tgt_len / seconds),
+        "tflops": round(flops / 1e12, 2),
+        "peak_mem_mib": round(peak_memory_mib(device)),
         "warmup_s": round(warmup, 1),
     }
     if peak:
@@ -136,8 +146,9 @@ def bench_training(kind: str, preset: str, precision: str, shape: str, steps: in
 
 
 @torch.no_grad()
-def bench_decode_steps(preset: str, vocab: int, batch: int, prefixes: list[int], repeats: int,
-                       device: torch.device) -> list[dict]:
+def bench_decode_steps(
+    preset: str, vocab: int, batch: int, prefixes: list[int], repeats: int, device: torch.device
+) -> list[dict]:
     """Latency of one decoder step after `prefix` tokens: with the KV cache vs re-running the prefix."""
     torch.manual_seed(0)
     model = Transformer(vocab, vocab, **PRESETS[preset]).to(device).eval()
@@ -163,21 +174,35 @@ def bench_decode_steps(preset: str, vocab: int, batch: int, prefixes: list[int],
             model.logits(model.decode(tokens, memory, src_mask)[:, -1])
         synchronize(device)
         uncached = (time.perf_counter() - start) / repeats
-        rows.append({"bench": "decode_step", "preset": preset, "batch": batch, "prefix": prefix,
-                     "cached_ms": round(cached * 1000, 2), "full_rerun_ms": round(uncached * 1000, 2)})
+        rows.append(
+            {
+                "bench": "decode_step",
+                "preset": preset,
+                "batch": batch,
+                "prefix": prefix,
+                "cached_ms": round(cached * 1000, 2),
+                "full_rerun_ms": round(uncached * 1000, 2),
+            }
+        )
     return rows
 
 
 def print_training_table(rows: list[dict]) -> None:
-    print(f"{'model':14} {'preset':6} {'precision':9} {'shape':12} {'tgt tok/s':>10} {'ms/step':>8} "
-          f"{'TFLOP/s':>8} {'MFU':>6} {'peak MiB':>9} {'vs torch':>8}")
+    print(
+        f"{'model':14} {'preset':6} {'precision':9} {'shape':12} {'tgt tok/s':>10} {'ms/step':>8} "
+        f"{'TFLOP/s':>8} {'MFU':>6} {'peak MiB':>9} {'vs torch':>8}"
+    )
     for r in rows:
-        torch_row = next((t for t in rows if t["model"] == "torch" and
-                          all(t[k] == r[k] for k in ("preset", "precision", "shape"))), None)
+        torch_row = next(
+            (t for t in rows if t["model"] == "torch" and all(t[k] == r[k] for k in ("preset", "precision", "shape"))),
+            None,
+        )
         ratio = f"{r['tgt_tokens_per_s'] / torch_row['tgt_tokens_per_s']:.2f}x" if torch_row else "-"
         mfu = f"{100 * r['mfu']:.1f}%" if "mfu" in r else "-"
-        print(f"{r['model']:14} {r['preset']:6} {r['precision']:9} {r['shape']:12} {r['tgt_tokens_per_s']:>10} "
-              f"{r['ms_per_step']:>8} {r['tflops']:>8} {mfu:>6} {r['peak_mem_mib']:>9} {ratio:>8}")
+        print(
+            f"{r['model']:14} {r['preset']:6} {r['precision']:9} {r['shape']:12} {r['tgt_tokens_per_s']:>10} "
+            f"{r['ms_per_step']:>8} {r['tflops']:>8} {mfu:>6} {r['peak_mem_mib']:>9} {ratio:>8}"
+        )
 
 
 def main() -> None:
@@ -185,10 +210,13 @@ def main() -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--presets", nargs="+", choices=list(PRESETS), help="default: small base (CPU), base (GPU)")
     p.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], help="default: fp32 bf16 (CPU), bf16 (GPU)")
-    p.add_argument("--shapes", nargs="+", choices=list(SHAPES),
-                   help="default: multi30k_cpu (CPU), wmt multi30k (GPU)")
-    p.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None,
-                   help="also time nn.Transformer (default: on a GPU)")
+    p.add_argument("--shapes", nargs="+", choices=list(SHAPES), help="default: multi30k_cpu (CPU), wmt multi30k (GPU)")
+    p.add_argument(
+        "--reference",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time nn.Transformer (default: on a GPU)",
+    )
     p.add_argument("--compile", action="store_true", help="also time both under torch.compile")
     p.add_argument("--steps", type=int, default=0, help="timed steps per configuration (default 5 CPU, 20 GPU)")
     p.add_argument("--threads", type=int, default=0)
@@ -206,9 +234,14 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     tune_process(device, training=True)  # as mt-train does
-    env = {"bench": "env", "torch": torch.__version__, "threads": torch.get_num_threads(), "device": str(device),
-           "name": torch.cuda.get_device_name(device) if gpu else platform.processor() or platform.machine(),
-           "capability": None if gpu else torch.backends.cpu.get_cpu_capability()}
+    env = {
+        "bench": "env",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "device": str(device),
+        "name": torch.cuda.get_device_name(device) if gpu else platform.processor() or platform.machine(),
+        "capability": None if gpu else torch.backends.cpu.get_cpu_capability(),
+    }
     print(json.dumps(env), flush=True)
     results = []
     for shape in [] if args.no_train else shapes:
@@ -220,16 +253,20 @@ def main() -> None:
                         print(json.dumps(results[-1]), flush=True)
                         if gpu:
                             torch.cuda.empty_cache()  # the last model's memory, for the next one
-    decode = [] if args.no_decode else bench_decode_steps("base" if gpu else "small", 8000, batch=32,
-                                                          prefixes=[8, 32, 128], repeats=20, device=device)
+    decode = (
+        []
+        if args.no_decode
+        else bench_decode_steps(
+            "base" if gpu else "small", 8000, batch=32, prefixes=[8, 32, 128], repeats=20, device=device
+        )
+    )
     for row in decode:
         print(json.dumps(row), flush=True)
     if args.json:
         return
 
     if results:
-        print(f"\ntraining, forward + backward + Adam on {env['name']}, {env['threads']} threads, "
-              f"torch {env['torch']}")
+        print(f"\ntraining, forward + backward + Adam on {env['name']}, {env['threads']} threads, torch {env['torch']}")
         print_training_table(results)
     if decode:
         print(f"\ndecode step latency, {decode[0]['preset']} preset, batch 32, fp32")

@@ -49,8 +49,9 @@ def make_trainers(overrides: list[str], run: Path) -> dict[str, Trainer]:
         pcfg = copy.deepcopy(cfg)
         with open_dict(pcfg):
             pcfg.train.precision = precision
-        trainers[precision] = Trainer(pcfg, copy.deepcopy(model), data.tokenizer, train, valid, data.valid,
-                                      run / precision, torch.device("cpu"))
+        trainers[precision] = Trainer(
+            pcfg, copy.deepcopy(model), data.tokenizer, train, valid, data.valid, run / precision, torch.device("cpu")
+        )
     return trainers
 
 
@@ -59,11 +60,16 @@ def validate_both(trainers: dict[str, Trainer]) -> None:
     records = {}
     for precision in PRECISIONS:
         records[precision] = trainers[precision].validate(writer=None)
-        print(json.dumps({"bench": "precision_valid", "precision": precision,
-                          **{k: records[precision][k] for k in VALID_KEYS}}), flush=True)
+        print(
+            json.dumps(
+                {"bench": "precision_valid", "precision": precision, **{k: records[precision][k] for k in VALID_KEYS}}
+            ),
+            flush=True,
+        )
     gap = {k: round(records["bf16"][k] - records["fp32"][k], 4) for k in ("valid_loss", "valid_bleu", "valid_chrf")}
-    print(json.dumps({"bench": "precision_valid_gap_bf16_minus_fp32", "step": records["bf16"]["step"], **gap}),
-          flush=True)
+    print(
+        json.dumps({"bench": "precision_valid_gap_bf16_minus_fp32", "step": records["bf16"]["step"], **gap}), flush=True
+    )
 
 
 def main() -> None:

@@ -18,10 +18,26 @@ from mt.tokenizer import BOS, EOS, PAD, build_tokenizer
 from mt.trainer import Trainer
 
 LEXICON = {
-    "ein": "a", "mann": "man", "frau": "woman", "hund": "dog", "katze": "cat", "kind": "child",
-    "läuft": "runs", "springt": "jumps", "sitzt": "sits", "schläft": "sleeps", "isst": "eats",
-    "rot": "red", "blau": "blue", "groß": "big", "klein": "small", "hier": "here", "dort": "there",
-    "heute": "today", "schnell": "quickly", "langsam": "slowly",
+    "ein": "a",
+    "mann": "man",
+    "frau": "woman",
+    "hund": "dog",
+    "katze": "cat",
+    "kind": "child",
+    "läuft": "runs",
+    "springt": "jumps",
+    "sitzt": "sits",
+    "schläft": "sleeps",
+    "isst": "eats",
+    "rot": "red",
+    "blau": "blue",
+    "groß": "big",
+    "klein": "small",
+    "hier": "here",
+    "dort": "there",
+    "heute": "today",
+    "schnell": "quickly",
+    "langsam": "slowly",
 }
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,12 +70,26 @@ def tiny_corpus(tmp_path_factory) -> Path:
 
 # A tiny model and schedule: trains in seconds on CPU and learns the lexicon.
 TINY_TRAIN = [
-    "~experiment", "model=transformer_small", "model.d_model=64", "model.heads=4", "model.ffn_dim=128",
-    "model.encoder_layers=2", "model.decoder_layers=2", "model.dropout=0.1",
-    "tokenizer.vocab_size=100", "tokenizer.byte_fallback=false",
-    "train.max_tokens=600", "train.lr=3e-3", "train.warmup=40",
-    "train.precision=fp32", "train.log_every=10", "train.valid_every=100", "train.save_every=50",
-    "decode=greedy", "train.threads=1", "data.cache_dir=null",
+    "~experiment",
+    "model=transformer_small",
+    "model.d_model=64",
+    "model.heads=4",
+    "model.ffn_dim=128",
+    "model.encoder_layers=2",
+    "model.decoder_layers=2",
+    "model.dropout=0.1",
+    "tokenizer.vocab_size=100",
+    "tokenizer.byte_fallback=false",
+    "train.max_tokens=600",
+    "train.lr=3e-3",
+    "train.warmup=40",
+    "train.precision=fp32",
+    "train.log_every=10",
+    "train.valid_every=100",
+    "train.save_every=50",
+    "decode=greedy",
+    "train.threads=1",
+    "data.cache_dir=null",
 ]
 
 
@@ -70,16 +100,18 @@ def cli_path(name: str) -> str:
 
 def run_cli(*args, check=True, input_text=None, timeout=600):
     """Run one of our console scripts and capture its output."""
-    result = subprocess.run([cli_path(args[0]), *args[1:]], capture_output=True, text=True, input=input_text,
-                            timeout=timeout, cwd=REPO)
+    result = subprocess.run(
+        [cli_path(args[0]), *args[1:]], capture_output=True, text=True, input=input_text, timeout=timeout, cwd=REPO
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"{args[0]} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
 
 
 def train_tiny(corpus: Path, run_dir: Path, *overrides, check=True):
-    return run_cli("mt-train", "data=files", f"data.dir={corpus}", f"hydra.run.dir={run_dir}",
-                   *TINY_TRAIN, *overrides, check=check)
+    return run_cli(
+        "mt-train", "data=files", f"data.dir={corpus}", f"hydra.run.dir={run_dir}", *TINY_TRAIN, *overrides, check=check
+    )
 
 
 @pytest.fixture(scope="session")
@@ -93,8 +125,9 @@ def trained_run(tiny_corpus, tmp_path_factory) -> Path:
 def reversal_task(n: int, vocab: int, seed: int = 0, max_len: int = 8) -> list[tuple[list[int], list[int]]]:
     """(source, reversed source) pairs of 2..max_len token ids from 4..vocab-1: a task models overfit fast."""
     g = torch.Generator().manual_seed(seed)
-    sources = [torch.randint(4, vocab, (int(torch.randint(2, max_len + 1, (1,), generator=g)),), generator=g)
-               for _ in range(n)]
+    sources = [
+        torch.randint(4, vocab, (int(torch.randint(2, max_len + 1, (1,), generator=g)),), generator=g) for _ in range(n)
+    ]
     return [(s.tolist(), s.flip(0).tolist()) for s in sources]
 
 
@@ -127,5 +160,13 @@ def tiny_trainer(corpus, run_dir, *overrides) -> Trainer:
     train, valid = load_split(cfg.data, "train"), load_split(cfg.data, "valid")
     tok = build_tokenizer(cfg.tokenizer, train, run_dir / "tokenizer")
     torch.manual_seed(0)
-    return Trainer(cfg, build_model(cfg.model, tok), tok, encode_corpus(tok, train)[0], encode_corpus(tok, valid)[0],
-                   valid, run_dir, torch.device("cpu"))
+    return Trainer(
+        cfg,
+        build_model(cfg.model, tok),
+        tok,
+        encode_corpus(tok, train)[0],
+        encode_corpus(tok, valid)[0],
+        valid,
+        run_dir,
+        torch.device("cpu"),
+    )

@@ -73,10 +73,12 @@ def test_local_hugging_face_dataset_folder(tmp_path, monkeypatch):
 
     monkeypatch.setattr(data, "_hub_cache", {})
     saved = tmp_path / "saved"
-    datasets.DatasetDict({
-        "train": datasets.Dataset.from_dict({"de": ["ein hund", "eine katze"], "en": ["a dog", "a cat"]}),
-        "validation": datasets.Dataset.from_dict({"de": ["ein"], "en": ["a"]}),
-    }).save_to_disk(str(saved))
+    datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_dict({"de": ["ein hund", "eine katze"], "en": ["a dog", "a cat"]}),
+            "validation": datasets.Dataset.from_dict({"de": ["ein"], "en": ["a"]}),
+        }
+    ).save_to_disk(str(saved))
     corpus = load_split(DataConfig(source="hub", name=str(saved)), "train")
     assert corpus.src == ["ein hund", "eine katze"] and corpus.tgt == ["a dog", "a cat"]
     with pytest.raises(MTError, match="no split 'test'"):

@@ -23,8 +23,13 @@ def default_config(*overrides):
 def test_the_default_is_the_papers_base_model_on_the_shipped_multi30k():
     cfg = default_config()
     assert cfg.name == "multi30k_base"
-    assert (cfg.model.encoder_layers, cfg.model.decoder_layers, cfg.model.d_model, cfg.model.heads,
-            cfg.model.ffn_dim) == (6, 6, 512, 8, 2048)
+    assert (
+        cfg.model.encoder_layers,
+        cfg.model.decoder_layers,
+        cfg.model.d_model,
+        cfg.model.heads,
+        cfg.model.ffn_dim,
+    ) == (6, 6, 512, 8, 2048)
     data = to_dict(cfg)["data"]  # as the run directory and checkpoints store it: an absolute path
     assert (data["source"], data["dir"]) == ("files", str(REPO_DIR / "data" / "multi30k"))
     assert (data["src_lang"], data["tgt_lang"], data["test_split"]) == ("de", "en", "test2016")
@@ -42,9 +47,18 @@ def test_shipped_multi30k_loads_whole(split, lines):
 def test_mt_train_with_no_data_arguments_trains_on_the_shipped_corpus(tmp_path):
     """What the README's `make train` runs, cut to two updates (a base model on the CPU is slow)."""
     run = tmp_path / "default"
-    run_cli("mt-train", f"hydra.run.dir={run}", "train.max_steps=2", "train.log_every=1",
-            "data.valid_max_sentences=4", "decode.max_len_b=2", "data.test_split=null", "data.cache_dir=null",
-            "tokenizer.vocab_size=2000", timeout=900)
+    run_cli(
+        "mt-train",
+        f"hydra.run.dir={run}",
+        "train.max_steps=2",
+        "train.log_every=1",
+        "data.valid_max_sentences=4",
+        "decode.max_len_b=2",
+        "data.test_split=null",
+        "data.cache_dir=null",
+        "tokenizer.vocab_size=2000",
+        timeout=900,
+    )
     records = [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2] and all(r["loss"] > 0 for r in records)
     saved = (run / "config.yaml").read_text()
@@ -72,8 +86,17 @@ def test_budget_used_is_the_share_of_whichever_budget_ends_first(tiny_corpus, tm
 
 def test_a_cooled_down_run_ends_at_rate_zero_and_says_how_long_it_takes(tiny_corpus, tmp_path):
     run = tmp_path / "cooled"
-    run_cli("mt-train", "data=files", f"data.dir={tiny_corpus}", f"hydra.run.dir={run}", *TINY_TRAIN,
-            "train.max_steps=40", "train.cooldown=0.5", "train.log_every=1", "data.test_split=null")
+    run_cli(
+        "mt-train",
+        "data=files",
+        f"data.dir={tiny_corpus}",
+        f"hydra.run.dir={run}",
+        *TINY_TRAIN,
+        "train.max_steps=40",
+        "train.cooldown=0.5",
+        "train.log_every=1",
+        "data.test_split=null",
+    )
     lrs = [json.loads(line)["lr"] for line in (run / "train.jsonl").read_text().splitlines()]
     # TINY_TRAIN: peak 3e-3 at warmup 40. Update s runs with s/40 of the peak, and from the middle of the
     # 40-update budget on, times the share of the cool-down left: (40 - (s - 1)) / 20.

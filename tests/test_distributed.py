@@ -10,18 +10,40 @@ from mt.checkpoint import load_checkpoint
 
 from conftest import REPO, TINY_TRAIN, train_tiny
 
-STEPS = ["train.max_steps=12", "train.log_every=1", "train.save_every=1000", "train.valid_every=1000",
-         "data.test_split=null", "model.dropout=0.0"]
+STEPS = [
+    "train.max_steps=12",
+    "train.log_every=1",
+    "train.save_every=1000",
+    "train.valid_every=1000",
+    "data.test_split=null",
+    "model.dropout=0.0",
+]
 
 
 def test_two_processes_match_one_process_accumulating_their_batches(tiny_corpus, tmp_path):
     single, ddp = tmp_path / "single", tmp_path / "ddp"
     train_tiny(tiny_corpus, single, *STEPS, "train.update_freq=2")
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "mt.train",
-         "data=files", f"data.dir={tiny_corpus}", f"hydra.run.dir={ddp}", *TINY_TRAIN, *STEPS,
-         "train.update_freq=1"],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "mt.train",
+            "data=files",
+            f"data.dir={tiny_corpus}",
+            f"hydra.run.dir={ddp}",
+            *TINY_TRAIN,
+            *STEPS,
+            "train.update_freq=1",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     a = load_checkpoint(single / "checkpoints" / "last.pt")

@@ -119,8 +119,17 @@ def test_top_log_probs_forms_agree():
 
 def small_model(norm_first: bool, dropout: float = 0.0, vocab: int = 40) -> Transformer:
     torch.manual_seed(0)
-    return Transformer(vocab, vocab, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2,
-                       dropout=dropout, norm_first=norm_first)
+    return Transformer(
+        vocab,
+        vocab,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        dropout=dropout,
+        norm_first=norm_first,
+    )
 
 
 def padded_pair(batch: int, length: int = 9, vocab: int = 40, seed: int = 1):
@@ -176,8 +185,9 @@ def test_search_results_agree_whichever_rows_are_dropped_when():
     """Greedy and beam search over the forms' scoring and row-dropping policies give the same outputs."""
     pairs = reversal_task(40, 20, seed=3)
     torch.manual_seed(0)
-    model = Transformer(20, 20, d_model=32, heads=4, ffn_dim=64, encoder_layers=1, decoder_layers=1,
-                        dropout=0.0, norm_first=True)
+    model = Transformer(
+        20, 20, d_model=32, heads=4, ffn_dim=64, encoder_layers=1, decoder_layers=1, dropout=0.0, norm_first=True
+    )
     model = overfit(model, pairs[:20], steps=60)  # half-trained: outputs of varied lengths
     src = pad_ids([s for s, _ in pairs], suffix=[EOS])
     greedy = both_forms(lambda: [h.tokens for h in greedy_search(model, src, max_len_a=1.0, max_len_b=4)])
@@ -218,9 +228,27 @@ def test_tune_process_touches_the_cpu_only(monkeypatch):
 
 # ---- the path other devices take ---------------------------------------------------------------
 
-VIEWS = {"aten.view", "aten.t", "aten.detach", "aten.transpose", "aten._unsafe_view", "aten.slice", "aten.unsqueeze",
-         "aten.squeeze", "aten.expand", "aten.permute", "aten.select", "aten.as_strided", "aten.split", "aten.unbind",
-         "aten.alias", "aten.split_with_sizes", "aten.reshape", "aten._reshape_alias", "aten.lift_fresh"}
+VIEWS = {
+    "aten.view",
+    "aten.t",
+    "aten.detach",
+    "aten.transpose",
+    "aten._unsafe_view",
+    "aten.slice",
+    "aten.unsqueeze",
+    "aten.squeeze",
+    "aten.expand",
+    "aten.permute",
+    "aten.select",
+    "aten.as_strided",
+    "aten.split",
+    "aten.unbind",
+    "aten.alias",
+    "aten.split_with_sizes",
+    "aten.reshape",
+    "aten._reshape_alias",
+    "aten.lift_fresh",
+}
 
 
 class OpCounter(TorchDispatchMode):

@@ -25,20 +25,42 @@ def test_run_directory_holds_what_the_readme_promises(trained_run):
 
 
 def test_translate_keeps_line_alignment(trained_run, tmp_path):
-    lines = ["ein hund läuft", "", "eine katze schläft hier", "   ", "ein mann\rsitzt", "klein\u2028rot", "",
-             "rot\u2029blau", "hund\x0ckatze", "nul\x00byte", "tab\there", "zero\u200bwidth", "no\u00a0break",
-             "\ufeffbom mid-file", "\x85next line", "ein " * 400]
+    lines = [
+        "ein hund läuft",
+        "",
+        "eine katze schläft hier",
+        "   ",
+        "ein mann\rsitzt",
+        "klein\u2028rot",
+        "",
+        "rot\u2029blau",
+        "hund\x0ckatze",
+        "nul\x00byte",
+        "tab\there",
+        "zero\u200bwidth",
+        "no\u00a0break",
+        "\ufeffbom mid-file",
+        "\x85next line",
+        "ein " * 400,
+    ]
     source = tmp_path / "in.de"
     source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    out = run_cli("translate", "--checkpoint", str(trained_run / "checkpoints" / "best.pt"),
-                  "--input", str(source), "--beam", "3")
+    out = run_cli(
+        "translate", "--checkpoint", str(trained_run / "checkpoints" / "best.pt"), "--input", str(source), "--beam", "3"
+    )
     output_lines = out.stdout.split("\n")
     assert output_lines[-1] == "" and len(output_lines) - 1 == len(lines)
     assert output_lines[0] == "a dog runs"
     assert output_lines[1] == "" and output_lines[6] == ""
     # stdin, greedy, a last line without a newline still counts
-    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--beam", "1",
-                  input_text="ein hund läuft\n\nein kind")
+    out = run_cli(
+        "translate",
+        "-c",
+        str(trained_run / "checkpoints" / "best.pt"),
+        "--beam",
+        "1",
+        input_text="ein hund läuft\n\nein kind",
+    )
     assert out.stdout == "a dog runs\n\na child\n"
 
 
@@ -46,14 +68,23 @@ def test_several_checkpoints_are_averaged_on_load(trained_run, tmp_path):
     ckpts = trained_run / "checkpoints"
     out = run_cli("translate", "-c", str(ckpts / "best.pt"), str(ckpts / "last.pt"), input_text="ein hund läuft\n")
     assert out.stdout == "a dog runs\n"
-    result = run_cli("translate", "-c", str(ckpts / "best.pt"), str(tmp_path / "nope.pt"), check=False,
-                     input_text="x\n")
+    result = run_cli(
+        "translate", "-c", str(ckpts / "best.pt"), str(tmp_path / "nope.pt"), check=False, input_text="x\n"
+    )
     assert result.returncode == 2 and "nope.pt: no such checkpoint" in result.stderr
 
 
 def test_translate_nbest_format(trained_run):
-    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--beam", "4", "--nbest", "3",
-                  input_text="ein hund läuft\nrot\n")
+    out = run_cli(
+        "translate",
+        "-c",
+        str(trained_run / "checkpoints" / "best.pt"),
+        "--beam",
+        "4",
+        "--nbest",
+        "3",
+        input_text="ein hund läuft\nrot\n",
+    )
     rows = [line.split("\t") for line in out.stdout.splitlines()]
     assert [(r[0], r[1]) for r in rows] == [(str(i), str(k)) for i in range(2) for k in range(3)]
     scores = [float(r[2]) for r in rows[:3]]
@@ -82,8 +113,13 @@ def test_evaluate_prints_bleu_chrf_and_signature(trained_run):
 
 def test_rerun_resumes_from_last_checkpoint(tiny_corpus, tmp_path):
     """Stopped at step 20 then resumed to 40: the same losses as one uninterrupted run to 40."""
-    common = ["train.log_every=1", "train.save_every=10", "train.valid_every=1000", "data.test_split=null",
-              f"data.cache_dir={tmp_path / 'cache'}"]  # the second run reads the memory-mapped encoding
+    common = [
+        "train.log_every=1",
+        "train.save_every=10",
+        "train.valid_every=1000",
+        "data.test_split=null",
+        f"data.cache_dir={tmp_path / 'cache'}",
+    ]  # the second run reads the memory-mapped encoding
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     train_tiny(tiny_corpus, straight, "train.max_steps=40", *common)
     train_tiny(tiny_corpus, resumed, "train.max_steps=20", *common)
@@ -133,8 +169,15 @@ def test_bad_data_is_a_clear_error(tmp_path):
 
 
 def test_attention_heatmaps_and_alignments(trained_run, tmp_path):
-    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--alignments",
-                  "--attention-dir", str(tmp_path / "att"), input_text="ein hund läuft\n\nkatze rot\n")
+    out = run_cli(
+        "translate",
+        "-c",
+        str(trained_run / "checkpoints" / "best.pt"),
+        "--alignments",
+        "--attention-dir",
+        str(tmp_path / "att"),
+        input_text="ein hund läuft\n\nkatze rot\n",
+    )
     rows = out.stdout.split("\n")[:-1]
     assert len(rows) == 3 and rows[1] == "\t"
     text, alignment = rows[0].split("\t")
@@ -149,22 +192,41 @@ def test_attention_heatmaps_and_alignments(trained_run, tmp_path):
 
 def test_over_long_lines_are_truncated_and_counted(trained_run):
     long_line = " ".join(["ein hund läuft"] * 50)
-    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--max-src-len", "20",
-                  input_text=f"{long_line}\nrot\n\n")
+    out = run_cli(
+        "translate",
+        "-c",
+        str(trained_run / "checkpoints" / "best.pt"),
+        "--max-src-len",
+        "20",
+        input_text=f"{long_line}\nrot\n\n",
+    )
     assert len(out.stdout.split("\n")) - 1 == 3
     assert "1 lines were longer than 20 pieces" in out.stderr
 
 
 def test_interactive_mode_answers_line_by_line(trained_run):
-    out = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--interactive",
-                  input_text="ein hund läuft\n\nkatze\n")
+    out = run_cli(
+        "translate",
+        "-c",
+        str(trained_run / "checkpoints" / "best.pt"),
+        "--interactive",
+        input_text="ein hund läuft\n\nkatze\n",
+    )
     assert out.stdout == "a dog runs\n\ncat\n"
 
 
 def test_keep_best_last_and_average(tiny_corpus, tmp_path):
     run = tmp_path / "run"
-    train_tiny(tiny_corpus, run, "train.max_steps=120", "train.valid_every=20", "train.save_every=20",
-               "train.keep_best=3", "train.keep_last=2", "train.average_last=2")
+    train_tiny(
+        tiny_corpus,
+        run,
+        "train.max_steps=120",
+        "train.valid_every=20",
+        "train.save_every=20",
+        "train.keep_best=3",
+        "train.keep_last=2",
+        "train.average_last=2",
+    )
     ckpts = run / "checkpoints"
     assert sorted(p.name for p in ckpts.glob("step*.pt")) == ["step100.pt", "step120.pt"]
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -173,8 +235,16 @@ def test_keep_best_last_and_average(tiny_corpus, tmp_path):
     assert (ckpts / "averaged.pt").is_file()
     results = json.loads((run / "results.json").read_text())
     assert results["checkpoint"] in ("best.pt", "averaged.pt")
-    out = run_cli("python", "scripts/average_checkpoints.py", "--run", str(run), "--best", "2",
-                  "--output", str(tmp_path / "avg.pt"))
+    out = run_cli(
+        "python",
+        "scripts/average_checkpoints.py",
+        "--run",
+        str(run),
+        "--best",
+        "2",
+        "--output",
+        str(tmp_path / "avg.pt"),
+    )
     assert "averaged 2 checkpoints" in out.stdout
     translated = run_cli("translate", "-c", str(tmp_path / "avg.pt"), input_text="ein hund\n")
     assert translated.stdout.count("\n") == 1
@@ -197,8 +267,10 @@ def test_a_tokenizer_that_does_not_fit_the_weights_is_refused(trained_run, tmp_p
     save_checkpoint(state, tmp_path / "mixed.pt")
     result = run_cli("translate", "-c", str(tmp_path / "mixed.pt"), check=False, input_text="ein hund\n")
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
-    assert (f"mixed.pt: its tokenizer has {other.src_vocab_size} source / {other.tgt_vocab_size} target pieces "
-            f"but the model's src_embed.weight has {rows} rows") in result.stderr
+    assert (
+        f"mixed.pt: its tokenizer has {other.src_vocab_size} source / {other.tgt_vocab_size} target pieces "
+        f"but the model's src_embed.weight has {rows} rows"
+    ) in result.stderr
 
 
 def test_a_reader_that_stops_early_gets_no_traceback(trained_run):
@@ -207,8 +279,13 @@ def test_a_reader_that_stops_early_gets_no_traceback(trained_run):
 
     from conftest import cli_path
 
-    proc = subprocess.Popen([cli_path("translate"), "-c", str(trained_run / "checkpoints" / "best.pt"), "-q"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [cli_path("translate"), "-c", str(trained_run / "checkpoints" / "best.pt"), "-q"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     proc.stdin.write("ein hund läuft\n" * 20000)  # more output than a pipe buffer holds
     proc.stdin.close()
     assert proc.stdout.readline() == "a dog runs\n"

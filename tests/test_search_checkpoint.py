@@ -30,8 +30,9 @@ pad = pad_ids
 def overfit_model():
     torch.manual_seed(0)
     data = task()
-    model = Transformer(VOCAB, VOCAB, d_model=64, heads=4, ffn_dim=128, encoder_layers=2, decoder_layers=2,
-                        dropout=0.0, norm_first=True)
+    model = Transformer(
+        VOCAB, VOCAB, d_model=64, heads=4, ffn_dim=128, encoder_layers=2, decoder_layers=2, dropout=0.0, norm_first=True
+    )
     return overfit(model, data, steps=400), data
 
 
@@ -65,8 +66,9 @@ def test_batch_composition_does_not_change_results(overfit_model):
 
 
 def test_length_limit_and_penalty():
-    model = Transformer(VOCAB, VOCAB, d_model=32, heads=2, ffn_dim=32, encoder_layers=1, decoder_layers=1,
-                        dropout=0.0).eval()
+    model = Transformer(
+        VOCAB, VOCAB, d_model=32, heads=2, ffn_dim=32, encoder_layers=1, decoder_layers=1, dropout=0.0
+    ).eval()
     with torch.no_grad():  # never emit EOS: every output stops at a*|x|+b
         model.tgt_embed.weight[EOS].fill_(-100.0)
     src = pad([[5, 6, 7], [5]], suffix=[EOS])
@@ -96,8 +98,9 @@ def test_checkpoint_round_trip_gives_identical_outputs(overfit_model, tmp_path):
     path = tmp_path / "ck.pt"
     save_checkpoint({"config": {}, "model": model.state_dict(), "tokenizer": {}}, path)
     state = load_checkpoint(path)
-    clone = Transformer(VOCAB, VOCAB, d_model=64, heads=4, ffn_dim=128, encoder_layers=2, decoder_layers=2,
-                        dropout=0.0, norm_first=True).eval()
+    clone = Transformer(
+        VOCAB, VOCAB, d_model=64, heads=4, ffn_dim=128, encoder_layers=2, decoder_layers=2, dropout=0.0, norm_first=True
+    ).eval()
     clone.load_state_dict(state["model"])
     src = pad([s for s, _ in data[:4]], suffix=[EOS])
     tgt = pad([t for _, t in data[:4]], prefix=[BOS])
@@ -114,8 +117,9 @@ def test_interrupted_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", crash)
-    with pytest.raises(MTError, match="last.pt: writing the checkpoint failed .No space left on device.; "
-                                     "the previous one is kept"):
+    with pytest.raises(
+        MTError, match="last.pt: writing the checkpoint failed .No space left on device.; the previous one is kept"
+    ):
         save_checkpoint({"config": {}, "model": {"w": torch.zeros(3)}, "tokenizer": {}}, path)
     monkeypatch.undo()
     assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(3))
@@ -185,8 +189,9 @@ def reference_beam(model, src_ids, beam, alpha, max_len_a=1.2, max_len_b=10):
 def test_batched_beam_search_equals_textbook_beam_search(alpha):
     """On an untrained model (diverse, uncertain outputs) with sentences of different lengths."""
     torch.manual_seed(3)
-    model = Transformer(VOCAB, VOCAB, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2,
-                        dropout=0.0).eval()
+    model = Transformer(
+        VOCAB, VOCAB, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2, dropout=0.0
+    ).eval()
     sources = [s for s, _ in task(12, seed=7)]
     found = beam_search(model, pad(sources, suffix=[EOS]), beam=4, alpha=alpha, max_len_a=1.0, max_len_b=3)
     for src, hyps in zip(sources, found):

@@ -37,13 +37,21 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
 
 def test_mt_train_on_a_run_directory_in_use_exits_2_with_one_line(tiny_corpus, tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from mt.run_lock import RunDirLock
             with RunDirLock({str(tmp_path)!r}):
                 print("locked", flush=True)
                 time.sleep(120)
-        """)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         result = train_tiny(tiny_corpus, tmp_path, "train.max_steps=2", check=False)
@@ -61,12 +69,15 @@ def test_mt_train_on_a_run_directory_in_use_exits_2_with_one_line(tiny_corpus, t
 # ---- per-architecture model options ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("preset, foreign, arch", [
-    ("rnn_attention", "model.heads=16", "rnn_attention"),
-    ("rnn_attention", "model.norm_first=true", "rnn_attention"),
-    ("transformer_base", "model.rnn_cell=lstm", "transformer"),
-    ("transformer_small", "model.attention=dot", "transformer"),
-])
+@pytest.mark.parametrize(
+    "preset, foreign, arch",
+    [
+        ("rnn_attention", "model.heads=16", "rnn_attention"),
+        ("rnn_attention", "model.norm_first=true", "rnn_attention"),
+        ("transformer_base", "model.rnn_cell=lstm", "transformer"),
+        ("transformer_small", "model.attention=dot", "transformer"),
+    ],
+)
 def test_an_option_of_another_architecture_is_an_error_naming_key_and_architecture(preset, foreign, arch):
     with pytest.raises(MTError) as err:
         check_overrides(["~experiment", f"model={preset}", foreign])
@@ -96,11 +107,13 @@ def test_the_model_presets_validate():
 
 
 def test_decode_settings_come_from_the_config_with_the_callers_choices_on_top():
-    dc = OmegaConf.create({"beam": 5, "alpha": 0.6, "max_len_a": 1.2, "max_len_b": 10, "batch_tokens": 900,
-                           "valid_beam": 1})
+    dc = OmegaConf.create(
+        {"beam": 5, "alpha": 0.6, "max_len_a": 1.2, "max_len_b": 10, "batch_tokens": 900, "valid_beam": 1}
+    )
     assert DecodeSettings.from_config(dc) == DecodeSettings(beam=5, batch_tokens=900)
     assert DecodeSettings.from_config(dc, beam=None, alpha=0.0, precision="bf16") == DecodeSettings(
-        beam=5, alpha=0.0, batch_tokens=900, precision="bf16")
+        beam=5, alpha=0.0, batch_tokens=900, precision="bf16"
+    )
     assert DecodeSettings.from_config(dc, beam=1, nbest=3).beam == 3  # n-best needs a beam that wide
 
 

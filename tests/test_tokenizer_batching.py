@@ -178,8 +178,10 @@ def test_encoded_corpus_is_cached_and_memory_mapped(tmp_path, corpus, monkeypatc
     monkeypatch.setattr(batching, "encode_corpus", lambda *a, **k: pytest.fail("encoded again"))
     again, report_again = cached_encode(tok, corpus, 5, 0.0, str(tmp_path / "cache"))
     assert report_again == report and isinstance(again.src.values, np.memmap)
-    assert all(np.array_equal(first.src[i], again.src[i]) and np.array_equal(first.tgt[i], again.tgt[i])
-               for i in range(len(first)))
+    assert all(
+        np.array_equal(first.src[i], again.src[i]) and np.array_equal(first.tgt[i], again.tgt[i])
+        for i in range(len(first))
+    )
     assert np.array_equal(first.line_numbers, again.line_numbers)
     monkeypatch.undo()
     other, _ = cached_encode(tok, corpus, 6, 0.0, str(tmp_path / "cache"))  # other filter: other entry

@@ -60,8 +60,9 @@ def test_disk_full_mid_run_is_a_clear_error_and_keeps_the_last_checkpoint(tiny_c
         return real_save(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", fill_the_disk_after_one_save)
-    with pytest.raises(MTError, match="last.pt: writing the checkpoint failed .No space left on device.; "
-                                     "the previous one is kept"):
+    with pytest.raises(
+        MTError, match="last.pt: writing the checkpoint failed .No space left on device.; the previous one is kept"
+    ):
         trainer.fit()
     monkeypatch.undo()
     assert load_checkpoint(tmp_path / "checkpoints" / "last.pt")["trainer"]["progress"]["step"] == 5
@@ -69,12 +70,24 @@ def test_disk_full_mid_run_is_a_clear_error_and_keeps_the_last_checkpoint(tiny_c
 
 
 def test_sigterm_saves_and_resume_ends_with_the_same_weights(tiny_corpus, tmp_path):
-    common = ["train.max_steps=60", "train.log_every=1", "train.save_every=1000", "train.valid_every=1000",
-              "data.test_split=null", "train.cooldown=0.5"]  # the rate's cool-down resumes exactly too
+    common = [
+        "train.max_steps=60",
+        "train.log_every=1",
+        "train.save_every=1000",
+        "train.valid_every=1000",
+        "data.test_split=null",
+        "train.cooldown=0.5",
+    ]  # the rate's cool-down resumes exactly too
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     train_tiny(tiny_corpus, straight, *common)
-    command = [cli_path("mt-train"), "data=files", f"data.dir={tiny_corpus}", f"hydra.run.dir={stopped}",
-               *TINY_TRAIN, *common]
+    command = [
+        cli_path("mt-train"),
+        "data=files",
+        f"data.dir={tiny_corpus}",
+        f"hydra.run.dir={stopped}",
+        *TINY_TRAIN,
+        *common,
+    ]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = stopped / "train.jsonl"
     deadline = time.time() + 120
@@ -97,8 +110,17 @@ def test_tensorboard_has_curves_samples_and_attention_images(trained_run):
 
     events = EventAccumulator(str(trained_run / "tb"), size_guidance={"images": 0, "tensors": 0}).Reload()
     tags = events.Tags()
-    for scalar in ("train/loss", "train/ppl", "train/lr", "train/grad_norm", "train/tgt_tokens_per_s",
-                   "valid/loss", "valid/ppl", "valid/bleu", "valid/chrf"):
+    for scalar in (
+        "train/loss",
+        "train/ppl",
+        "train/lr",
+        "train/grad_norm",
+        "train/tgt_tokens_per_s",
+        "valid/loss",
+        "valid/ppl",
+        "valid/bleu",
+        "valid/chrf",
+    ):
         assert scalar in tags["scalars"], scalar
     assert "valid/samples/text_summary" in tags["tensors"]
     assert {"valid/attention_0", "valid/attention_1"} <= set(tags["images"])
@@ -110,12 +132,23 @@ def test_tensorboard_has_curves_samples_and_attention_images(trained_run):
 def test_kill_9_then_rerun_continues_from_the_last_checkpoint(tiny_corpus, tmp_path):
     """No chance to save: the rerun resumes from the last periodic last.pt, forgets the log lines
     after it, and logs exactly what an uninterrupted run logs."""
-    common = ["train.max_steps=40", "train.log_every=1", "train.save_every=10", "train.valid_every=1000",
-              "data.test_split=null"]
+    common = [
+        "train.max_steps=40",
+        "train.log_every=1",
+        "train.save_every=10",
+        "train.valid_every=1000",
+        "data.test_split=null",
+    ]
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     train_tiny(tiny_corpus, straight, *common)
-    command = [cli_path("mt-train"), "data=files", f"data.dir={tiny_corpus}", f"hydra.run.dir={killed}",
-               *TINY_TRAIN, *common]
+    command = [
+        cli_path("mt-train"),
+        "data=files",
+        f"data.dir={tiny_corpus}",
+        f"hydra.run.dir={killed}",
+        *TINY_TRAIN,
+        *common,
+    ]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = killed / "train.jsonl"
     deadline = time.time() + 120
@@ -135,8 +168,15 @@ def test_kill_9_then_rerun_continues_from_the_last_checkpoint(tiny_corpus, tmp_p
 
 def test_patience_stops_after_validations_without_improvement(tiny_corpus, tmp_path):
     """lr ~ 0: the weights never change, so BLEU never beats the first validation."""
-    trainer = tiny_trainer(tiny_corpus, tmp_path, "train.lr=1e-12", "train.warmup=1", "train.valid_every=2",
-                           "train.patience=2", "train.max_steps=50")
+    trainer = tiny_trainer(
+        tiny_corpus,
+        tmp_path,
+        "train.lr=1e-12",
+        "train.warmup=1",
+        "train.valid_every=2",
+        "train.patience=2",
+        "train.max_steps=50",
+    )
     progress = trainer.fit()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [2, 4, 6]  # best at 2, then two validations without a better BLEU

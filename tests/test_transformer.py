@@ -14,8 +14,18 @@ PAD = 0
 
 def small_model(norm_first=False, tie=True, seed=0):
     torch.manual_seed(seed)
-    return Transformer(50, 50, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2,
-                       dropout=0.0, norm_first=norm_first, tie_embeddings=tie).eval()
+    return Transformer(
+        50,
+        50,
+        d_model=32,
+        heads=4,
+        ffn_dim=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        dropout=0.0,
+        norm_first=norm_first,
+        tie_embeddings=tie,
+    ).eval()
 
 
 def padded_batch(lengths, max_len, vocab=50, seed=1):
@@ -30,8 +40,16 @@ def copy_into_torch_transformer(ours: Transformer) -> torch.nn.Transformer:
     """An nn.Transformer with our weights (post-norm, no final norms, dropout off)."""
     layer0 = ours.encoder_layers[0]
     d_model, heads, ffn = ours.d_model, layer0.self_attn.heads, layer0.ffn.linear1.out_features
-    ref = torch.nn.Transformer(d_model, heads, len(ours.encoder_layers), len(ours.decoder_layers), ffn,
-                               dropout=0.0, batch_first=True, norm_first=ours.norm_first).eval()
+    ref = torch.nn.Transformer(
+        d_model,
+        heads,
+        len(ours.encoder_layers),
+        len(ours.decoder_layers),
+        ffn,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=ours.norm_first,
+    ).eval()
 
     def copy_attn(dst, src):
         dst.in_proj_weight.copy_(torch.cat([src.q_proj.weight, src.kv_proj.weight]))
@@ -76,9 +94,14 @@ def test_matches_torch_nn_transformer(norm_first):
         for layer in ours.decoder_layers:
             x = layer(x, memory, src_mask)
         ours_out = ours.decoder_norm(x)
-        ref_out = ref(src_emb, tgt_emb, src_key_padding_mask=src == PAD,
-                      memory_key_padding_mask=src == PAD,
-                      tgt_mask=ref.generate_square_subsequent_mask(7), tgt_is_causal=True)
+        ref_out = ref(
+            src_emb,
+            tgt_emb,
+            src_key_padding_mask=src == PAD,
+            memory_key_padding_mask=src == PAD,
+            tgt_mask=ref.generate_square_subsequent_mask(7),
+            tgt_is_causal=True,
+        )
     real_tgt = tgt != PAD  # torch's fast path may zero padded query rows; compare real positions
     torch.testing.assert_close(ours_out[real_tgt], ref_out[real_tgt], atol=1e-5, rtol=1e-5)
 

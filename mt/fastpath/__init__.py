@@ -99,8 +99,9 @@ def rows_to_score(real: torch.Tensor) -> torch.Tensor | None:
     return real if _cpu_form(real) else None
 
 
-def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smoothing: float,
-                                 ignore_index: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def label_smoothed_cross_entropy(
+    logits: torch.Tensor, target: torch.Tensor, smoothing: float, ignore_index: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """F.cross_entropy(logits, target, label_smoothing=smoothing, ignore_index=..., reduction="sum"),
     and beside it the plain negative log-likelihood sum (unsmoothed, not differentiable).
     logits (N, V) in any float dtype; log-probabilities are taken in fp32."""

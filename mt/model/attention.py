@@ -98,9 +98,7 @@ class MultiHeadAttention(nn.Module):
             out, weights = attention(q, k, v, mask, is_causal, dropout_p)
             weights = weights if need_weights else None
         else:  # the same maths as attention() above, in one fused kernel
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
-            )
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
             weights = None
         batch, _, length, _ = out.shape
         out = out.transpose(1, 2).reshape(batch, length, self.heads * self.d_k)

@@ -60,8 +60,7 @@ class Dropout(nn.Module):
 def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
     """Sec. 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), for any positions."""
     inv_freq = torch.exp(
-        torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float32)
-        * (-math.log(10000.0) / d_model)
+        torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float32) * (-math.log(10000.0) / d_model)
     )
     angles = positions.float()[:, None] * inv_freq[None, :]  # (T, d/2)
     table = torch.zeros(positions.numel(), d_model, device=positions.device)

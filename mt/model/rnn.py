@@ -71,10 +71,17 @@ class RNNAttention(nn.Module):
         self.d_model, self.pad_id, self.rnn_cell = d_model, pad_id, rnn_cell
         self.tie_embeddings = tie_embeddings
         self.src_embed, self.tgt_embed, self.output_proj = vocabulary_layers(
-            src_vocab_size, tgt_vocab_size, d_model, pad_id, tie_embeddings)
+            src_vocab_size, tgt_vocab_size, d_model, pad_id, tie_embeddings
+        )
         rnn = nn.GRU if rnn_cell == "gru" else nn.LSTM
-        self.encoder = rnn(d_model, d_model // 2, num_layers=encoder_layers, batch_first=True, bidirectional=True,
-                           dropout=dropout if encoder_layers > 1 else 0.0)
+        self.encoder = rnn(
+            d_model,
+            d_model // 2,
+            num_layers=encoder_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if encoder_layers > 1 else 0.0,
+        )
         self.init_state = nn.Linear(d_model, d_model)  # s_0 = tanh(W_s mean_j h_j)
         self.scores = AlignmentScores(attention, d_model)
         cell = nn.GRUCell if rnn_cell == "gru" else nn.LSTMCell
@@ -90,8 +97,9 @@ class RNNAttention(nn.Module):
         and the padding mask (B, 1, 1, S)."""
         src_mask = padding_mask(src, self.pad_id)
         lengths = src_mask[:, 0, 0].sum(-1).clamp(min=1).cpu()
-        packed = pack_padded_sequence(self.dropout(self.src_embed(src)), lengths, batch_first=True,
-                                      enforce_sorted=False)
+        packed = pack_padded_sequence(
+            self.dropout(self.src_embed(src)), lengths, batch_first=True, enforce_sorted=False
+        )
         memory, _ = self.encoder(packed)
         memory, _ = pad_packed_sequence(memory, batch_first=True, total_length=src.size(1))
         return memory, src_mask

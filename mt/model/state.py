@@ -3,6 +3,8 @@
     state = model.start_state(src)             # encode once
     logits, state = model.step(tokens, state)  # one token per hypothesis
     state = state.select(index)                # reorder / drop hypotheses (batch dim 0)
+
+Its caches are kept apart by what they depend on, so beam search moves only what must move.
 """
 
 from __future__ import annotations

@@ -48,7 +48,8 @@ class Transformer(nn.Module):
         # Sec. 3.4: with a joint vocabulary, source, target and output share one matrix.
         self.tie_embeddings = tie_embeddings
         self.src_embed, self.tgt_embed, self.output_proj = vocabulary_layers(
-            src_vocab_size, tgt_vocab_size, d_model, pad_id, tie_embeddings)
+            src_vocab_size, tgt_vocab_size, d_model, pad_id, tie_embeddings
+        )
         self.positions = PositionalEncoding(d_model, dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(decoder_layers))
