@@ -83,13 +83,9 @@ def train() -> None:
     if any(arg in HYDRA_INFO_FLAGS for arg in sys.argv[1:]):
         _hydra_info("mt.train")
         return
-    from mt.config import check_overrides, register_configs
+    from mt.train import main
 
-    register_configs()
-    check_overrides(sys.argv[1:])
-    from mt.train import hydra_main
-
-    hydra_main()
+    main()
 
 
 @report_errors
@@ -99,13 +95,9 @@ def tokenizer() -> None:
     if any(arg in HYDRA_INFO_FLAGS for arg in sys.argv[1:]):
         _hydra_info("mt.prepare")
         return
-    from mt.config import check_overrides, register_configs
+    from mt.prepare import main
 
-    register_configs()
-    check_overrides(sys.argv[1:])
-    from mt.prepare import hydra_main
-
-    hydra_main()
+    main()
 
 
 def _hydra_info(module: str) -> None:

@@ -60,9 +60,3 @@ def run(args) -> None:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(scores.as_dict(), f, indent=2)
-
-
-if __name__ == "__main__":
-    from mt.cli import evaluate
-
-    evaluate()

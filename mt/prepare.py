@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,9 +15,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from mt.config import CONFIG_DIR, validate
+from mt.config import CONFIG_DIR, check_overrides, register_configs, validate
 from mt.data import ParallelCorpus, load_split
-from mt.errors import Interrupted, MTError, debug_enabled
+from mt.errors import Interrupted, MTError, debug_enabled, report_errors, take_debug_flag
 from mt.run_lock import RunDirLock
 from mt.tokenizer import Tokenizer, build_tokenizer
 
@@ -86,7 +87,14 @@ def hydra_main(cfg: DictConfig) -> None:
         prepare(cfg, run_dir())
 
 
-if __name__ == "__main__":
-    from mt.cli import tokenizer
+@report_errors
+def main() -> None:
+    """mt-tokenizer (through mt.cli, which answers --help first) and `python -m mt.prepare`."""
+    take_debug_flag(sys.argv)
+    register_configs()
+    check_overrides(sys.argv[1:])
+    hydra_main()
 
-    tokenizer()
+
+if __name__ == "__main__":
+    main()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -19,10 +20,10 @@ from omegaconf import DictConfig
 
 from mt.batching import EncodedCorpus, cached_encode, encode_corpus
 from mt.checkpoint import average_checkpoint_files, load_for_inference
-from mt.config import CONFIG_DIR
+from mt.config import CONFIG_DIR, check_overrides, register_configs
 from mt.decoding import DecodeSettings, Translator
 from mt.distributed import Dist, barrier, init_from_env, shutdown
-from mt.errors import MTError
+from mt.errors import MTError, report_errors, take_debug_flag
 from mt.fastpath import decode_precision, tune_process
 from mt.metrics import score
 from mt.model_config import build_model
@@ -152,7 +153,14 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
             evaluate_test(cfg, final, out_dir, data.test, device)
 
 
-if __name__ == "__main__":
-    from mt.cli import train
+@report_errors
+def main() -> None:
+    """mt-train (through mt.cli, which answers --help first) and `python -m mt.train` (torchrun)."""
+    take_debug_flag(sys.argv)
+    register_configs()
+    check_overrides(sys.argv[1:])
+    hydra_main()
 
-    train()
+
+if __name__ == "__main__":
+    main()

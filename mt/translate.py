@@ -124,9 +124,3 @@ def run(args) -> None:
             f"warning: {translator.truncated} lines were longer than {args.max_src_len} pieces and were truncated",
             file=sys.stderr,
         )
-
-
-if __name__ == "__main__":
-    from mt.cli import translate
-
-    translate()

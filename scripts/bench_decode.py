@@ -27,7 +27,18 @@ def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:
     """Wall time of a whole `translate` process on one sentence."""
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "mt.translate", "-c", checkpoint, "--beam", "1", "-q", "--device", device],
+        [
+            sys.executable,
+            "-c",
+            "from mt.cli import translate; translate()",
+            "-c",
+            checkpoint,
+            "--beam",
+            "1",
+            "-q",
+            "--device",
+            device,
+        ],
         input=sentence + "\n",
         capture_output=True,
         text=True,
