@@ -29,7 +29,17 @@ def translate_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len-b", type=int)
     p.add_argument("--max-src-len", type=int, default=1024, help="longer inputs are truncated (and counted)")
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument(
+        "--dtype",
+        choices=["fp32", "bf16", "fp16", "int8"],
+        help="torch engine: fp32 (default), bf16 or fp16; ctranslate2: as exported (default), or any",
+    )
+    p.add_argument(
+        "--engine",
+        choices=["torch", "ctranslate2"],
+        default="torch",
+        help="ctranslate2: --checkpoint is a directory written by mt-export",
+    )
     p.add_argument("--attention-dir", help="write a cross-attention heatmap (SVG) per input line here")
     p.add_argument("--attention-layer", type=int, default=-1, help="decoder layer for heatmaps/alignments")
     p.add_argument("--attention-head", type=int, help="one head for heatmaps/alignments (default: mean)")
@@ -58,6 +68,30 @@ def evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     return p
+
+
+def export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mt-export", description="Export a Transformer checkpoint to CTranslate2.")
+    p.add_argument("--checkpoint", "-c", nargs="+", required=True, help="checkpoint file(s); several are averaged")
+    p.add_argument("--output", "-o", required=True, help="the export directory to write")
+    p.add_argument(
+        "--quantization",
+        "-q",
+        default="none",
+        choices=["none", "int8", "int8_float16", "int8_float32", "float16", "bfloat16"],
+        help="weight type of the export (none: fp32)",
+    )
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
+    return p
+
+
+@report_errors
+def export(argv: list[str] | None = None) -> None:
+    args = export_parser().parse_args(argv)
+    from mt.export import export as write_export
+
+    out = write_export(args.checkpoint, args.output, args.quantization, args.force)
+    print(f"exported to {out} (CTranslate2, {args.quantization}); translate --engine ctranslate2 --checkpoint {out}")
 
 
 @report_errors

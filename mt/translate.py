@@ -20,6 +20,7 @@ import torch
 
 from mt.alignment import format_alignment, hard_alignment, heatmap_svg
 from mt.checkpoint import load_for_inference
+from mt.ctranslate2_engine import CTranslate2Translator, load_export
 from mt.data import decode_utf8, read_lines, split_lines
 from mt.decoding import DecodeSettings, Translator
 from mt.errors import MTError
@@ -70,6 +71,31 @@ def check_args(args) -> None:
         raise MTError("--alignments and --attention-dir work with --nbest 1")
     if args.dtype == "fp16" and args.device != "cuda":
         raise MTError("--dtype fp16 needs --device cuda; on CPU use bf16 or fp32")
+    if args.engine == "torch" and args.dtype == "int8":
+        raise MTError("--dtype int8 needs --engine ctranslate2 (export with mt-export)")
+    if args.engine == "ctranslate2" and len(args.checkpoint) != 1:
+        raise MTError("--engine ctranslate2 takes one --checkpoint: an export directory (mt-export averages)")
+    if args.engine == "ctranslate2" and (args.alignments or args.attention_dir):
+        raise MTError("--alignments and --attention-dir need --engine torch (CTranslate2 exports no attention)")
+
+
+def load_translator(args) -> Translator | CTranslate2Translator:
+    """The engine's translator, decoding with the checkpoint's (or export's) settings and the flags on top."""
+    choices = dict(
+        beam=args.beam,
+        alpha=args.alpha,
+        max_len_a=args.max_len_a,
+        max_len_b=args.max_len_b,
+        nbest=args.nbest,
+        batch_tokens=args.batch_tokens,
+    )
+    if args.engine == "ctranslate2":
+        _, info = load_export(args.checkpoint[0])
+        settings = DecodeSettings.from_config(info["decode"], **choices)
+        return CTranslate2Translator(args.checkpoint[0], settings, args.device, args.dtype, args.max_src_len)
+    model, tokenizer, cfg = load_for_inference(args.checkpoint)
+    settings = DecodeSettings.from_config(cfg.decode, precision=args.dtype or "fp32", **choices)
+    return Translator(model, tokenizer, settings, args.device, args.max_src_len)
 
 
 def run(args) -> None:
@@ -79,22 +105,12 @@ def run(args) -> None:
     check_args(args)
     tune_process(torch.device(args.device), training=False)
     start = time.perf_counter()
-    model, tokenizer, cfg = load_for_inference(args.checkpoint)
-    settings = DecodeSettings.from_config(
-        cfg.decode,
-        beam=args.beam,
-        alpha=args.alpha,
-        max_len_a=args.max_len_a,
-        max_len_b=args.max_len_b,
-        nbest=args.nbest,
-        batch_tokens=args.batch_tokens,
-        precision=args.dtype,
-    )
+    translator = load_translator(args)
+    settings = translator.settings
     options = dict(
         attention_layer=args.attention_layer if (args.alignments or args.attention_dir) else None,
         attention_head=args.attention_head,
     )
-    translator = Translator(model, tokenizer, settings, args.device, args.max_src_len)
     interactive = args.interactive or (args.input is None and sys.stdin.isatty())
     lines = None if interactive else read_input(args.input)  # a bad input fails before any output exists
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout

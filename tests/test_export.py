@@ -1,0 +1,114 @@
+"""The CTranslate2 export: a second engine must translate the same from the same weights."""
+
+import pytest
+import torch
+
+from mt.checkpoint import load_checkpoint, load_for_inference, save_checkpoint
+from mt.ctranslate2_engine import CTranslate2Translator
+from mt.data import load_split
+from mt.decoding import DecodeSettings, Translator
+from mt.errors import MTError
+from mt.export import export
+
+from conftest import run_cli, tiny_trainer
+
+pytest.importorskip("ctranslate2")
+
+# (pre-norm, tied embeddings, joint vocabulary): both norms, tied and untied, one with two vocabularies
+VARIANTS = [(True, True, True), (False, True, True), (True, False, False), (False, False, True)]
+
+
+@pytest.fixture(scope="module", params=VARIANTS, ids=lambda v: "pre" * v[0] + "post" * (not v[0]) + "-tied" * v[1])
+def trained(request, tiny_corpus, tmp_path_factory):
+    """(checkpoint, export directory, test sentences) of a small model trained here."""
+    norm_first, tied, joint = request.param
+    run = tmp_path_factory.mktemp("export_run")
+    trainer = tiny_trainer(
+        tiny_corpus, run, f"model.norm_first={norm_first}", f"model.tie_embeddings={tied}",
+        f"tokenizer.joint={joint}", "train.max_steps=150", "train.valid_every=150",
+    )  # fmt: skip
+    trainer.fit()
+    checkpoint = run / "checkpoints" / "last.pt"
+    exported = export([str(checkpoint)], run / "ct2")
+    test = load_split(trainer.cfg.data, "test")
+    return checkpoint, exported, test.src + load_split(trainer.cfg.data, "valid").src
+
+
+def decode_both(trained, **choices):
+    checkpoint, exported, sentences = trained
+    model, tokenizer, cfg = load_for_inference([str(checkpoint)])
+    settings = DecodeSettings.from_config(cfg.decode, **choices)
+    ours = Translator(model, tokenizer, settings).translate(sentences)
+    theirs = CTranslate2Translator(str(exported), settings, compute_type="fp32").translate(sentences)
+    return ours, theirs
+
+
+def test_greedy_output_equals_ours_token_for_token(trained):
+    ours, theirs = decode_both(trained, beam=1)
+    assert [o[0].tgt_pieces for o in ours] == [t[0].tgt_pieces for t in theirs]
+    assert sum(len(o[0].tgt_pieces) for o in ours) > 2 * len(ours)  # real translations, not empty ones
+
+
+def test_beam_search_agrees_on_nearly_every_sentence(trained):
+    """alpha 0: both engines rank hypotheses by their summed log-probabilities (their length penalties
+    differ otherwise). A sentence may differ only where the two hypotheses' scores tie."""
+    ours, theirs = decode_both(trained, beam=5, alpha=0.0)
+    differ = [i for i, (o, t) in enumerate(zip(ours, theirs)) if o[0].tgt_pieces != t[0].tgt_pieces]
+    assert len(differ) <= 0.05 * len(ours), differ
+    for i in differ:
+        assert abs(ours[i][0].score - theirs[i][0].score) < 1e-4, (ours[i][0], theirs[i][0])
+
+
+def test_translate_with_the_ctranslate2_engine_keeps_line_alignment(trained):
+    _, exported, _ = trained
+    lines = ["ein hund läuft", "", "eine katze\tschläft", "   ", "klein\u2028rot", "nul\x00byte", "ein " * 300]
+    out = run_cli("translate", "--engine", "ctranslate2", "-c", str(exported), input_text="\n".join(lines) + "\n")
+    output = out.stdout.split("\n")
+    assert len(output) - 1 == len(lines) and output[-1] == ""
+    assert output[1] == "" and output[3] == ""
+    ours = run_cli("translate", "-c", str(trained[0]), "--beam", "1", input_text="\n".join(lines) + "\n")
+    greedy = run_cli("translate", "--engine", "ctranslate2", "-c", str(exported), "--beam", "1",
+                     input_text="\n".join(lines) + "\n")  # fmt: skip
+    assert greedy.stdout == ours.stdout
+
+
+def test_int8_export_translates_close_to_fp32(trained, tmp_path):
+    checkpoint, _, sentences = trained
+    exported = export([str(checkpoint)], tmp_path / "int8", quantization="int8")
+    settings = DecodeSettings(beam=1)
+    fp32 = CTranslate2Translator(str(trained[1]), settings).translate(sentences)
+    int8 = CTranslate2Translator(str(exported), settings).translate(sentences)
+    same = sum(a[0].text == b[0].text for a, b in zip(fp32, int8))
+    assert same >= 0.8 * len(sentences)
+
+
+def test_export_refuses_with_one_line(trained, tmp_path, tiny_corpus):
+    checkpoint, _, _ = trained
+    # a foreign file
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.ones(2)}, foreign)
+    result = run_cli("mt-export", "-c", str(foreign), "-o", str(tmp_path / "x"), check=False)
+    assert (
+        result.returncode == 2
+        and result.stderr.count("\n") == 1
+        and "not a checkpoint of this toolkit" in result.stderr
+    )
+    # a tokenizer that does not fit the weights
+    state = load_checkpoint(checkpoint)
+    other = tiny_trainer(tiny_corpus, tmp_path / "other", "tokenizer.vocab_size=40").tokenizer
+    state["tokenizer"] = other.state_dict()
+    save_checkpoint(state, tmp_path / "mismatched.pt")
+    with pytest.raises(MTError, match="tokenizer and weights do not belong together"):
+        export([str(tmp_path / "mismatched.pt")], tmp_path / "y")
+    # an existing output without --force
+    with pytest.raises(MTError, match="exists; give another --output or --force"):
+        export([str(checkpoint)], trained[1])
+
+
+def test_an_rnn_checkpoint_is_refused(tiny_corpus, tmp_path):
+    trainer = tiny_trainer(tiny_corpus, tmp_path, "model=rnn_attention", "model.d_model=32", "train.max_steps=2")
+    trainer.keeper.save("rnn.pt")
+    result = run_cli("mt-export", "-c", str(tmp_path / "checkpoints" / "rnn.pt"), "-o", str(tmp_path / "x"),
+                     check=False)  # fmt: skip
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "rnn_attention model; CTranslate2 has no spec for it" in result.stderr
