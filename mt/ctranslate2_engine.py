@@ -1,6 +1,6 @@
 """Translating with a CTranslate2 export (mt/export.py) instead of PyTorch: the same Translator
 interface, tokenizer and decode settings, so `translate --engine ctranslate2` keeps every line
-discipline of `translate`.
+discipline of `translate`. Nothing here imports torch: `translate --engine ctranslate2` starts without it.
 
 Greedy search gives the same pieces as ours. Beam search scores with CTranslate2's length penalty,
 score / length^alpha, where ours uses GNMT's ((5 + length) / 6)^alpha: with alpha 0 they agree.
@@ -9,19 +9,32 @@ score / length^alpha, where ours uses GNMT's ((5 + length) / 6)^alpha: with alph
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from mt.decoding import DecodeSettings, Translation
+from mt.decode_settings import DecodeSettings, Translation
 from mt.errors import MTError
-from mt.export import EXPORT_INFO, import_ctranslate2
-from mt.fastpath import cpu_threads
 from mt.tokenizer import EOS, Tokenizer
 
+EXPORT_INFO = "mt_export.json"  # what mt-export writes beside the model: decode settings, source checkpoints
 COMPUTE_TYPES = {None: "default", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
+
+
+def import_ctranslate2():
+    """ctranslate2, or a one-line error saying how to install it (an optional extra)."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise MTError("ctranslate2 is not installed: pip install -e '.[export]' (make test installs it)") from None
+    return ctranslate2
+
+
+def cuda_available() -> bool:
+    return import_ctranslate2().get_cuda_device_count() > 0
 
 
 def load_export(folder: str) -> tuple[Tokenizer, dict]:
@@ -53,7 +66,7 @@ class CTranslate2Translator:
                 folder,
                 device=device,
                 compute_type=COMPUTE_TYPES[compute_type],
-                intra_threads=cpu_threads() if device == "cpu" else 0,
+                intra_threads=len(os.sched_getaffinity(0)) if device == "cpu" else 0,
             )
         except (RuntimeError, ValueError) as err:
             raise MTError(f"{folder}: CTranslate2 cannot load it ({str(err).splitlines()[0][:200]})") from None

@@ -66,6 +66,11 @@ def broadcast_from_main(obj, d: Dist):
     return box[0]
 
 
-def shutdown(d: Dist) -> None:
+def shutdown(d: Dist, finished: bool = True) -> None:
+    """Leave the process group. After a finished run every rank first waits for the others (rank 0
+    scores the test set alone): a rank that tore its connections down while another was still in
+    the group made that one abort now and then (gloo, "terminate called without an active exception")."""
     if d.enabled and dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()

@@ -20,21 +20,12 @@ from pathlib import Path
 import torch
 
 from mt.checkpoint import load_for_inference
+from mt.ctranslate2_engine import EXPORT_INFO, import_ctranslate2
 from mt.errors import MTError
 from mt.model import Transformer
 
 QUANTIZATIONS = ("none", "int8", "int8_float16", "int8_float32", "float16", "bfloat16")
 POSITIONS = 4096  # rows of the sinusoid table written out: the longest input or output CTranslate2 can take
-EXPORT_INFO = "mt_export.json"
-
-
-def import_ctranslate2():
-    """ctranslate2, or a one-line error saying how to install it (an optional extra)."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise MTError("ctranslate2 is not installed: pip install -e '.[export]' (make test installs it)") from None
-    return ctranslate2
 
 
 def transformer_spec(model: Transformer, tokenizer):

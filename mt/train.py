@@ -120,11 +120,13 @@ def hydra_main(cfg: DictConfig) -> None:
         raise MTError("train.precision=fp16 needs CUDA; on CPU use bf16 or fp32")
     tune_process(device, training=True)
     torch.manual_seed(cfg.train.seed)
+    finished = False
     try:
         with RunDirLock(out_dir) if dist.is_main else contextlib.nullcontext():  # one process per run directory
             train_and_score(cfg, out_dir, dist, device)
+        finished = True
     finally:
-        shutdown(dist)
+        shutdown(dist, finished)
 
 
 def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.device) -> None:

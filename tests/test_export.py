@@ -1,5 +1,8 @@
 """The CTranslate2 export: a second engine must translate the same from the same weights."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -10,7 +13,7 @@ from mt.decoding import DecodeSettings, Translator
 from mt.errors import MTError
 from mt.export import export
 
-from conftest import run_cli, tiny_trainer
+from conftest import REPO, run_cli, tiny_trainer
 
 pytest.importorskip("ctranslate2")
 
@@ -112,3 +115,17 @@ def test_an_rnn_checkpoint_is_refused(tiny_corpus, tmp_path):
                      check=False)  # fmt: skip
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "rnn_attention model; CTranslate2 has no spec for it" in result.stderr
+
+
+def test_the_ctranslate2_engine_translates_without_importing_torch(trained):
+    code = (
+        "import sys\n"
+        f"sys.argv = ['translate', '--engine', 'ctranslate2', '-c', {str(trained[1])!r}, '-q']\n"
+        "from mt import cli\n"
+        "cli.translate()\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], input="ein hund läuft\n\nein kind\n", capture_output=True,
+                            text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.split("\n")) == 4 and result.stdout.split("\n")[1] == ""
