@@ -6,12 +6,14 @@ decode is one DecodeSettings object.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from mt import fastpath
 from mt.batching import pad_sequences, token_batches
 from mt.decode_settings import DecodeSettings, Translation
 from mt.precision import autocast, low_precision_copy
@@ -73,9 +75,15 @@ class Translator:
         bar.close()
         return results
 
+    def _autocast(self):
+        """Autocast over the low-precision copy where it pays (fastpath.autocast_decoding); a no-op in fp32."""
+        if fastpath.autocast_decoding(self.device):
+            return autocast(self.device, self.settings.precision)
+        return contextlib.nullcontext()
+
     def _search(self, src) -> list[list[Hypothesis]]:
         s = self.settings
-        with torch.inference_mode(), autocast(self.device, s.precision):
+        with torch.inference_mode(), self._autocast():
             if s.beam == 1:
                 return [[h] for h in greedy_search(self.model, src, s.max_len_a, s.max_len_b)]
             return beam_search(self.model, src, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest)
@@ -83,7 +91,7 @@ class Translator:
     def _attention(self, src, hyps: list[Hypothesis], layer: int, head: int | None) -> list[torch.Tensor]:
         """(T+1, S+1) cross-attention of each hypothesis (EOS included on both sides)."""
         tgt_in = pad_sequences([h.tokens for h in hyps], prefix=[BOS]).to(self.device)
-        with torch.inference_mode(), autocast(self.device, self.settings.precision):
+        with torch.inference_mode(), self._autocast():
             memory, src_mask = self.model.encode(src)
             self.model.decode(tgt_in, memory, src_mask, need_weights=True)
             weights = self.model.cross_attention(layer).float()  # (B, h, T, S)

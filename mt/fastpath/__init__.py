@@ -138,11 +138,23 @@ def worth_dropping(finished: int, rows: int, device: torch.device) -> bool:
     return finished >= (cpu_ops.DROP_FINISHED_SHARE if cpu else 0.5) * rows
 
 
+def autocast_decoding(device: torch.device) -> bool:
+    """Whether decoding a bf16/fp16 copy of the weights also runs under autocast.
+
+    On a CPU yes: the CPU forms above key on it (the configuration measured fast there). Elsewhere no:
+    on an H100 under autocast, SDPA picked cuDNN attention, which builds a graph for every new key
+    length (7 ms of CPU a call, 90% of decoding): bf16 greedy 142 sent/s with autocast, 1,014 without
+    (fp32 880); beam 5 72 vs 559 (fp32 593), session 7. Without it BLEU is the same (CPU, stock ops).
+    """
+    return torch.device(device).type == "cpu" and not _stock_everywhere
+
+
 def decode_precision(device: torch.device, training_precision: str) -> str:
     """The precision validation and the test score decode in, for a model trained in training_precision.
 
     On a CPU the training precision: bf16 decodes faster there (AVX512-BF16). Elsewhere fp32: on an
-    H100, bf16 decoding ran 4.7x (greedy) and 6.8x (beam 5) slower than fp32 (session 7, README).
+    H100, bf16 (without autocast, see autocast_decoding) was 1.15x faster greedy and 0.94x beam 5, not
+    worth scores that differ from fp32's (session 7, README).
     """
     cpu = torch.device(device).type == "cpu" and not _stock_everywhere
     return training_precision if cpu else "fp32"
