@@ -24,7 +24,10 @@ step() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.log"; }
 # 8k-token preset of session 6, dropout 0.4, and 4k tokens (now the preset: 41.97); these are the next.
 VARIANTS=${VARIANTS:-"preset:
 dropout04:model.dropout=0.4 model.attention_dropout=0.2
-dropout04_long:model.dropout=0.4 model.attention_dropout=0.2 train.max_steps=5400"}
+dropout04_long:model.dropout=0.4 model.attention_dropout=0.2 train.max_steps=5400
+nocudnn_preset:"}
+# A name starting with "nocudnn" trains with SDPA's cuDNN backend off: under autocast it built a graph per
+# new key length when decoding (session 7); does it cost training too? Compare its tok/s with "preset".
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/nvidia-smi.csv" 2>&1
@@ -42,7 +45,10 @@ while IFS= read -r line; do
     (
         start=$(date +%s)
         # shellcheck disable=SC2086
-        timeout 540 $PY -m mt.train experiment=multi30k_base data.cache_dir=null \
+        launch=(-m mt.train)
+        [[ $name == nocudnn* ]] && launch=(-c "import sys, torch; torch.backends.cuda.enable_cudnn_sdp(False)
+from mt.train import main; main()")
+        timeout 540 $PY "${launch[@]}" experiment=multi30k_base data.cache_dir=null \
             hydra.run.dir=$run train.max_time=$TRAIN_SECONDS train.threads=4 $overrides \
             > "$OUT/recipe_$name/train.log" 2>&1
         echo "rc=$? wall_s=$(( $(date +%s) - start )) overrides=$overrides" > "$OUT/recipe_$name/wall.txt"
