@@ -1,6 +1,6 @@
 """The console scripts' entry points. They parse their arguments before importing torch or the model,
 so that `--help` (and a usage error) answers at once; the work lives in mt.translate, mt.evaluate,
-mt.train and mt.prepare.
+mt.train, mt.prepare and mt.export.
 """
 
 from __future__ import annotations
