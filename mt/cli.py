@@ -6,6 +6,7 @@ mt.train, mt.prepare and mt.export.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from mt.errors import report_errors, take_debug_flag
@@ -113,29 +114,26 @@ def evaluate(argv: list[str] | None = None) -> None:
 @report_errors
 def train() -> None:
     """mt-train: Hydra overrides in, a trained model out (mt.train)."""
-    take_debug_flag(sys.argv)
-    if any(arg in HYDRA_INFO_FLAGS for arg in sys.argv[1:]):
-        _hydra_info("mt.train")
-        return
-    from mt.train import main
-
-    main()
+    _hydra_command("mt.train")
 
 
 @report_errors
 def tokenizer() -> None:
     """mt-tokenizer: train (or check) the run's sentencepiece model alone (mt.prepare)."""
+    _hydra_command("mt.prepare")
+
+
+def _hydra_command(module: str) -> None:
+    """Hydra's info flags answered from the configs alone; anything else runs module.main()."""
     take_debug_flag(sys.argv)
     if any(arg in HYDRA_INFO_FLAGS for arg in sys.argv[1:]):
-        _hydra_info("mt.prepare")
-        return
-    from mt.prepare import main
-
-    main()
+        _hydra_info(module)
+    else:
+        importlib.import_module(module).main()
 
 
 def _hydra_info(module: str) -> None:
-    """Answer Hydra's info flags with the configs alone: Hydra prints and exits before the task runs."""
+    """Hydra prints and exits before the task runs."""
     import hydra
 
     from mt.config import CONFIG_DIR, register_configs

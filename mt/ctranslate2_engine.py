@@ -83,11 +83,8 @@ class CTranslate2Translator:
         if attention_layer is not None:
             raise MTError("--alignments and --attention-dir need the torch engine (CTranslate2 exports no attention)")
         s = self.settings
-        ids = self.tokenizer.encode_src(lines)
-        for i, seq in enumerate(ids):
-            if len(seq) > self.max_src_len:
-                ids[i] = seq[: self.max_src_len]
-                self.truncated += 1
+        ids, cut = self.tokenizer.encode_src_truncated(lines, self.max_src_len)
+        self.truncated += cut
         results: list[list[Translation]] = [[Translation("", 0.0, [], [])] * s.nbest for _ in lines]
         # Our length limit, a * |x| + b with |x| counting EOS, differs per sentence and CTranslate2 takes one
         # limit per call: one call per source length (computed as search.max_output_lengths does, in fp32).

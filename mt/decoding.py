@@ -47,11 +47,8 @@ class Translator:
         (one head, or the mean over heads), from a forced pass over the chosen hypothesis.
         """
         beam, nbest = self.settings.beam, self.settings.nbest
-        ids = self.tokenizer.encode_src(lines)
-        for i, seq in enumerate(ids):
-            if len(seq) > self.max_src_len:
-                ids[i] = seq[: self.max_src_len]
-                self.truncated += 1
+        ids, cut = self.tokenizer.encode_src_truncated(lines, self.max_src_len)
+        self.truncated += cut
         results: list[list[Translation] | None] = [None] * len(lines)
         todo = [i for i, seq in enumerate(ids) if seq]
         for i in set(range(len(lines))) - set(todo):

@@ -23,6 +23,7 @@ from mt.checkpoint import load_for_inference
 from mt.ctranslate2_engine import EXPORT_INFO, import_ctranslate2
 from mt.errors import MTError
 from mt.model import Transformer
+from mt.model.layers import sinusoidal_positions
 
 QUANTIZATIONS = ("none", "int8", "int8_float16", "int8_float32", "float16", "bfloat16")
 POSITIONS = 4096  # rows of the sinusoid table written out: the longest input or output CTranslate2 can take
@@ -30,7 +31,7 @@ POSITIONS = 4096  # rows of the sinusoid table written out: the longest input or
 
 def transformer_spec(model: Transformer, tokenizer):
     """The CTranslate2 TransformerSpec holding model's weights: the same maths, layer for layer."""
-    ct2 = import_ctranslate2()
+    import_ctranslate2()  # a one-line error if it is missing
     from ctranslate2.specs import common_spec, transformer_spec
 
     layers = (len(model.encoder_layers), len(model.decoder_layers))
@@ -64,7 +65,6 @@ def transformer_spec(model: Transformer, tokenizer):
         _layer_norm(spec.decoder.layer_norm, model.decoder_norm)
     spec.register_source_vocabulary(tokenizer.src_pieces(range(tokenizer.src_vocab_size)))
     spec.register_target_vocabulary(tokenizer.tgt_pieces(range(tokenizer.tgt_vocab_size)))
-    del ct2
     return spec
 
 
@@ -112,8 +112,6 @@ def export(checkpoints: list[str], output: Path, quantization: str = "none", for
 
 
 def _positions(model: Transformer) -> torch.Tensor:
-    from mt.model.layers import sinusoidal_positions
-
     return sinusoidal_positions(torch.arange(POSITIONS), model.d_model)
 
 

@@ -43,6 +43,12 @@ class Tokenizer:
     def encode_src(self, lines: list[str]) -> list[list[int]]:
         return self.src.encode(lines)
 
+    def encode_src_truncated(self, lines: list[str], max_len: int) -> tuple[list[list[int]], int]:
+        """Source ids cut to max_len pieces, and how many lines were cut (what a translator reports)."""
+        ids = self.src.encode(lines)
+        cut = sum(len(seq) > max_len for seq in ids)
+        return [seq[:max_len] for seq in ids], cut
+
     def encode_tgt(self, lines: list[str]) -> list[list[int]]:
         return self.tgt.encode(lines)
 

@@ -44,10 +44,10 @@ while IFS= read -r line; do
     run=/tmp/recipe_$name; mkdir -p "$OUT/recipe_$name"
     (
         start=$(date +%s)
-        # shellcheck disable=SC2086
         launch=(-m mt.train)
         [[ $name == nocudnn* ]] && launch=(-c "import sys, torch; torch.backends.cuda.enable_cudnn_sdp(False)
 from mt.train import main; main()")
+        # shellcheck disable=SC2086  # $overrides splits into Hydra overrides
         timeout 540 $PY "${launch[@]}" experiment=multi30k_base data.cache_dir=null \
             hydra.run.dir=$run train.max_time=$TRAIN_SECONDS train.threads=4 $overrides \
             > "$OUT/recipe_$name/train.log" 2>&1
