@@ -83,6 +83,10 @@ class EncodedCorpus:
     def src_lens(self) -> np.ndarray:
         return self.src.lengths
 
+    def for_epoch(self, epoch: int) -> EncodedCorpus:
+        """The pairs an epoch trains on: the same every epoch (see SampledSegmentations for the other case)."""
+        return self
+
     @property
     def tgt_lens(self) -> np.ndarray:
         return self.tgt.lengths
@@ -106,13 +110,18 @@ class FilterReport:
 def encode_corpus(
     tokenizer, corpus, max_len: int = 0, max_ratio: float = 0.0, chunk: int = 100_000
 ) -> tuple[EncodedCorpus, FilterReport]:
-    """Tokenize both sides (chunk by chunk, to bound memory); drop and count empty pairs,
-    over-long pairs and bad length ratios."""
+    """Tokenize both sides (chunk by chunk, to bound memory), then filter_pairs."""
     src_parts, tgt_parts = [], []
     for start in range(0, len(corpus), chunk):
         src_parts.append(Ragged.from_lists(tokenizer.encode_src(corpus.src[start : start + chunk])))
         tgt_parts.append(Ragged.from_lists(tokenizer.encode_tgt(corpus.tgt[start : start + chunk])))
-    src, tgt = Ragged.concatenate(src_parts), Ragged.concatenate(tgt_parts)
+    return filter_pairs(Ragged.concatenate(src_parts), Ragged.concatenate(tgt_parts), max_len, max_ratio)
+
+
+def filter_pairs(
+    src: Ragged, tgt: Ragged, max_len: int = 0, max_ratio: float = 0.0
+) -> tuple[EncodedCorpus, FilterReport]:
+    """Drop and count empty pairs, over-long pairs and bad length ratios."""
     s, t = src.lengths, tgt.lengths
     empty = (s == 0) | (t == 0)
     too_long = ~empty & ((np.maximum(s, t) > max_len) if max_len else False)
@@ -256,30 +265,34 @@ def collate(corpus: EncodedCorpus, indices) -> Batch:
 
 class DataOrder:
     """Which batches training takes, in which order: each epoch's batches are a pure function of
-    (seed, epoch), so a resumed run sees the same ones."""
+    (seed, epoch), so a resumed run sees the same ones. `source.for_epoch(epoch)` gives the pairs an
+    epoch trains on (an EncodedCorpus, the same every epoch, or SampledSegmentations)."""
 
-    def __init__(self, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, seed: int):
-        self.src_lens, self.tgt_lens, self.max_tokens, self.seed = src_lens, tgt_lens, max_tokens, seed
-        self._cached: tuple[int, list[np.ndarray]] | None = None
+    def __init__(self, source, max_tokens: int, seed: int):
+        self.source, self.max_tokens, self.seed = source, max_tokens, seed
+        self._cached: tuple[int, EncodedCorpus, list[np.ndarray]] | None = None
 
-    def epoch(self, epoch: int) -> list[np.ndarray]:
+    def epoch(self, epoch: int) -> tuple[EncodedCorpus, list[np.ndarray]]:
+        """The epoch's pairs and its batches (index arrays into those pairs)."""
         if self._cached is None or self._cached[0] != epoch:
+            corpus = self.source.for_epoch(epoch)
             rng = np.random.default_rng([self.seed, epoch])
-            self._cached = (epoch, token_batches(self.src_lens, self.tgt_lens, self.max_tokens, rng))
-        return self._cached[1]
+            self._cached = (epoch, corpus, token_batches(corpus.src_lens, corpus.tgt_lens, self.max_tokens, rng))
+        return self._cached[1], self._cached[2]
 
     def epoch_length(self, epoch: int) -> int:
-        return len(self.epoch(epoch))
+        return len(self.epoch(epoch)[1])
 
-    def take(self, progress, count: int) -> list[np.ndarray]:
-        """The next `count` batches (one update's worth), advancing progress.epoch / batch_in_epoch."""
+    def take(self, progress, count: int) -> list[tuple[EncodedCorpus, np.ndarray]]:
+        """The next `count` batches (one update's worth) as (pairs, indices), advancing
+        progress.epoch / batch_in_epoch."""
         out = []
         while len(out) < count:
-            batches = self.epoch(progress.epoch)
+            corpus, batches = self.epoch(progress.epoch)
             if progress.batch_in_epoch >= len(batches):
                 progress.epoch += 1
                 progress.batch_in_epoch = 0
                 continue
-            out.append(batches[progress.batch_in_epoch])
+            out.append((corpus, batches[progress.batch_in_epoch]))
             progress.batch_in_epoch += 1
         return out

@@ -75,6 +75,9 @@ class TrainConfig:
     eps: float = 1e-9
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
+    # Subword regularisation: > 0 re-segments the training text every epoch by sentencepiece sampling
+    # with this alpha (unigram: smoothing, 0.1-0.5, lower = more varied; BPE: the merge-dropout rate, ~0.1)
+    subword_sampling: float = 0.0
     clip_norm: float = 0.0  # 0 = no clipping
     precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only)
     compile: bool = False  # torch.compile the model (dynamic shapes); slower on the 2-core CPU we measured
@@ -179,6 +182,7 @@ def validate(cfg: DictConfig | Config) -> None:
         "keep_last",
         "average_last",
         "peak_tflops",
+        "subword_sampling",
     ):
         _check(tr[key] >= 0, f"train.{key}", "must be >= 0")
     _check(dec.beam >= 1 and dec.valid_beam >= 1, "decode.beam", "must be >= 1")

@@ -29,6 +29,7 @@ from mt.metrics import score
 from mt.model_config import build_model
 from mt.prepare import Prepared, exit_on_user_error, prepare, run_dir
 from mt.run_lock import RunDirLock
+from mt.subword_sampling import SampledSegmentations
 from mt.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -87,17 +88,36 @@ def final_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
     return averaged if bleu > trainer.progress.best_bleu else best
 
 
-def encode_splits(cfg: DictConfig, data: Prepared) -> tuple[EncodedCorpus, EncodedCorpus]:
-    """Training pairs encoded, filtered and cached (data.train's text is let go), and validation pairs."""
-    start = time.perf_counter()
-    train, report = cached_encode(
-        data.tokenizer, data.train, cfg.data.max_len, cfg.data.max_len_ratio, cfg.data.cache_dir
-    )
-    log.info("train: encoded in %.1fs", time.perf_counter() - start)
+def encode_splits(cfg: DictConfig, data: Prepared) -> tuple[EncodedCorpus | SampledSegmentations, EncodedCorpus]:
+    """Training pairs encoded, filtered and cached (data.train's text is let go), or segmented anew
+    each epoch (train.subword_sampling); and the validation pairs."""
+    start, origin = time.perf_counter(), data.train.origin
+    if cfg.train.subword_sampling:
+        train = SampledSegmentations(
+            data.tokenizer,
+            data.train,
+            cfg.train.subword_sampling,
+            cfg.train.seed,
+            cfg.data.max_len,
+            cfg.data.max_len_ratio,
+        )
+        first, report = train.with_report(0)
+        log.info(
+            "train: epoch 0 sampled in %.1fs (%.1f target pieces per sentence)",
+            time.perf_counter() - start,
+            first.tgt_lens.mean(),
+        )
+        pairs = len(first)
+    else:
+        train, report = cached_encode(
+            data.tokenizer, data.train, cfg.data.max_len, cfg.data.max_len_ratio, cfg.data.cache_dir
+        )
+        log.info("train: encoded in %.1fs", time.perf_counter() - start)
+        data.train = None  # from here on the encoded arrays suffice: let the text go (GBs for WMT-size data)
+        pairs = len(train)
     log.info("train filter: %s", report)
-    if not len(train):
-        raise MTError(f"{data.train.origin}: no training pairs left after filtering ({report})")
-    data.train = None  # from here on the encoded arrays suffice: let the text go (GBs for WMT-size data)
+    if not pairs:
+        raise MTError(f"{origin}: no training pairs left after filtering ({report})")
     valid, valid_report = encode_corpus(data.tokenizer, data.valid)
     if valid_report.empty:
         log.info("valid: %d pairs with an empty side are left out of the validation loss", valid_report.empty)

@@ -38,6 +38,7 @@ from mt.run_checkpoints import (
     resume_state,
     training_state,
 )
+from mt.subword_sampling import SampledSegmentations
 from mt.tokenizer import PAD
 from mt.train_log import TrainWindow, announce_duration, log_train_record, log_validation
 from mt.validation import Validator
@@ -53,7 +54,7 @@ class Trainer:
         cfg,
         model,
         tokenizer,
-        train_data: EncodedCorpus,
+        train_data: EncodedCorpus | SampledSegmentations,
         valid_data: EncodedCorpus,
         valid_text: ParallelCorpus,
         run_dir: Path,
@@ -68,7 +69,6 @@ class Trainer:
         if self.tc.compile:  # shapes change with every batch: compile for dynamic shapes once
             self.net = torch.compile(self.net, dynamic=True)
         self.tokenizer = tokenizer
-        self.train_data = train_data
         self.run_dir, self.device = run_dir, device
         self.ckpt_dir = run_dir / "checkpoints"
         self.optimizer = build_optimizer(model, self.tc)
@@ -76,8 +76,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.tc.precision == "fp16")
         self.peak_lr = peak_lr(self.tc, model_options(cfg.model, strict=False).d_model)
         self.progress = Progress()
-        self.tgt_lens = train_data.tgt_lens
-        self.data_order = DataOrder(train_data.src_lens, train_data.tgt_lens, self.tc.max_tokens, self.tc.seed)
+        self.data_order = DataOrder(train_data, self.tc.max_tokens, self.tc.seed)
         self.peak = peak_flops(device, self.tc.peak_tflops)
         self.param_counts = parameter_counts(model)
         self.bad_in_a_row = 0
@@ -108,8 +107,8 @@ class Trainer:
         self.model.train()
         world, rank = self.dist.world, self.dist.rank
         update = self.data_order.take(self.progress, self.tc.update_freq * world)  # the same on every rank
-        total_tokens = int(sum(self.tgt_lens[idx].sum() + len(idx) for idx in update))  # EOS included
-        batches = [collate(self.train_data, idx) for idx in update[rank::world]]
+        total_tokens = int(sum(pairs.tgt_lens[idx].sum() + len(idx) for pairs, idx in update))  # EOS included
+        batches = [collate(pairs, idx) for pairs, idx in update[rank::world]]
         sums = []  # (loss, nll) of each batch, read once at the end: one wait for the device per update
         for i, batch in enumerate(batches):
             last = i == len(batches) - 1
@@ -266,9 +265,12 @@ class Trainer:
         return self.progress
 
     def _log_start(self) -> None:
-        batches = self.data_order.epoch_length(self.progress.epoch)
+        pairs, batches = self.data_order.epoch(self.progress.epoch)
+        sampling = (
+            f" (segmentation sampled per epoch, alpha {self.tc.subword_sampling:g})" if self.tc.subword_sampling else ""
+        )
         log.info(
-            f"training: {len(self.train_data)} pairs, {batches} batches/epoch, peak lr {self.peak_lr:.2e}, "
+            f"training: {len(pairs)} pairs{sampling}, {len(batches)} batches/epoch, peak lr {self.peak_lr:.2e}, "
             f"{self.tc.precision} on {self.device}"
         )
         parameters = sum(p.numel() for p in self.model.parameters())

@@ -1,0 +1,92 @@
+"""Subword regularisation: each epoch a sampled segmentation, reproducible from (seed, epoch)."""
+
+import json
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from mt.batching import DataOrder, encode_corpus
+from mt.config import TokenizerConfig
+from mt.data import ParallelCorpus
+from mt.errors import MTError
+from mt.progress import Progress
+from mt.subword_sampling import SampledSegmentations
+from mt.tokenizer import build_tokenizer
+
+from conftest import make_pairs, train_tiny
+
+
+def corpus_and_tokenizer(tmp_path, n=400):
+    pairs = make_pairs(n, seed=3)
+    corpus = ParallelCorpus([s for s, _ in pairs], [t for _, t in pairs], "memory")
+    cfg = OmegaConf.structured(TokenizerConfig(vocab_size=120, byte_fallback=False))
+    return corpus, build_tokenizer(cfg, corpus, tmp_path / "tok")
+
+
+def pieces(encoded):
+    return [tuple(encoded.tgt[i]) for i in range(len(encoded))]
+
+
+def test_each_epoch_samples_another_segmentation_of_the_same_text(tmp_path):
+    corpus, tok = corpus_and_tokenizer(tmp_path)
+    best = encode_corpus(tok, corpus)[0]
+    sampled = SampledSegmentations(tok, corpus, alpha=0.2, seed=1)
+    epoch0, epoch1 = sampled.for_epoch(0), sampled.for_epoch(1)
+    assert pieces(epoch0) != pieces(best) and pieces(epoch0) != pieces(epoch1)
+    assert epoch0.tgt_lens.sum() > best.tgt_lens.sum()  # the best segmentation is the shortest
+    # Only the split differs: the pieces spell the original sentences.
+    assert tok.decode_tgt([list(p) for p in pieces(epoch1)]) == corpus.tgt
+    assert [tok.src.decode(list(epoch1.src[i])) for i in range(len(epoch1))] == corpus.src
+
+
+def test_a_high_alpha_draws_the_best_segmentation(tmp_path):
+    corpus, tok = corpus_and_tokenizer(tmp_path)
+    sharp = SampledSegmentations(tok, corpus, alpha=100.0, seed=1)  # P(x)^100: the most likely one wins
+    assert pieces(sharp.for_epoch(0)) == pieces(encode_corpus(tok, corpus)[0])
+
+
+def test_sampling_refuses_a_bpe_tokenizer(tmp_path):
+    pairs = make_pairs(200, seed=3)
+    corpus = ParallelCorpus([s for s, _ in pairs], [t for _, t in pairs], "memory")
+    cfg = OmegaConf.structured(TokenizerConfig(type="bpe", vocab_size=120, byte_fallback=False))
+    tok = build_tokenizer(cfg, corpus, tmp_path / "tok")
+    with pytest.raises(MTError, match="train.subword_sampling needs a unigram tokenizer"):
+        SampledSegmentations(tok, corpus, alpha=0.2, seed=1)
+
+
+def test_an_epochs_segmentation_depends_on_seed_and_epoch_only(tmp_path):
+    corpus, tok = corpus_and_tokenizer(tmp_path)
+    straight = SampledSegmentations(tok, corpus, alpha=0.2, seed=1)
+    in_order = [pieces(straight.for_epoch(e)) for e in range(3)]
+    resumed = SampledSegmentations(tok, corpus, alpha=0.2, seed=1)  # a run resumed in epoch 2
+    assert pieces(resumed.for_epoch(2)) == in_order[2]
+    assert pieces(SampledSegmentations(tok, corpus, alpha=0.2, seed=2).for_epoch(2)) != in_order[2]
+
+
+def test_data_order_takes_each_batch_from_its_epochs_segmentation(tmp_path):
+    corpus, tok = corpus_and_tokenizer(tmp_path)
+    sampled = SampledSegmentations(tok, corpus, alpha=0.2, seed=1)
+    order, progress = DataOrder(sampled, max_tokens=400, seed=1), Progress()
+    first_epoch = order.epoch_length(0)
+    taken = order.take(progress, first_epoch + 1)  # the last batch comes from epoch 1
+    assert progress.epoch == 1
+    assert all(pairs is taken[0][0] for pairs, _ in taken[:-1]) and taken[-1][0] is not taken[0][0]
+    assert sorted(np.concatenate([idx for _, idx in taken[:-1]]).tolist()) == list(range(len(corpus)))
+
+
+def test_resume_with_sampling_gives_the_losses_of_one_run(tiny_corpus, tmp_path):
+    """Stopped in epoch 2 and resumed: the same updates, on the same sampled pieces, as one run."""
+    common = ["train.log_every=1", "train.save_every=5", "train.valid_every=1000", "data.test_split=null"]
+    common += ["train.subword_sampling=0.2", "train.max_tokens=300"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train_tiny(tiny_corpus, straight, "train.max_steps=50", *common)
+    train_tiny(tiny_corpus, resumed, "train.max_steps=25", *common)
+    train_tiny(tiny_corpus, resumed, "train.max_steps=50", *common)
+
+    def records(run):
+        return [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
+
+    assert {r["step"]: r["loss"] for r in records(resumed)} == {r["step"]: r["loss"] for r in records(straight)}
+    stopped = next(r for r in records(straight) if r["step"] == 25)
+    assert 0 < stopped["epoch"] < records(straight)[-1]["epoch"]  # resumed mid-run, across epochs
