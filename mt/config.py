@@ -165,6 +165,7 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(0 <= tr.cooldown < 1, "train.cooldown", "must be in [0, 1)")
     _check(len(tr.betas) == 2 and all(0 <= b < 1 for b in tr.betas), "train.betas", "must be two values in [0, 1)")
     _check(0 <= tr.label_smoothing < 1, "train.label_smoothing", "must be in [0, 1)")
+    _check(not tr.subword_sampling or t.type == "unigram", "train.subword_sampling", "needs tokenizer.type=unigram")
     _check(tr.precision in ("fp32", "bf16", "fp16"), "train.precision", "must be fp32, bf16 or fp16")
     _check(tr.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda")
     for key in ("max_steps", "valid_every", "save_every", "log_every"):

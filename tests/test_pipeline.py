@@ -151,6 +151,8 @@ def test_config_errors(tiny_corpus, tmp_path):
     assert result.returncode == 2 and "train.precision" in result.stdout + result.stderr
     result = train_tiny(tiny_corpus, tmp_path, "train.max_tokens=lots", check=False)
     assert result.returncode != 0 and "max_tokens" in result.stderr
+    result = train_tiny(tiny_corpus, tmp_path, "tokenizer.type=bpe", "train.subword_sampling=0.2", check=False)
+    assert result.returncode == 2 and "train.subword_sampling: needs tokenizer.type=unigram" in result.stderr
 
 
 def test_bad_data_is_a_clear_error(tmp_path):
