@@ -20,17 +20,21 @@ export PYTHONPATH="$PWD/.gpu/site:$PWD" PYTHONUNBUFFERED=1 TQDM_DISABLE=1
 DATA="$PWD/data/multi30k"
 step() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.log"; }
 
-# name:overrides (space-separated Hydra overrides after experiment=multi30k_base). Session 7 ran the
-# 8k-token preset of session 6, dropout 0.4, and 4k tokens (now the preset: 41.97); session 8 these:
-# dropout 0.4 at 4k tokens, subword sampling (train.subword_sampling), and both. Every variant saves
-# every 300 updates and averages the last 4 (all in the cool-down) if that validates better.
-COMMON=${COMMON:-"train.save_every=300 train.keep_last=4 train.average_last=4"}
-VARIANTS=${VARIANTS:-"dropout04:model.dropout=0.4 model.attention_dropout=0.2
-sampling:train.subword_sampling=0.2
-dropout04_sampling:model.dropout=0.4 model.attention_dropout=0.2 train.subword_sampling=0.2
-dropout04_sampling_long:model.dropout=0.4 model.attention_dropout=0.2 train.subword_sampling=0.2 train.max_steps=4400"}
+# name:overrides (space-separated Hydra overrides after experiment=multi30k_base). Session 8 ran dropout
+# 0.4, subword sampling (now the preset: valid 42.39, test 42.91), both, and both for 4,400 updates; the
+# next: the preset with cuDNN attention off (its speed against the first ~300 slow updates), longer
+# budgets (a run alone does ~13 updates/s, so 10 minutes hold ~6,000), and more varied segmentations.
+# Session 8's list: VARIANTS="dropout04:model.dropout=0.4 model.attention_dropout=0.2
+#   sampling:train.subword_sampling=0.2 (= preset)  dropout04_sampling:... train.subword_sampling=0.2"
+COMMON=${COMMON:-""}
+VARIANTS=${VARIANTS:-"nocudnn_preset:
+long5400:train.max_steps=5400
+alpha01:train.subword_sampling=0.1
+dropout04_long5400:model.dropout=0.4 model.attention_dropout=0.2 train.max_steps=5400"}
 # A name starting with "nocudnn" trains with SDPA's cuDNN backend off: under autocast it built a graph per
-# new key length when decoding (session 7); does it cost training too? Compare its tok/s with a twin.
+# new key length when decoding (session 7); does it cost training too? Session 8's preset took 80 s to
+# its 500th update side by side (66 s alone) against ~33 s per 500 later: compare metrics.jsonl's elapsed.
+# Run with a cap that ends every variant inside one device call: TRAIN_SECONDS=440 bash scripts/gpu_check.sh
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/nvidia-smi.csv" 2>&1
