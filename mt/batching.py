@@ -83,13 +83,13 @@ class EncodedCorpus:
     def src_lens(self) -> np.ndarray:
         return self.src.lengths
 
-    def for_epoch(self, epoch: int) -> EncodedCorpus:
-        """The pairs an epoch trains on: the same every epoch (see SampledSegmentations for the other case)."""
-        return self
-
     @property
     def tgt_lens(self) -> np.ndarray:
         return self.tgt.lengths
+
+    def for_epoch(self, epoch: int) -> EncodedCorpus:
+        """The pairs an epoch trains on: the same every epoch (see SampledSegmentations for the other case)."""
+        return self
 
 
 @dataclass

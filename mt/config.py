@@ -75,8 +75,8 @@ class TrainConfig:
     eps: float = 1e-9
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
-    # Subword regularisation: > 0 re-segments the training text every epoch by sentencepiece sampling
-    # with this alpha (unigram: smoothing, 0.1-0.5, lower = more varied; BPE: the merge-dropout rate, ~0.1)
+    # Subword regularisation (unigram tokenizers): > 0 trains each epoch on a segmentation drawn from the
+    # 16 best of every sentence with probability ~ P(x)^alpha, this alpha (lower = more varied; 0.1-0.5)
     subword_sampling: float = 0.0
     clip_norm: float = 0.0  # 0 = no clipping
     precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only)
