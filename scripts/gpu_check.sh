@@ -23,7 +23,7 @@ step() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.log"; }
 # name:overrides (space-separated Hydra overrides after experiment=multi30k_base). Session 8 ran dropout
 # 0.4, subword sampling (now the preset: valid 42.39, test 42.91), both, and both for 4,400 updates; the
 # next: the preset with cuDNN attention off (its speed against the first ~300 slow updates), longer
-# budgets (a run alone does ~13 updates/s, so 10 minutes hold ~6,000), and more varied segmentations.
+# budgets (a run alone made 12.9 updates/s in session 8), and more varied segmentations.
 # Session 8's list: VARIANTS="dropout04:model.dropout=0.4 model.attention_dropout=0.2
 #   sampling:train.subword_sampling=0.2 (= preset)  dropout04_sampling:... train.subword_sampling=0.2"
 COMMON=${COMMON:-""}
