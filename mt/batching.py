@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +50,9 @@ class Ragged:
         np.cumsum(lengths, out=offsets[1:])
         return Ragged(self.values[np.repeat(keep, self.lengths)], offsets)
 
-    @property
+    @cached_property
     def lengths(self) -> np.ndarray:
+        """Computed once (72 ms for 4.5M sequences): the training step reads it for every batch."""
         return np.diff(self.offsets)
 
     def __len__(self) -> int:
