@@ -9,26 +9,47 @@ be seeded reproducibly across processes: a resumed run and every DDP rank see th
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
 import numpy as np
 
 from mt.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
 from mt.errors import MTError
+
+LINES_PER_TASK = 2000  # below this a process does not pay for itself
 
 
 class SegmentationCandidates:
     """The n best segmentations of each line, flat: candidate rows, their log-probability, and
     which line each belongs to."""
 
-    def __init__(self, processor, lines: list[str], n: int):
-        nbest = processor.nbest_encode(lines, nbest_size=n)
-        nbest = [cands or [[]] for cands in nbest]  # an empty line has one, empty, segmentation
-        self.rows = Ragged.from_lists([c for cands in nbest for c in cands])
-        counts = np.fromiter((len(cands) for cands in nbest), dtype=np.int64, count=len(nbest))
-        self.line_of = np.repeat(np.arange(len(nbest)), counts)
+    def __init__(self, rows: Ragged, counts: np.ndarray, piece_logp: np.ndarray):
+        self.rows = rows
+        self.line_of = np.repeat(np.arange(len(counts)), counts)
         self.first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # each line's first candidate
-        piece_logp = np.array([processor.get_score(i) for i in range(processor.get_piece_size())])
         summed = np.concatenate([[0.0], np.cumsum(piece_logp[self.rows.values])])
         self.logp = summed[self.rows.offsets[1:]] - summed[self.rows.offsets[:-1]]
+
+    @classmethod
+    def of_lines(cls, processor, lines: list[str], n: int, pool: ProcessPoolExecutor | None = None):
+        """The n best segmentations of every line; with a pool, found by its processes in parallel
+        (the n-best search is single-threaded and holds the GIL: 2.1 s per 29k-line side here)."""
+        if pool is None or len(lines) < 2 * LINES_PER_TASK:
+            parts = [_nbest_part(processor, lines, n)]
+        else:
+            proto = processor.serialized_model_proto()
+            chunks = [lines[i : i + LINES_PER_TASK] for i in range(0, len(lines), LINES_PER_TASK)]
+            parts = list(pool.map(_nbest_part, [proto] * len(chunks), chunks, [n] * len(chunks)))
+        rows = Ragged.concatenate([rows for rows, _ in parts])
+        counts = np.concatenate([counts for _, counts in parts])
+        piece_logp = np.array([processor.get_score(i) for i in range(processor.get_piece_size())])
+        return cls(rows, counts, piece_logp)
 
     def draw(self, alpha: float, rng: np.random.Generator) -> Ragged:
         """One segmentation per line, P(x)^alpha-weighted (the Gumbel-max trick)."""
@@ -40,7 +61,8 @@ class SegmentationCandidates:
 
 
 class SampledSegmentations:
-    """The training corpus segmented anew for each epoch."""
+    """The training corpus segmented anew for each epoch. The candidates are found by `workers`
+    processes."""
 
     def __init__(
         self,
@@ -51,12 +73,14 @@ class SampledSegmentations:
         max_len: int = 0,
         max_ratio: float = 0.0,
         candidates: int = 16,
+        workers: int = 1,
     ):
         if not _is_unigram(tokenizer):
             raise MTError("train.subword_sampling needs a unigram tokenizer (tokenizer.type=unigram)")
         self.alpha, self.seed, self.max_len, self.max_ratio = alpha, seed, max_len, max_ratio
-        self.src = SegmentationCandidates(tokenizer.src, corpus.src, candidates)
-        self.tgt = SegmentationCandidates(tokenizer.tgt, corpus.tgt, candidates)
+        with process_pool(workers) as pool:
+            self.src = SegmentationCandidates.of_lines(tokenizer.src, corpus.src, candidates, pool)
+            self.tgt = SegmentationCandidates.of_lines(tokenizer.tgt, corpus.tgt, candidates, pool)
         self._cached: tuple[int, EncodedCorpus, FilterReport] | None = None
 
     def for_epoch(self, epoch: int) -> EncodedCorpus:
@@ -69,6 +93,39 @@ class SampledSegmentations:
             src, tgt = self.src.draw(self.alpha, rng), self.tgt.draw(self.alpha, rng)
             self._cached = (epoch, *filter_pairs(src, tgt, self.max_len, self.max_ratio))
         return self._cached[1], self._cached[2]
+
+
+def _nbest_part(processor, lines: list[str], n: int) -> tuple[Ragged, np.ndarray]:
+    """The n best segmentations of lines as flat rows, and how many each line has. processor may
+    be a serialized model (in a pool's process)."""
+    if isinstance(processor, bytes):
+        import sentencepiece as spm
+
+        processor = spm.SentencePieceProcessor(model_proto=processor)
+    nbest = [cands or [[]] for cands in processor.nbest_encode(lines, nbest_size=n)]  # "" has one: empty
+    counts = np.fromiter((len(cands) for cands in nbest), dtype=np.int64, count=len(nbest))
+    return Ragged.from_lists([c for cands in nbest for c in cands]), counts
+
+
+@contextlib.contextmanager
+def process_pool(workers: int):
+    """A pool of `workers` forked processes that die with this one, or None where one would not help
+    (one worker) or cannot be had that way (not Linux). Forked, as a DataLoader's workers are: they
+    only run sentencepiece."""
+    if workers < 2 or sys.platform != "linux":
+        yield None
+        return
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
+        yield pool
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a pool's process: be sent SIGTERM when the parent dies, even by a signal it cannot catch;
+    otherwise the workers would wait on their queue forever."""
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
 
 
 def _is_unigram(tokenizer) -> bool:

@@ -1,11 +1,17 @@
 """Subword regularisation: each epoch a sampled segmentation, reproducible from (seed, epoch)."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from mt import subword_sampling
 from mt.batching import DataOrder, encode_corpus
 from mt.config import TokenizerConfig
 from mt.data import ParallelCorpus
@@ -44,6 +50,48 @@ def test_a_high_alpha_draws_the_best_segmentation(tmp_path):
     corpus, tok = corpus_and_tokenizer(tmp_path)
     sharp = SampledSegmentations(tok, corpus, alpha=100.0, seed=1)  # P(x)^100: the most likely one wins
     assert pieces(sharp.for_epoch(0)) == pieces(encode_corpus(tok, corpus)[0])
+
+
+def test_candidates_found_by_processes_are_those_found_by_one(tmp_path, monkeypatch):
+    corpus, tok = corpus_and_tokenizer(tmp_path)
+    monkeypatch.setattr(subword_sampling, "LINES_PER_TASK", 64)  # 400 lines: 7 tasks, the last one short
+    alone, pooled = (SampledSegmentations(tok, corpus, alpha=0.2, seed=1, workers=w) for w in (1, 2))
+    for a, b in [(alone.src, pooled.src), (alone.tgt, pooled.tgt)]:
+        assert np.array_equal(a.rows.values, b.rows.values) and np.array_equal(a.rows.offsets, b.rows.offsets)
+        assert np.array_equal(a.line_of, b.line_of) and np.allclose(a.logp, b.logp)
+    assert pieces(alone.for_epoch(3)) == pieces(pooled.for_epoch(3))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the pool forks only on Linux")
+def test_the_pools_processes_die_with_the_run(tmp_path):
+    """A run killed while the candidates are being found leaves no worker behind."""
+    script = (
+        "import time; from mt.subword_sampling import process_pool\n"
+        "with process_pool(2) as pool:\n"
+        "    busy = [pool.submit(time.sleep, 60) for _ in range(2)]\n"
+        "    time.sleep(1); print(*pool._processes, flush=True); time.sleep(60)\n"
+    )
+    run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    workers = [int(pid) for pid in run.stdout.readline().split()]
+    assert len(workers) == 2 and all(alive(pid) for pid in workers)
+    run.kill()  # SIGKILL: nothing in the run can clean up
+    run.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in workers if alive(pid)]
+    for pid in left:  # a failing run should not leave them behind either
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
+def alive(pid: int) -> bool:
+    """Whether process pid runs (a zombie, dead but not yet reaped by init, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_sampling_refuses_a_bpe_tokenizer(tmp_path):
