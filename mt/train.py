@@ -24,7 +24,7 @@ from mt.config import CONFIG_DIR, check_overrides, register_configs
 from mt.decoding import DecodeSettings, Translator
 from mt.distributed import Dist, barrier, init_from_env, shutdown
 from mt.errors import MTError, report_errors, take_debug_flag
-from mt.fastpath import cpu_threads, decode_precision, tune_process
+from mt.fastpath import decode_precision, tune_process
 from mt.metrics import score
 from mt.model_config import build_model
 from mt.prepare import Prepared, exit_on_user_error, prepare, run_dir
@@ -88,9 +88,7 @@ def final_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
     return averaged if bleu > trainer.progress.best_bleu else best
 
 
-def encode_splits(
-    cfg: DictConfig, data: Prepared, dist: Dist
-) -> tuple[EncodedCorpus | SampledSegmentations, EncodedCorpus]:
+def encode_splits(cfg: DictConfig, data: Prepared) -> tuple[EncodedCorpus | SampledSegmentations, EncodedCorpus]:
     """Training pairs encoded, filtered and cached (data.train's text is let go), or segmented anew
     each epoch (train.subword_sampling); and the validation pairs."""
     start, origin = time.perf_counter(), data.train.origin
@@ -102,7 +100,7 @@ def encode_splits(
             cfg.train.seed,
             cfg.data.max_len,
             cfg.data.max_len_ratio,
-            workers=max(1, cpu_threads() // dist.world),  # the ranks of a node share its cores
+            workers=torch.get_num_threads(),  # the CPU share this run may use (train.threads, OMP_NUM_THREADS)
         )
         first, report = train.with_report(0)
         log.info(
@@ -160,7 +158,7 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     if dist.is_main:
         barrier(dist)
     tok = data.tokenizer
-    train, valid = encode_splits(cfg, data, dist)
+    train, valid = encode_splits(cfg, data)
     model = build_model(cfg.model, tok)
     n_params = sum(p.numel() for p in model.parameters())
     log.info(

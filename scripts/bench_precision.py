@@ -26,7 +26,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from mt.config import CONFIG_DIR, register_configs
-from mt.distributed import Dist
 from mt.fastpath import tune_process
 from mt.model_config import build_model
 from mt.prepare import prepare
@@ -42,7 +41,7 @@ def make_trainers(overrides: list[str], run: Path) -> dict[str, Trainer]:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     data = prepare(cfg, run)
-    train, valid = encode_splits(cfg, data, Dist())
+    train, valid = encode_splits(cfg, data)
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, data.tokenizer)
     trainers = {}
