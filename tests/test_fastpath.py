@@ -319,6 +319,24 @@ def test_stock_training_step_compiles_without_graph_breaks():
     torch._dynamo.reset()
 
 
+def test_cpu_training_step_compiles_to_the_stock_ops():
+    """Under torch.compile the CPU forms step aside (the numpy-drawn dropout broke the compiled
+    graph, then crashed train.compile=true): one graph, and the loss of the eager stock ops."""
+    torch._dynamo.reset()
+    model = small_model(norm_first=True, dropout=0.0).train()
+    src, tgt_in, tgt_out = padded_pair(8)
+
+    def step(src, tgt_in, tgt_out):
+        return training_loss(model, src, tgt_in, tgt_out)[0]
+
+    explanation = torch._dynamo.explain(step)(src, tgt_in, tgt_out)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    compiled = torch.compile(step, dynamic=True)(src, tgt_in, tgt_out)
+    with fastpath.stock_ops():
+        torch.testing.assert_close(compiled, step(src, tgt_in, tgt_out), rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
+
+
 def test_stock_cross_entropy_equals_torch_with_ignore_index():
     torch.manual_seed(0)
     logits = torch.randn(50, 30).bfloat16()

@@ -35,8 +35,9 @@ def stock_ops(enabled: bool = True):
 
 
 def _cpu_form(x: torch.Tensor) -> bool:
-    """Whether x's op takes its CPU form."""
-    return x.device.type == "cpu" and not _stock_everywhere
+    """Whether x's op takes its CPU form. Not inside torch.compile: the forms are for eager mode (the
+    compiler fuses the stock ops itself, and cannot trace some forms, e.g. the numpy-drawn dropout)."""
+    return x.device.type == "cpu" and not _stock_everywhere and not torch.compiler.is_compiling()
 
 
 # ---- model ------------------------------------------------------------------------------------
