@@ -21,20 +21,28 @@ DATA="$PWD/data/multi30k"
 step() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.log"; }
 
 # name:overrides (space-separated Hydra overrides after experiment=multi30k_base). Session 8 ran dropout
-# 0.4, subword sampling (now the preset: valid 42.39, test 42.91), both, and both for 4,400 updates; the
-# next: the preset with cuDNN attention off (its speed against the first ~300 slow updates), longer
-# budgets (a run alone made 12.9 updates/s in session 8), and more varied segmentations.
+# 0.4, subword sampling (now the preset: valid 42.39, test 42.91 at 3,600 updates), both, and both for
+# 4,400 updates. The next list: every variant trains 5,400 updates (a run alone made 12.9 updates/s in
+# session 8: ~420 s), and varies one thing: nothing; SDPA's cuDNN backend off (its speed over the first
+# ~300 slow updates); torch.compile (its speed in a run whose shapes change every batch, never measured;
+# it crashed on the CPU before session 9); more varied segmentations; more dropout. The first three
+# train the same model by different kernels: how far they differ is the run-to-run noise.
 # Session 8's list: VARIANTS="dropout04:model.dropout=0.4 model.attention_dropout=0.2
 #   sampling:train.subword_sampling=0.2 (= preset)  dropout04_sampling:... train.subword_sampling=0.2"
 COMMON=${COMMON:-""}
-VARIANTS=${VARIANTS:-"nocudnn_preset:
-long5400:train.max_steps=5400
-alpha01:train.subword_sampling=0.1
+VARIANTS=${VARIANTS:-"long5400:train.max_steps=5400
+nocudnn_long5400:train.max_steps=5400
+compile_long5400:train.compile=true train.max_steps=5400
+alpha01_long5400:train.subword_sampling=0.1 train.max_steps=5400
 dropout04_long5400:model.dropout=0.4 model.attention_dropout=0.2 train.max_steps=5400"}
+THREADS=${THREADS:-3}  # CPU threads per run (16 cores, five runs)
 # A name starting with "nocudnn" trains with SDPA's cuDNN backend off: under autocast it built a graph per
 # new key length when decoding (session 7); does it cost training too? Session 8's preset took 80 s to
 # its 500th update side by side (66 s alone) against ~33 s per 500 later: compare metrics.jsonl's elapsed.
-# Run with a cap that ends every variant inside one device call: TRAIN_SECONDS=440 bash scripts/gpu_check.sh
+# Run with a cap that ends every variant inside one device call:
+#   TRAIN_SECONDS=410 bash scripts/gpu_check.sh      (device tool: timeout_s 598, carry [".gpu"])
+# (session 8: ~90 s of each run went to start-up, validations, averaging and the test score)
+# A capped run still cools down to 0 at the cap (the budget is whichever of time and updates ends first).
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/nvidia-smi.csv" 2>&1
@@ -57,8 +65,8 @@ while IFS= read -r line; do
         [[ $name == nocudnn* ]] && launch=(-c "import sys, torch; torch.backends.cuda.enable_cudnn_sdp(False)
 from mt.train import main; main()")
         # shellcheck disable=SC2086  # $overrides splits into Hydra overrides
-        timeout "${RUN_TIMEOUT:-540}" $PY "${launch[@]}" experiment=multi30k_base data.cache_dir=null \
-            hydra.run.dir=$run train.max_time=$TRAIN_SECONDS train.threads=4 $COMMON $overrides \
+        timeout "${RUN_TIMEOUT:-575}" $PY "${launch[@]}" experiment=multi30k_base data.cache_dir=null \
+            hydra.run.dir=$run train.max_time=$TRAIN_SECONDS train.threads=$THREADS $COMMON $overrides \
             > "$OUT/recipe_$name/train.log" 2>&1
         echo "rc=$? wall_s=$(( $(date +%s) - start )) overrides=$overrides" > "$OUT/recipe_$name/wall.txt"
         cp $run/train.jsonl $run/metrics.jsonl $run/results.json $run/test.hyp "$OUT/recipe_$name/" 2>/dev/null
