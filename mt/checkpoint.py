@@ -111,22 +111,40 @@ def check_vocabulary(path, expected: dict, weights: dict, tokenizer) -> None:
             )
 
 
-def load_for_inference(paths: list[str]):
-    """(model in eval mode, tokenizer, config) from one checkpoint, or several averaged."""
+def load_for_inference(paths: list[str], ensemble: bool = False):
+    """(model in eval mode, tokenizer, config) from one checkpoint, or several: their weights
+    averaged (checkpoints of one run), or with ensemble=True an Ensemble of them (any runs that share
+    a tokenizer). The config, and so the decoding settings, are the first checkpoint's."""
     from mt.config import from_dict
-    from mt.model_config import build_model
     from mt.tokenizer import Tokenizer
 
+    if ensemble and len(paths) > 1:
+        from mt.model.ensemble import Ensemble
+
+        states = [load_checkpoint(p) for p in paths]
+        for path, state in zip(paths[1:], states[1:]):
+            if state["tokenizer"] != states[0]["tokenizer"]:
+                raise MTError(f"{path}: its tokenizer differs from {paths[0]}'s; an ensemble needs one tokenizer")
+        tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
+        members = [_model(path, state, state["model"], tokenizer) for path, state in zip(paths, states)]
+        return Ensemble(members).eval(), tokenizer, from_dict(states[0]["config"])
     states, weights = load_averaged(paths)
-    cfg = from_dict(states[0]["config"])
     tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
-    model = build_model(cfg.model, tokenizer)
-    check_vocabulary(paths[0], model.state_dict(), weights, tokenizer)
+    return _model(paths[0], states[0], weights, tokenizer), tokenizer, from_dict(states[0]["config"])
+
+
+def _model(path, state: dict, weights: dict, tokenizer):
+    """The model state's config describes, holding weights, in eval mode."""
+    from mt.config import from_dict
+    from mt.model_config import build_model
+
+    model = build_model(from_dict(state["config"]).model, tokenizer)
+    check_vocabulary(path, model.state_dict(), weights, tokenizer)
     try:
         model.load_state_dict(weights)
     except RuntimeError as err:
-        raise MTError(f"{paths[0]}: weights do not fit the model its config describes ({str(err)[:200]})") from None
-    return model.eval(), tokenizer, cfg
+        raise MTError(f"{path}: weights do not fit the model its config describes ({str(err)[:200]})") from None
+    return model.eval()
 
 
 def average_checkpoint_files(paths: list, output) -> None:

@@ -15,11 +15,18 @@ from mt.errors import report_errors, take_debug_flag
 HYDRA_INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve", "-p", "--package")
 
 
+ENSEMBLE_HELP = (
+    "decode with the ensemble of the checkpoints (the mean of their next-token probabilities) instead of "
+    "averaging their weights: for models trained apart (other seeds or settings) that share a tokenizer"
+)
+
+
 def translate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="translate", description="Translate text with a trained checkpoint.")
     p.add_argument(
         "--checkpoint", "-c", nargs="+", required=True, help="checkpoint file(s); several are averaged into one model"
     )
+    p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--input", "-i", help="input file (default: stdin)")
     p.add_argument("--output", "-o", help="output file (default: stdout)")
     p.add_argument("--beam", type=int, help="beam size; 1 = greedy (default: the checkpoint's decode.beam)")
@@ -57,7 +64,8 @@ def translate_parser() -> argparse.ArgumentParser:
 
 def evaluate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mt-evaluate", description="Score translations with sacreBLEU.")
-    p.add_argument("--checkpoint", "-c", nargs="+", help="checkpoint(s) to translate with")
+    p.add_argument("--checkpoint", "-c", nargs="+", help="checkpoint(s) to translate with; several are averaged")
+    p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--split", help="a split of the checkpoint's training data config (e.g. test2016)")
     p.add_argument("--src", help="source file to translate")
     p.add_argument("--ref", help="reference file")

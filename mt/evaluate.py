@@ -28,7 +28,7 @@ def hypotheses_and_references(args) -> tuple[list[str], list[str], str]:
         return read_lines(args.hyp), read_lines(args.ref), args.hyp
     if not args.checkpoint:
         raise MTError("give --checkpoint (with --split, or --src and --ref), or --hyp and --ref")
-    model, tokenizer, cfg = load_for_inference(args.checkpoint)
+    model, tokenizer, cfg = load_for_inference(args.checkpoint, ensemble=args.ensemble)
     if args.split:
         corpus = load_split(cfg.data, args.split)
         sources, references, name = corpus.src, corpus.tgt, corpus.origin

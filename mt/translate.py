@@ -75,6 +75,10 @@ def check_args(args) -> None:
         raise MTError("--dtype fp16 needs --device cuda; on CPU use bf16 or fp32")
     if args.engine == "torch" and args.dtype == "int8":
         raise MTError("--dtype int8 needs --engine ctranslate2 (export with mt-export)")
+    if args.ensemble and (args.alignments or args.attention_dir):
+        raise MTError("--alignments and --attention-dir show one model's attention: not with --ensemble")
+    if args.engine == "ctranslate2" and args.ensemble:
+        raise MTError("--ensemble needs --engine torch")
     if args.engine == "ctranslate2" and len(args.checkpoint) != 1:
         raise MTError("--engine ctranslate2 takes one --checkpoint: an export directory (mt-export averages)")
     if args.engine == "ctranslate2" and (args.alignments or args.attention_dir):
@@ -112,7 +116,7 @@ def load_translator(args):
     from mt.fastpath import tune_process
 
     tune_process(torch.device(args.device), training=False)
-    model, tokenizer, cfg = load_for_inference(args.checkpoint)
+    model, tokenizer, cfg = load_for_inference(args.checkpoint, ensemble=args.ensemble)
     settings = DecodeSettings.from_config(cfg.decode, precision=args.dtype or "fp32", **choices)
     return Translator(model, tokenizer, settings, args.device, args.max_src_len)
 

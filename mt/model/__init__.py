@@ -2,12 +2,14 @@
 no training."""
 
 from mt.model.attention import MultiHeadAttention, attention, causal_mask, padding_mask
+from mt.model.ensemble import Ensemble
 from mt.model.rnn import RNNAttention
 from mt.model.state import DecoderState, LayerCache
 from mt.model.transformer import Transformer
 
 __all__ = [
     "DecoderState",
+    "Ensemble",
     "LayerCache",
     "MultiHeadAttention",
     "RNNAttention",
