@@ -4,6 +4,7 @@
 # copy shipped in data/multi30k), then run this from the repository root there
 # (device tool: command "bash scripts/gpu_check.sh", carry [".gpu"]). Every result lands under $OUT:
 #   bench_model.txt     training step: ours vs nn.Transformer at a WMT-like and a Multi30k batch, MFU
+#   ensemble_<name>.*   BLEU of ensembles of the variants' models (ENSEMBLES), on valid and test2016
 #   recipe_<name>/      mt-train experiment=multi30k_base (+ the variant's overrides), each to its own budget
 #                       (TRAIN_SECONDS, if set, caps the training seconds); the variants run side by side on
 #                       the one GPU (each is launch-bound), so their speed is a lower bound of a run alone
@@ -24,24 +25,31 @@ step() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.log"; }
 # 0.4, subword sampling (now the preset: valid 42.39, test 42.91 at 3,600 updates), both, and both for
 # 4,400 updates. The next list: every variant trains 5,400 updates (a run alone made 12.9 updates/s in
 # session 8: ~420 s), and varies one thing: nothing; SDPA's cuDNN backend off (its speed over the first
-# ~300 slow updates); torch.compile (its speed in a run whose shapes change every batch, never measured;
-# it crashed on the CPU before session 9); more varied segmentations; more dropout. The first three
-# train the same model by different kernels: how far they differ is the run-to-run noise.
+# ~300 slow updates) with seed 2; torch.compile (its speed in a run whose shapes change every batch, never
+# measured; it crashed on the CPU before session 9) with seed 3; more varied segmentations; more dropout.
+# The first three are the preset with three seeds: how far they differ is the run-to-run noise, and
+# their ensemble (below) is the preset trained three times side by side, which on a launch-bound GPU
+# costs about the wall time of one run.
 # Session 8's list: VARIANTS="dropout04:model.dropout=0.4 model.attention_dropout=0.2
 #   sampling:train.subword_sampling=0.2 (= preset)  dropout04_sampling:... train.subword_sampling=0.2"
 COMMON=${COMMON:-""}
 VARIANTS=${VARIANTS:-"long5400:train.max_steps=5400
-nocudnn_long5400:train.max_steps=5400
-compile_long5400:train.compile=true train.max_steps=5400
+nocudnn_long5400:train.seed=2 train.max_steps=5400
+compile_long5400:train.seed=3 train.compile=true train.max_steps=5400
 alpha01_long5400:train.subword_sampling=0.1 train.max_steps=5400
 dropout04_long5400:model.dropout=0.4 model.attention_dropout=0.2 train.max_steps=5400"}
+# Ensembles scored after the runs (translate --ensemble: the mean of the members' next-token
+# probabilities), name:variants; each member is the checkpoint its run scored on test2016.
+ENSEMBLES=${ENSEMBLES:-"seeds3:long5400 nocudnn_long5400 compile_long5400
+all5:long5400 nocudnn_long5400 compile_long5400 alpha01_long5400 dropout04_long5400"}
 THREADS=${THREADS:-3}  # CPU threads per run (16 cores, five runs)
 # A name starting with "nocudnn" trains with SDPA's cuDNN backend off: under autocast it built a graph per
 # new key length when decoding (session 7); does it cost training too? Session 8's preset took 80 s to
 # its 500th update side by side (66 s alone) against ~33 s per 500 later: compare metrics.jsonl's elapsed.
 # Run with a cap that ends every variant inside one device call:
-#   TRAIN_SECONDS=410 bash scripts/gpu_check.sh      (device tool: timeout_s 598, carry [".gpu"])
-# (session 8: ~90 s of each run went to start-up, validations, averaging and the test score)
+#   TRAIN_SECONDS=390 bash scripts/gpu_check.sh      (device tool: timeout_s 598, carry [".gpu"])
+# (session 8: ~90 s of each run went to start-up, validations, averaging and the test score). The
+# ensembles' decoding time is not measured yet: each starts only before DEADLINE seconds (default 560).
 # A capped run still cools down to 0 at the cap (the budget is whichever of time and updates ends first).
 
 step "device"
@@ -74,6 +82,26 @@ from mt.train import main; main()")
 done <<< "$VARIANTS"
 wait
 cat "$OUT"/recipe_*/wall.txt >> "$OUT/steps.log"
+
+step "ensembles"
+# Each on valid (to choose by) and on test2016, beam 5 (the runs' decode settings), fp32 as the runs' test score.
+while IFS= read -r line; do
+    [ -z "$line" ] && continue
+    name=${line%%:*}; members=()
+    for variant in ${line#*:}; do
+        picked=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['checkpoint'])" \
+            /tmp/recipe_$variant/results.json 2>/dev/null) && members+=(/tmp/recipe_$variant/checkpoints/$picked)
+    done
+    for split in valid test2016; do
+        [ "$SECONDS" -gt "${DEADLINE:-560}" ] && echo "skipped: past the deadline" >> "$OUT/steps.log" && continue
+        start=$(date +%s)
+        timeout 120 $PY -c "from mt.cli import evaluate; evaluate()" --ensemble --checkpoint "${members[@]}" \
+            --src "$DATA/$split.de" --ref "$DATA/$split.en" --device "${EVAL_DEVICE:-cuda}" --json "$OUT/ensemble_$name.$split.json" \
+            > "$OUT/ensemble_$name.$split.txt" 2>&1
+        echo "rc=$? seconds=$(( $(date +%s) - start )) members=${members[*]}" >> "$OUT/ensemble_$name.$split.txt"
+    done
+done <<< "$ENSEMBLES"
+grep -H "BLEU\|rc=" "$OUT"/ensemble_*.txt >> "$OUT/steps.log" 2>/dev/null
 
 step "bench_decode ($FIRST)"
 if [ "${DECODE:-0}" = 1 ] && [ -f /tmp/recipe_$FIRST/checkpoints/best.pt ]; then
