@@ -11,12 +11,15 @@ RUN    ?= runs/smoke
 SPLIT  ?= test
 DATA   ?= data/multi30k
 BEAM   ?=
+SEEDS  ?= 3
 
-.PHONY: help venv train tokenizer test lint format eval bench bench-precision tensorboard clean
+.PHONY: help venv train ensemble tokenizer test lint format eval bench bench-precision tensorboard clean
 
 help:
 	@echo "make train ARGS='<hydra overrides>'   train (creates .venv first if needed); NPROC=N for N processes"
 	@echo "make test                            lint + tests"
+	@echo "make ensemble SEEDS=3 RUN=runs/x ARGS='...' SPLIT=test2016"
+	@echo "                                     train SEEDS runs side by side (RUN_seedK), score their ensemble"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
 	@echo "make eval RUN=runs/smoke SPLIT=test  BLEU/chrF of a run's best checkpoint on a split"
 	@echo "make bench [RUN=runs/smoke]           training and decoding speed figures"
@@ -38,6 +41,18 @@ ifeq ($(NPROC),1)
 else
 	$(BIN)/python -m torch.distributed.run --standalone --nproc_per_node $(NPROC) -m mt.train $(ARGS)
 endif
+
+# SEEDS runs of one config side by side (a launch-bound GPU idles with one), then their ensemble's score.
+ensemble: $(STAMP)
+	@mkdir -p $(dir $(RUN)); pids=""; \
+	for seed in $$(seq 1 $(SEEDS)); do \
+		echo "seed $$seed: $(RUN)_seed$$seed (log: $(RUN)_seed$$seed.log)"; \
+		$(BIN)/mt-train $(ARGS) train.seed=$$seed hydra.run.dir=$(RUN)_seed$$seed > $(RUN)_seed$$seed.log 2>&1 & \
+		pids="$$pids $$!"; \
+	done; \
+	status=0; for pid in $$pids; do wait $$pid || status=$$?; done; \
+	if [ $$status != 0 ]; then echo "a run failed (status $$status): see $(RUN)_seed*.log"; exit $$status; fi
+	$(BIN)/mt-evaluate --ensemble --checkpoint $(RUN)_seed*/checkpoints/best.pt --split $(SPLIT) $(if $(BEAM),--beam $(BEAM),)
 
 tokenizer: $(STAMP)
 	$(BIN)/mt-tokenizer $(ARGS)
