@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.model import Transformer
+from mt.model import RNNAttention, Transformer
 from mt.model.ensemble import Ensemble
 from mt.search import beam_search, greedy_search, max_output_lengths
 from mt.tokenizer import BOS, EOS
@@ -35,12 +35,18 @@ def ensemble_log_probs(members, src_row: torch.Tensor, tokens: list[int]) -> tor
     return torch.stack(probs).mean(0).log()
 
 
+def rnn_member(seed: int) -> RNNAttention:
+    torch.manual_seed(seed)
+    return RNNAttention(VOCAB, VOCAB, d_model=32, dropout=0.0).eval()
+
+
+@pytest.mark.parametrize("kinds", ["post-norm + pre-norm", "Transformer + attention RNN"])
 @torch.no_grad()
-def test_beam_scores_of_an_ensemble_are_its_mean_probabilities_rescored():
-    """Two different members (post- and pre-norm): every hypothesis beam search returns has the score
-    that full forward passes of both give it; a member whose state followed another's reordering
-    would not."""
-    members = [member(1, norm_first=False), member(2, norm_first=True)]
+def test_beam_scores_of_an_ensemble_are_its_mean_probabilities_rescored(kinds):
+    """Two different members: every hypothesis beam search returns has the score that full forward
+    passes of both give it; a member whose state followed another's reordering would not."""
+    second = member(2, norm_first=True) if kinds == "post-norm + pre-norm" else rnn_member(2)
+    members = [member(1, norm_first=False), second]
     src = sources()
     limits = max_output_lengths(src, 1.0, 3)
     found = beam_search(Ensemble(members), src, beam=4, alpha=0.0, max_len_a=1.0, max_len_b=3, nbest=2)
