@@ -90,12 +90,18 @@ def average_states(states: list[dict]) -> dict:
     }
 
 
-def load_averaged(paths: list) -> tuple[list[dict], dict]:
-    """The checkpoints at paths (one tokenizer required) and their averaged weights."""
+def load_with_one_tokenizer(paths: list, purpose: str) -> list[dict]:
+    """The checkpoints at paths, refusing any whose tokenizer is not the first's (for purpose)."""
     states = [load_checkpoint(p) for p in paths]
     for path, state in zip(paths[1:], states[1:]):
         if state["tokenizer"] != states[0]["tokenizer"]:
-            raise MTError(f"{path}: its tokenizer differs from {paths[0]}'s; cannot average them")
+            raise MTError(f"{path}: its tokenizer differs from {paths[0]}'s; {purpose}")
+    return states
+
+
+def load_averaged(paths: list) -> tuple[list[dict], dict]:
+    """The checkpoints at paths (one tokenizer required) and their averaged weights."""
+    states = load_with_one_tokenizer(paths, "cannot average them")
     weights = average_states([s["model"] for s in states]) if len(states) > 1 else states[0]["model"]
     return states, weights
 
@@ -121,10 +127,7 @@ def load_for_inference(paths: list[str], ensemble: bool = False):
     if ensemble and len(paths) > 1:
         from mt.model.ensemble import Ensemble
 
-        states = [load_checkpoint(p) for p in paths]
-        for path, state in zip(paths[1:], states[1:]):
-            if state["tokenizer"] != states[0]["tokenizer"]:
-                raise MTError(f"{path}: its tokenizer differs from {paths[0]}'s; an ensemble needs one tokenizer")
+        states = load_with_one_tokenizer(paths, "an ensemble needs one tokenizer")
         tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
         members = [_model(path, state, state["model"], tokenizer) for path, state in zip(paths, states)]
         return Ensemble(members).eval(), tokenizer, from_dict(states[0]["config"])
