@@ -153,7 +153,12 @@ def run(args) -> None:
             out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments)))
             if not args.quiet:
                 seconds = time.perf_counter() - start
-                print(f"translated {len(lines)} lines in {seconds:.1f}s (beam {settings.beam})", file=sys.stderr)
+                models = (
+                    f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
+                )
+                print(
+                    f"translated {len(lines)} lines in {seconds:.1f}s (beam {settings.beam}{models})", file=sys.stderr
+                )
     finally:
         if out is not sys.stdout:
             out.close()

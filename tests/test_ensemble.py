@@ -88,6 +88,7 @@ def test_translate_ensemble_keeps_lines_and_refuses_what_it_cannot(trained_run, 
     best, last = str(ckpts / "best.pt"), str(ckpts / "last.pt")
     out = run_cli("translate", "--ensemble", "-c", best, last, input_text="ein hund läuft\n\nein kind\n")
     assert out.stdout.split("\n")[:3] == ["a dog runs", "", "a child"] and out.stdout.count("\n") == 3
+    assert "an ensemble of 2" in out.stderr
     result = run_cli("translate", "--ensemble", "-c", best, last, "--alignments", check=False, input_text="x\n")
     assert result.returncode == 2 and "not with --ensemble" in result.stderr
     state = load_checkpoint(best)
