@@ -129,11 +129,12 @@ def load_for_inference(paths: list[str], ensemble: bool = False):
 
         states = load_with_one_tokenizer(paths, "an ensemble needs one tokenizer")
         tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
-        members = [_model(path, state, state["model"], tokenizer) for path, state in zip(paths, states)]
-        return Ensemble(members).eval(), tokenizer, from_dict(states[0]["config"])
-    states, weights = load_averaged(paths)
-    tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
-    return _model(paths[0], states[0], weights, tokenizer), tokenizer, from_dict(states[0]["config"])
+        model = Ensemble([_model(path, state, state["model"], tokenizer) for path, state in zip(paths, states)])
+    else:
+        states, weights = load_averaged(paths)
+        tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
+        model = _model(paths[0], states[0], weights, tokenizer)
+    return model.eval(), tokenizer, from_dict(states[0]["config"])
 
 
 def _model(path, state: dict, weights: dict, tokenizer):

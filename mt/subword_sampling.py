@@ -21,6 +21,7 @@ import numpy as np
 
 from mt.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
 from mt.errors import MTError
+from mt.tokenizer import processor_from_proto
 
 LINES_PER_TASK = 2000  # below this a process does not pay for itself
 
@@ -37,17 +38,18 @@ class SegmentationCandidates:
         self.logp = summed[self.rows.offsets[1:]] - summed[self.rows.offsets[:-1]]
 
     @classmethod
-    def of_lines(cls, processor, lines: list[str], n: int, pool: ProcessPoolExecutor | None = None):
-        """The n best segmentations of every line; with a pool, found by its processes in parallel
-        (the n-best search is single-threaded and holds the GIL: 2.1 s per 29k-line side here)."""
+    def of_lines(cls, proto: bytes, lines: list[str], n: int, pool: ProcessPoolExecutor | None = None):
+        """The n best segmentations of every line under the sentencepiece model proto; with a pool,
+        found by its processes in parallel (the n-best search is single-threaded and holds the GIL:
+        2.1 s per 29k-line side here)."""
         if pool is None or len(lines) < 2 * LINES_PER_TASK:
-            parts = [_nbest_part(processor, lines, n)]
+            parts = [_nbest_part(proto, lines, n)]
         else:
-            proto = processor.serialized_model_proto()
             chunks = [lines[i : i + LINES_PER_TASK] for i in range(0, len(lines), LINES_PER_TASK)]
             parts = list(pool.map(_nbest_part, [proto] * len(chunks), chunks, [n] * len(chunks)))
         rows = Ragged.concatenate([rows for rows, _ in parts])
         counts = np.concatenate([counts for _, counts in parts])
+        processor = processor_from_proto(proto)
         piece_logp = np.array([processor.get_score(i) for i in range(processor.get_piece_size())])
         return cls(rows, counts, piece_logp)
 
@@ -79,8 +81,9 @@ class SampledSegmentations:
             raise MTError("train.subword_sampling needs a unigram tokenizer (tokenizer.type=unigram)")
         self.alpha, self.seed, self.max_len, self.max_ratio = alpha, seed, max_len, max_ratio
         with process_pool(workers) as pool:
-            self.src = SegmentationCandidates.of_lines(tokenizer.src, corpus.src, candidates, pool)
-            self.tgt = SegmentationCandidates.of_lines(tokenizer.tgt, corpus.tgt, candidates, pool)
+            src_proto, tgt_proto = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
+            self.src = SegmentationCandidates.of_lines(src_proto, corpus.src, candidates, pool)
+            self.tgt = SegmentationCandidates.of_lines(tgt_proto, corpus.tgt, candidates, pool)
         self._cached: tuple[int, EncodedCorpus, FilterReport] | None = None
 
     def for_epoch(self, epoch: int) -> EncodedCorpus:
@@ -95,13 +98,10 @@ class SampledSegmentations:
         return self._cached[1], self._cached[2]
 
 
-def _nbest_part(processor, lines: list[str], n: int) -> tuple[Ragged, np.ndarray]:
-    """The n best segmentations of lines as flat rows, and how many each line has. processor may
-    be a serialized model (in a pool's process)."""
-    if isinstance(processor, bytes):
-        import sentencepiece as spm
-
-        processor = spm.SentencePieceProcessor(model_proto=processor)
+def _nbest_part(proto: bytes, lines: list[str], n: int) -> tuple[Ragged, np.ndarray]:
+    """The n best segmentations of lines as flat rows, and how many each line has (in this process
+    or a pool's: the model travels as its serialized bytes)."""
+    processor = processor_from_proto(proto)
     nbest = [cands or [[]] for cands in processor.nbest_encode(lines, nbest_size=n)]  # "" has one: empty
     counts = np.fromiter((len(cands) for cands in nbest), dtype=np.int64, count=len(nbest))
     return Ragged.from_lists([c for cands in nbest for c in cands]), counts

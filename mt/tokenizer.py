@@ -25,8 +25,8 @@ class Tokenizer:
 
     def __init__(self, src_proto: bytes, tgt_proto: bytes | None = None):
         self.src_proto, self.tgt_proto = src_proto, tgt_proto
-        self.src = _load_proto(src_proto)
-        self.tgt = self.src if tgt_proto is None else _load_proto(tgt_proto)
+        self.src = processor_from_proto(src_proto)
+        self.tgt = self.src if tgt_proto is None else processor_from_proto(tgt_proto)
 
     @property
     def joint(self) -> bool:
@@ -86,7 +86,8 @@ class Tokenizer:
         return cls((folder / "spm.src.model").read_bytes(), (folder / "spm.tgt.model").read_bytes())
 
 
-def _load_proto(proto: bytes) -> spm.SentencePieceProcessor:
+def processor_from_proto(proto: bytes) -> spm.SentencePieceProcessor:
+    """A sentencepiece model from its serialized bytes, checked for our special ids."""
     processor = spm.SentencePieceProcessor()
     try:
         processor.load_from_serialized_proto(proto)
