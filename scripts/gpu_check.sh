@@ -72,6 +72,8 @@ while IFS= read -r line; do
         launch=(-m mt.train)
         [[ $name == nocudnn* ]] && launch=(-c "import sys, torch; torch.backends.cuda.enable_cudnn_sdp(False)
 from mt.train import main; main()")
+        # Inductor's compile workers default to one per core: keep them off the other runs' launch threads.
+        [[ $name == compile* ]] && export TORCHINDUCTOR_COMPILE_THREADS=4
         # shellcheck disable=SC2086  # $overrides splits into Hydra overrides
         timeout "${RUN_TIMEOUT:-575}" $PY "${launch[@]}" experiment=multi30k_base data.cache_dir=null \
             hydra.run.dir=$run train.max_time=$TRAIN_SECONDS train.threads=$THREADS $COMMON $overrides \
@@ -95,7 +97,9 @@ while IFS= read -r line; do
     for split in valid test2016; do
         [ "$SECONDS" -gt "${DEADLINE:-560}" ] && echo "skipped: past the deadline" >> "$OUT/steps.log" && continue
         start=$(date +%s)
-        timeout 120 $PY -c "from mt.cli import evaluate; evaluate()" --ensemble --checkpoint "${members[@]}" \
+        # Never past END seconds (default 585): the archive below must still be made inside the call.
+        left=$(( ${END:-585} - SECONDS )); [ "$left" -gt 120 ] && left=120
+        timeout "$left" $PY -c "from mt.cli import evaluate; evaluate()" --ensemble --checkpoint "${members[@]}" \
             --src "$DATA/$split.de" --ref "$DATA/$split.en" --device "${EVAL_DEVICE:-cuda}" --json "$OUT/ensemble_$name.$split.json" \
             > "$OUT/ensemble_$name.$split.txt" 2>&1
         echo "rc=$? seconds=$(( $(date +%s) - start )) members=${members[*]}" >> "$OUT/ensemble_$name.$split.txt"
