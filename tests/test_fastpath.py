@@ -229,6 +229,19 @@ def test_tune_process_touches_the_cpu_only(monkeypatch):
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
 
 
+def test_tune_process_turns_cudnn_attention_off_for_cuda_training_only(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.backends.cuda, "enable_cudnn_sdp", calls.append)
+    for device, training in [("cpu", True), ("meta", True), ("cuda", False)]:
+        fastpath.tune_process(torch.device(device), training=training)
+    assert calls == []
+    with fastpath.stock_ops():
+        fastpath.tune_process(torch.device("cuda"), training=True)
+    assert calls == []
+    fastpath.tune_process(torch.device("cuda"), training=True)
+    assert calls == [False]
+
+
 # ---- the path other devices take ---------------------------------------------------------------
 
 VIEWS = {
