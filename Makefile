@@ -42,7 +42,8 @@ else
 	$(BIN)/python -m torch.distributed.run --standalone --nproc_per_node $(NPROC) -m mt.train $(ARGS)
 endif
 
-# SEEDS runs of one config side by side (a launch-bound GPU idles with one), then their ensemble's score.
+# SEEDS runs of one config side by side (a launch-bound GPU idles with one), then their ensemble's score;
+# each member is the checkpoint its run scored (results.json: best.pt or averaged.pt), else best.pt.
 ensemble: $(STAMP)
 	@mkdir -p $(dir $(RUN)); pids=""; \
 	for seed in $$(seq 1 $(SEEDS)); do \
@@ -52,7 +53,14 @@ ensemble: $(STAMP)
 	done; \
 	status=0; for pid in $$pids; do wait $$pid || status=$$?; done; \
 	if [ $$status != 0 ]; then echo "a run failed (status $$status): see $(RUN)_seed*.log"; exit $$status; fi
-	$(BIN)/mt-evaluate --ensemble --checkpoint $(RUN)_seed*/checkpoints/best.pt --split $(SPLIT) $(if $(BEAM),--beam $(BEAM),)
+	@members=""; for seed in $$(seq 1 $(SEEDS)); do \
+		run=$(RUN)_seed$$seed; \
+		picked=$$($(BIN)/python -c "import json, sys; print(json.load(open(sys.argv[1]))['checkpoint'])" \
+			$$run/results.json 2>/dev/null || echo best.pt); \
+		members="$$members $$run/checkpoints/$$picked"; \
+	done; \
+	echo "ensemble of$$members"; \
+	$(BIN)/mt-evaluate --ensemble --checkpoint $$members --split $(SPLIT) $(if $(BEAM),--beam $(BEAM),)
 
 tokenizer: $(STAMP)
 	$(BIN)/mt-tokenizer $(ARGS)
