@@ -72,8 +72,8 @@ def evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--hyp", help="score this file of translations instead of translating")
     p.add_argument("--output", "-o", help="write the translations here")
     p.add_argument("--json", help="write the scores here as JSON")
-    p.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode.beam)")
-    p.add_argument("--alpha", type=float)
+    p.add_argument("--beam", type=int, nargs="+", help="beam size(s) (default: the checkpoint's decode.beam)")
+    p.add_argument("--alpha", type=float, nargs="+", help="length penalty exponent(s) (default: the checkpoint's)")
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     return p

@@ -111,6 +111,27 @@ def test_evaluate_prints_bleu_chrf_and_signature(trained_run):
     assert "BLEU" in out.stdout and "chrF" in out.stdout and "nrefs:1|case:mixed" in out.stdout
 
 
+def test_evaluate_sweeps_decoding_settings_with_one_model_load(trained_run, tiny_corpus, tmp_path):
+    best_pt = str(trained_run / "checkpoints" / "best.pt")
+    sweep = run_cli("mt-evaluate", "-c", best_pt, "--split", "test", "--beam", "1", "4", "--alpha", "0", "2",
+                    "--json", str(tmp_path / "sweep.json"))  # fmt: skip
+    rows = json.loads((tmp_path / "sweep.json").read_text())
+    assert [(r["beam"], r["alpha"]) for r in rows] == [(1, 0), (1, 2), (4, 0), (4, 2)]
+    assert sweep.stdout.count("BLEU = ") == 4 and "(beam 4, alpha 2)" in sweep.stdout
+    for row in (rows[0], rows[3]):  # each row scores what translate gives with its settings
+        hyp = tmp_path / f"beam{row['beam']}.en"
+        run_cli("translate", "-c", best_pt, "-i", str(tiny_corpus / "test.de"), "-o", str(hyp), "-q",
+                "--beam", str(row["beam"]), "--alpha", str(row["alpha"]))  # fmt: skip
+        scored = run_cli("mt-evaluate", "--hyp", str(hyp), "--ref", str(tiny_corpus / "test.en"))
+        assert row["bleu_detail"] in scored.stdout
+    assert rows[0]["bleu_detail"] != rows[3]["bleu_detail"]  # the settings matter here, so the check above bites
+    best = max(rows, key=lambda r: r["bleu"])
+    assert f"best BLEU: {best['bleu']:.2f} with beam {best['beam']}, alpha {best['alpha']:g}" in sweep.stdout
+    refused = run_cli("mt-evaluate", "-c", best_pt, "--split", "test", "--alpha", "0", "1", "-o",
+                      str(tmp_path / "hyp"), check=False)  # fmt: skip
+    assert refused.returncode == 2 and "--output takes the translations of one setting" in refused.stderr
+
+
 def test_rerun_resumes_from_last_checkpoint(tiny_corpus, tmp_path):
     """Stopped at step 20 then resumed to 40: the same losses as one uninterrupted run to 40."""
     common = [
