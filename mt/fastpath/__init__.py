@@ -8,7 +8,8 @@ that does not grow with the batch, no host syncs, shapes that `torch.compile` ca
 two choices among torch's own kernels were measured (see `autocast_decoding` and `tune_process`).
 
 `stock_ops()` (or MT_FASTPATH=stock in the environment) turns every CPU form off, to compare them
-with the stock ops (the tests do) or to see the path another device takes.
+with the stock ops (the tests do) or to see the path another device takes, and leaves torch's own
+choices on CUDA (cuDNN attention in training) as torch makes them.
 """
 
 from __future__ import annotations
