@@ -108,6 +108,9 @@ class DecodeConfig:
     max_len_b: int = 10
     batch_tokens: int = 16000  # source tokens per batch for greedy; divided by the beam size for beam search
     valid_beam: int = 1  # beam used for validation BLEU (1 = greedy, fast)
+    # At the end of training, decode valid with each of these alphas and keep the best as the final
+    # checkpoint's decode.alpha (test score, translate, mt-evaluate); empty = keep alpha
+    alpha_candidates: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -189,6 +192,12 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(dec.beam >= 1 and dec.valid_beam >= 1, "decode.beam", "must be >= 1")
     _check(dec.max_len_a >= 0 and dec.max_len_b >= 1, "decode.max_len_b", "output length limit must allow a token")
     _check(dec.batch_tokens > 0, "decode.batch_tokens", "must be positive")
+    _check(all(a >= 0 for a in dec.alpha_candidates), "decode.alpha_candidates", "must be >= 0")
+    _check(
+        not dec.alpha_candidates or dec.beam > 1,
+        "decode.alpha_candidates",
+        "the length penalty only acts in beam search: needs decode.beam > 1",
+    )
 
 
 def to_dict(cfg: DictConfig) -> dict:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 
 from mt.checkpoint import load_for_inference
 from mt.ctranslate2_engine import EXPORT_INFO, import_ctranslate2
@@ -95,7 +96,7 @@ def export(checkpoints: list[str], output: Path, quantization: str = "none", for
         (staging / "model").rmdir()
         tokenizer.save(staging)
         info = {
-            "decode": dict(cfg.decode),
+            "decode": OmegaConf.to_container(cfg.decode),
             "checkpoints": [str(Path(c).resolve()) for c in checkpoints],
             "quantization": quantization,
             "arch": cfg.model.arch,

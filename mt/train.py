@@ -25,12 +25,14 @@ from mt.decoding import DecodeSettings, Translator
 from mt.distributed import Dist, barrier, init_from_env, shutdown
 from mt.errors import MTError, report_errors, take_debug_flag
 from mt.fastpath import decode_precision, tune_process
+from mt.length_penalty import choose_alpha, store_alpha
 from mt.metrics import score
 from mt.model_config import build_model
 from mt.prepare import Prepared, exit_on_user_error, prepare, run_dir
 from mt.run_lock import RunDirLock
 from mt.subword_sampling import SampledSegmentations
 from mt.trainer import Trainer
+from mt.validation import Validator
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +45,21 @@ def pick_device(name: str, dist: Dist) -> torch.device:
     return torch.device("cuda", dist.local_rank)
 
 
-def evaluate_test(cfg: DictConfig, checkpoint: Path, out_dir: Path, test, device: torch.device) -> dict:
-    """Translate the test split with the final checkpoint and the decode settings;
-    write test.hyp and results.json."""
+def score_final(cfg: DictConfig, checkpoint: Path, out_dir: Path, valid: Validator, test, device) -> None:
+    """Decode with the final checkpoint: choose its length penalty on valid (decode.alpha_candidates),
+    then translate the test split once; write test.hyp and results.json."""
+    if test is None and not cfg.decode.alpha_candidates:
+        return
     model, tokenizer, _ = load_for_inference([str(checkpoint)])
-    dc = cfg.decode
-    settings = DecodeSettings.from_config(dc, precision=decode_precision(device, cfg.train.precision))
+    settings = DecodeSettings.from_config(cfg.decode, precision=decode_precision(device, cfg.train.precision))
+    sweep = []
+    if cfg.decode.alpha_candidates:
+        settings, sweep = choose_alpha(
+            model, tokenizer, settings, cfg.decode.alpha_candidates, valid.sources, valid.references, device
+        )
+        store_alpha(checkpoint, settings.alpha)
+    if test is None:
+        return
     results = Translator(model, tokenizer, settings, device).translate(test.src, progress=True)
     hypotheses = [r[0].text for r in results]
     (out_dir / "test.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -56,21 +67,22 @@ def evaluate_test(cfg: DictConfig, checkpoint: Path, out_dir: Path, test, device
     summary = {
         "split": cfg.data.test_split,
         "checkpoint": checkpoint.name,
-        "beam": dc.beam,
-        "alpha": dc.alpha,
+        "beam": settings.beam,
+        "alpha": settings.alpha,
+        **({"alpha_sweep_on_valid": sweep} if sweep else {}),
         **scores.as_dict(),
     }
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     log.info(
-        "test %s (%s, beam %d): BLEU %.2f | chrF %.2f",
+        "test %s (%s, beam %d, alpha %g): BLEU %.2f | chrF %.2f",
         cfg.data.test_split,
         checkpoint.name,
-        dc.beam,
+        settings.beam,
+        settings.alpha,
         scores.bleu,
         scores.chrf,
     )
     log.info("%s", scores.bleu_signature)
-    return summary
 
 
 def final_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
@@ -172,8 +184,8 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     trainer.fit()
     if dist.is_main:
         final = final_checkpoint(cfg, trainer, out_dir / "checkpoints")
-        if data.test is not None and final.exists():
-            evaluate_test(cfg, final, out_dir, data.test, device)
+        if final.exists():
+            score_final(cfg, final, out_dir, trainer.validator, data.test, device)
 
 
 @report_errors

@@ -4,8 +4,8 @@
 # copy shipped in data/multi30k), then run this from the repository root there
 # (device tool: command "bash scripts/gpu_check.sh", carry [".gpu"]). Every result lands under $OUT:
 #   bench_model.txt     training step: ours vs nn.Transformer at a WMT-like and a Multi30k batch, MFU
-#   ensemble_<name>.*   BLEU of ensembles of the variants' models (ENSEMBLES), on valid and test2016
-#   alpha_<name>.*      BLEU of each variant's scored checkpoint at each length penalty of ALPHAS, ditto
+#   ensemble_<name>.*   BLEU of ensembles of the variants' models (ENSEMBLES) at each length penalty of
+#                       ALPHAS, on valid and test2016 (each run chooses its own alpha on valid: results.json)
 #   recipe_<name>/      mt-train experiment=multi30k_base (+ the variant's overrides), each to its own budget
 #                       (TRAIN_SECONDS, if set, caps the training seconds); the variants run side by side on
 #                       the one GPU (each is launch-bound), so their speed is a lower bound of a run alone
@@ -78,12 +78,12 @@ done <<< "$VARIANTS"
 wait
 cat "$OUT"/recipe_*/wall.txt >> "$OUT/steps.log"
 
-step "length-penalty sweeps and ensembles, side by side"
-# Every job decodes valid (to choose by) and test2016, beam 5, fp32 as the runs' test score, and stops
-# at END seconds (default 585) at the latest, so the archive below is still made inside the call.
-# Sweeps: each run's scored checkpoint at every alpha of ALPHAS (on the CPU runs, alpha 1.0 chosen on
-# valid gained 0.1-0.4 BLEU on test2016 over 0.6, session 10). Ensembles: the mean of the members'
-# next-token probabilities; each member is the checkpoint its run scored.
+step "ensembles, side by side"
+# Every job decodes valid (to choose by) and test2016, beam 5, fp32 as the runs' test score, at every
+# alpha of ALPHAS (the runs choose theirs on valid themselves: decode.alpha_candidates), and stops at
+# END seconds (default 585) at the latest, so the archive below is still made inside the call.
+# An ensemble is the mean of the members' next-token probabilities; each member is the checkpoint its
+# run scored.
 ALPHAS=${ALPHAS:-"0.6 1.0 1.2"}
 evaluate() { # label, then mt-evaluate's arguments: valid, then test2016, into $OUT/label.split.{txt,json}
     local label=$1 split start left; shift
@@ -102,19 +102,16 @@ scored() { # the checkpoint a run scored on test2016 (best.pt or averaged.pt)
         /tmp/recipe_$1/results.json 2>/dev/null) && echo /tmp/recipe_$1/checkpoints/$picked
 }
 while IFS= read -r line; do
-    name=${line%%:*}; checkpoint=$(scored "$name") || continue
-    # shellcheck disable=SC2086  # ALPHAS splits into values
-    evaluate "alpha_$name" --checkpoint "$checkpoint" --alpha $ALPHAS &
-done <<< "$VARIANTS"
-while IFS= read -r line; do
     [ -z "$line" ] && continue
     name=${line%%:*}; members=()
     for variant in ${line#*:}; do checkpoint=$(scored "$variant") && members+=("$checkpoint"); done
     echo "ensemble $name: ${members[*]}" >> "$OUT/steps.log"
-    evaluate "ensemble_$name" --ensemble --checkpoint "${members[@]}" &
+    # shellcheck disable=SC2086  # ALPHAS splits into values
+    evaluate "ensemble_$name" --ensemble --checkpoint "${members[@]}" --alpha $ALPHAS &
 done <<< "$ENSEMBLES"
 wait
-grep -H "BLEU [0-9]\|best BLEU\|rc=" "$OUT"/alpha_*.txt "$OUT"/ensemble_*.txt >> "$OUT/steps.log" 2>/dev/null
+grep -H "BLEU [0-9]\|best BLEU\|rc=" "$OUT"/ensemble_*.txt >> "$OUT/steps.log" 2>/dev/null
+grep -H "length penalty\|test test2016" "$OUT"/recipe_*/train.log >> "$OUT/steps.log" 2>/dev/null
 
 step "bench_decode ($FIRST)"
 if [ "${DECODE:-0}" = 1 ] && [ -f /tmp/recipe_$FIRST/checkpoints/best.pt ]; then

@@ -2,6 +2,8 @@
 
 import json
 
+import torch
+
 from conftest import run_cli, train_tiny
 
 
@@ -130,6 +132,34 @@ def test_evaluate_sweeps_decoding_settings_with_one_model_load(trained_run, tiny
     refused = run_cli("mt-evaluate", "-c", best_pt, "--split", "test", "--alpha", "0", "1", "-o",
                       str(tmp_path / "hyp"), check=False)  # fmt: skip
     assert refused.returncode == 2 and "--output takes the translations of one setting" in refused.stderr
+
+
+def test_the_run_chooses_its_length_penalty_on_valid(tiny_corpus, tmp_path):
+    run = tmp_path / "run"
+    candidates = [8.0, 0.0, 1.0]
+    log = train_tiny(tiny_corpus, run, "train.max_steps=150", "decode=beam", "decode.beam=4",
+                     f"decode.alpha_candidates=[{','.join(map(str, candidates))}]")  # fmt: skip
+    results = json.loads((run / "results.json").read_text())
+    sweep = results["alpha_sweep_on_valid"]
+    assert [row["alpha"] for row in sweep] == candidates
+    assert len({row["valid_bleu"] for row in sweep}) > 1  # alpha matters to this model, so the choice bites
+    chosen = max(sweep, key=lambda row: row["valid_bleu"])["alpha"]  # the first of equals
+    assert results["alpha"] == chosen and f"length penalty chosen on valid: {chosen:g}" in log.stdout
+    for row in sweep:  # each row is mt-evaluate's score of valid at that alpha
+        checked = run_cli("mt-evaluate", "-c", str(run / "checkpoints" / results["checkpoint"]), "--split", "valid",
+                          "--alpha", str(row["alpha"]), "--json", str(tmp_path / "row.json"))  # fmt: skip
+        assert json.loads((tmp_path / "row.json").read_text())["bleu"] == row["valid_bleu"], checked.stdout
+    # The choice is the checkpoint's own now: translate uses it without being told, as the test score did.
+    state = torch.load(run / "checkpoints" / results["checkpoint"], weights_only=True)
+    assert state["config"]["decode"]["alpha"] == chosen
+    hyp = tmp_path / "test.en"
+    run_cli("translate", "-c", str(run / "checkpoints" / results["checkpoint"]), "-i", str(tiny_corpus / "test.de"),
+            "-o", str(hyp), "-q")  # fmt: skip
+    assert hyp.read_text() == (run / "test.hyp").read_text()
+    refused = train_tiny(tiny_corpus, tmp_path / "greedy", "decode.alpha_candidates=[0.6,1.0]", check=False)
+    assert refused.returncode == 2 and "decode.alpha_candidates: the length penalty only acts in beam search" in (
+        refused.stderr
+    )
 
 
 def test_rerun_resumes_from_last_checkpoint(tiny_corpus, tmp_path):
