@@ -4,8 +4,8 @@
 # copy shipped in data/multi30k), then run this from the repository root there
 # (device tool: command "bash scripts/gpu_check.sh", carry [".gpu"]). Every result lands under $OUT:
 #   bench_model.txt     training step: ours vs nn.Transformer at a WMT-like and a Multi30k batch, MFU
-#   ensemble_<name>.*   BLEU of ensembles of the variants' models (ENSEMBLES) at each length penalty of
-#                       ALPHAS, on valid and test2016 (each run chooses its own alpha on valid: results.json)
+#   ensemble_<name>.*   BLEU of ensembles of the variants' models (ENSEMBLES): valid at each length
+#                       penalty of ALPHAS, test2016 at valid's choice (a run chooses its own: results.json)
 #   recipe_<name>/      mt-train experiment=multi30k_base (+ the variant's overrides), each to its own budget
 #                       (TRAIN_SECONDS, if set, caps the training seconds); the variants run side by side on
 #                       the one GPU (each is launch-bound), so their speed is a lower bound of a run alone
@@ -42,9 +42,11 @@ ENSEMBLES=${ENSEMBLES:-"seeds2:base_seed1 base_seed2
 all5:base_seed1 base_seed2 long7200 lr1e3 tokens6k"}
 THREADS=${THREADS:-3}  # CPU threads per run (16 cores, five runs)
 # Run with a cap that ends every variant inside one device call:
-#   TRAIN_SECONDS=370 bash scripts/gpu_check.sh      (device tool: timeout_s 598, carry [".gpu"])
+#   TRAIN_SECONDS=360 bash scripts/gpu_check.sh      (device tool: timeout_s 598, carry [".gpu"])
 # (session 10: 81-101 s of each run went to start-up, validations, averaging and the test score; the whole
-# call took 555 s, with the ensembles decoding one after the other, 12-16 s each with 3-5 members).
+# call took 555 s, with the ensembles decoding one after the other, 12-16 s each with 3-5 members. Since
+# then each run also decodes valid three times to choose its alpha, and each ensemble valid three times
+# and test2016 once: not timed on the GPU yet, hence 360 rather than 390.)
 # A capped run still cools down to 0 at the cap (the budget is whichever of time and updates ends first).
 
 step "device"
@@ -79,22 +81,25 @@ wait
 cat "$OUT"/recipe_*/wall.txt >> "$OUT/steps.log"
 
 step "ensembles, side by side"
-# Every job decodes valid (to choose by) and test2016, beam 5, fp32 as the runs' test score, at every
-# alpha of ALPHAS (the runs choose theirs on valid themselves: decode.alpha_candidates), and stops at
-# END seconds (default 585) at the latest, so the archive below is still made inside the call.
-# An ensemble is the mean of the members' next-token probabilities; each member is the checkpoint its
-# run scored.
+# Each ensemble (the mean of the members' next-token probabilities; each member the checkpoint its run
+# scored) decodes valid at every alpha of ALPHAS, beam 5, fp32 as the runs' test score, then test2016
+# once at the alpha valid chose, as a run does (decode.alpha_candidates). Each decode stops at END
+# seconds (default 585) at the latest, so the archive below is still made inside the call.
 ALPHAS=${ALPHAS:-"0.6 1.0 1.2"}
-evaluate() { # label, then mt-evaluate's arguments: valid, then test2016, into $OUT/label.split.{txt,json}
-    local label=$1 split start left; shift
-    for split in valid test2016; do
-        start=$(date +%s); left=$(( ${END:-585} - SECONDS )); [ "$left" -gt 150 ] && left=150
-        [ "$left" -lt 10 ] && echo "$label $split: skipped, past the deadline" >> "$OUT/steps.log" && continue
-        timeout "$left" $PY -c "from mt.cli import evaluate; evaluate()" "$@" --src "$DATA/$split.de" \
-            --ref "$DATA/$split.en" --device "${EVAL_DEVICE:-cuda}" --json "$OUT/$label.$split.json" \
-            > "$OUT/$label.$split.txt" 2>&1
-        echo "rc=$? seconds=$(( $(date +%s) - start ))" >> "$OUT/$label.$split.txt"
-    done
+evaluate() { # label split, then mt-evaluate's arguments, into $OUT/label.split.{txt,json}
+    local label=$1 split=$2 start left; shift 2
+    start=$(date +%s); left=$(( ${END:-585} - SECONDS )); [ "$left" -gt 150 ] && left=150
+    [ "$left" -lt 10 ] && echo "$label $split: skipped, past the deadline" >> "$OUT/steps.log" && return 1
+    timeout "$left" $PY -c "from mt.cli import evaluate; evaluate()" "$@" --src "$DATA/$split.de" \
+        --ref "$DATA/$split.en" --device "${EVAL_DEVICE:-cuda}" --json "$OUT/$label.$split.json" \
+        > "$OUT/$label.$split.txt" 2>&1
+    local rc=$?
+    echo "rc=$rc seconds=$(( $(date +%s) - start ))" >> "$OUT/$label.$split.txt"
+    return $rc
+}
+chosen_alpha() { # the alpha of the best valid BLEU in an mt-evaluate --json file (the first of equals)
+    $PY -c "import json, sys; rows = json.load(open(sys.argv[1])); rows = rows if isinstance(rows, list) else [rows]
+print(max(rows, key=lambda row: row['bleu'])['alpha'])" "$1"
 }
 scored() { # the checkpoint a run scored on test2016 (best.pt or averaged.pt)
     local picked
@@ -106,8 +111,12 @@ while IFS= read -r line; do
     name=${line%%:*}; members=()
     for variant in ${line#*:}; do checkpoint=$(scored "$variant") && members+=("$checkpoint"); done
     echo "ensemble $name: ${members[*]}" >> "$OUT/steps.log"
-    # shellcheck disable=SC2086  # ALPHAS splits into values
-    evaluate "ensemble_$name" --ensemble --checkpoint "${members[@]}" --alpha $ALPHAS &
+    (
+        # shellcheck disable=SC2086  # ALPHAS splits into values
+        evaluate "ensemble_$name" valid --ensemble --checkpoint "${members[@]}" --alpha $ALPHAS \
+            && alpha=$(chosen_alpha "$OUT/ensemble_$name.valid.json") \
+            && evaluate "ensemble_$name" test2016 --ensemble --checkpoint "${members[@]}" --alpha "$alpha"
+    ) &
 done <<< "$ENSEMBLES"
 wait
 grep -H "BLEU [0-9]\|best BLEU\|rc=" "$OUT"/ensemble_*.txt >> "$OUT/steps.log" 2>/dev/null
