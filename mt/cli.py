@@ -74,6 +74,11 @@ def evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the scores here as JSON")
     p.add_argument("--beam", type=int, nargs="+", help="beam size(s) (default: the checkpoint's decode.beam)")
     p.add_argument("--alpha", type=float, nargs="+", help="length penalty exponent(s) (default: the checkpoint's)")
+    p.add_argument(
+        "--choose-on",
+        metavar="SPLIT",
+        help="decode this split (e.g. valid) with every --beam/--alpha, then score --split/--src once with the best",
+    )
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     return p

@@ -4,10 +4,12 @@
     mt-evaluate --checkpoint CKPT --src test.de --ref test.en --beam 5
     mt-evaluate --hyp output.en --ref test.en          # score a file, no model
     mt-evaluate --checkpoint CKPT --split valid --beam 4 5 --alpha 0.6 1.0 1.4   # tune decoding
+    mt-evaluate --checkpoint CKPT --split test2016 --alpha 0.6 1.0 1.2 --choose-on valid
 
 It prints the scores with their sacreBLEU signatures (--json writes them to a file too). Several
 --beam or --alpha values decode every combination with the model loaded once, a line each, then
 name the best: tune them on a validation split, then score the test split once with the choice.
+--choose-on SPLIT does both in one call: the grid on SPLIT, then the scored split once with its best.
 """
 
 from __future__ import annotations
@@ -24,45 +26,42 @@ from mt.errors import MTError
 from mt.metrics import score
 
 
-def references_and_hypotheses(args) -> tuple[list[str], list[tuple[str, dict, list[str]]]]:
-    """The references, and per decoding setting (one, or the --beam x --alpha grid) its label,
-    its settings and its translations."""
+def check_args(args) -> None:
     if args.hyp:
         if not args.ref:
             raise MTError("--hyp needs --ref")
-        return read_lines(args.ref), [(args.hyp, {}, read_lines(args.hyp))]
+        if args.choose_on:
+            raise MTError("--choose-on decodes with a model: give --checkpoint instead of --hyp")
+        return
     if not args.checkpoint:
         raise MTError("give --checkpoint (with --split, or --src and --ref), or --hyp and --ref")
+    if not args.split and not (args.src and args.ref):
+        raise MTError("give --split, or both --src and --ref")
     if any(beam < 1 for beam in args.beam or []):
         raise MTError("--beam must be at least 1")
-    grid = [(beam, alpha) for beam in args.beam or [None] for alpha in args.alpha or [None]]
-    if len(grid) > 1 and args.output:
+    several = len(args.beam or [None]) * len(args.alpha or [None]) > 1
+    if several and args.output and not args.choose_on:
         raise MTError("--output takes the translations of one setting: give one --beam and one --alpha")
-    model, tokenizer, cfg = load_for_inference(args.checkpoint, ensemble=args.ensemble)
-    if args.split:
-        corpus = load_split(cfg.data, args.split)
-        sources, references, name = corpus.src, corpus.tgt, corpus.origin
-    elif args.src and args.ref:
-        sources, references, name = read_lines(args.src), read_lines(args.ref), args.src
-    else:
-        raise MTError("give --split, or both --src and --ref")
+    if args.choose_on and not several:
+        raise MTError("--choose-on needs several --beam or --alpha values to choose from")
+
+
+def decode_grid(model, tokenizer, cfg, grid, sources: list[str], name: str, args) -> list[tuple[str, dict, list]]:
+    """Per (beam, alpha) of grid (None = the checkpoint's): its label, its settings, its translations."""
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     outputs = []
     for beam, alpha in grid:
         settings = DecodeSettings.from_config(cfg.decode, beam=beam, alpha=alpha, precision=args.dtype)
         results = Translator(model, tokenizer, settings, device).translate(sources, progress=sys.stderr.isatty())
-        hypotheses = [r[0].text for r in results]
         chosen = {"beam": settings.beam, "alpha": settings.alpha}
-        outputs.append((f"{name} (beam {settings.beam}, alpha {settings.alpha:g})", chosen, hypotheses))
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write("".join(h + "\n" for h in outputs[0][2]))
-    return references, outputs
+        outputs.append(
+            (f"{name} (beam {settings.beam}, alpha {settings.alpha:g})", chosen, [r[0].text for r in results])
+        )
+    return outputs
 
 
-def run(args) -> None:
-    """mt-evaluate with the arguments of mt.cli's parser."""
-    references, outputs = references_and_hypotheses(args)
+def report(outputs, references: list[str]) -> list[dict]:
+    """Print each output's scores; one row per output: its settings and scores."""
     rows = []
     for label, chosen, hypotheses in outputs:
         if len(hypotheses) != len(references):
@@ -71,11 +70,48 @@ def run(args) -> None:
         print(f"{label}: BLEU {scores.bleu:.2f} | chrF {scores.chrf:.2f}")
         print(scores.bleu_detail)
         rows.append({**chosen, **scores.as_dict()})
-    print(f"BLEU signature: {scores.bleu_signature}")
-    print(f"chrF signature: {scores.chrf_signature}")
+    return rows
+
+
+def best_row(rows: list[dict]) -> dict:
+    """The row of the highest BLEU (the first of equals)."""
+    return max(rows, key=lambda row: row["bleu"])
+
+
+def run(args) -> None:
+    """mt-evaluate with the arguments of mt.cli's parser."""
+    check_args(args)
+    tuning_rows = []
+    if args.hyp:
+        references = read_lines(args.ref)
+        rows = report([(args.hyp, {}, read_lines(args.hyp))], references)
+    else:
+        model, tokenizer, cfg = load_for_inference(args.checkpoint, ensemble=args.ensemble)
+        if args.split:
+            corpus = load_split(cfg.data, args.split)
+            sources, references, name = corpus.src, corpus.tgt, corpus.origin
+        else:
+            sources, references, name = read_lines(args.src), read_lines(args.ref), args.src
+        grid = [(beam, alpha) for beam in args.beam or [None] for alpha in args.alpha or [None]]
+        if args.choose_on:
+            tuning = load_split(cfg.data, args.choose_on)
+            tuning_rows = report(decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args), tuning.tgt)
+            best = best_row(tuning_rows)
+            print(f"chosen on {args.choose_on}: beam {best['beam']}, alpha {best['alpha']:g} (BLEU {best['bleu']:.2f})")
+            grid = [(best["beam"], best["alpha"])]
+        outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write("".join(h + "\n" for h in outputs[0][2]))
+        rows = report(outputs, references)
+    print(f"BLEU signature: {rows[-1]['bleu_signature']}")
+    print(f"chrF signature: {rows[-1]['chrf_signature']}")
     if len(rows) > 1:
-        best = max(rows, key=lambda row: row["bleu"])
+        best = best_row(rows)
         print(f"best BLEU: {best['bleu']:.2f} with beam {best['beam']}, alpha {best['alpha']:g}")
     if args.json:
+        result = rows[0] if len(rows) == 1 else rows
+        if tuning_rows:
+            result = {**rows[0], "chosen_on": args.choose_on, "sweep": tuning_rows}
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(rows[0] if len(rows) == 1 else rows, f, indent=2)
+            json.dump(result, f, indent=2)

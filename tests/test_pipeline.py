@@ -134,6 +134,26 @@ def test_evaluate_sweeps_decoding_settings_with_one_model_load(trained_run, tiny
     assert refused.returncode == 2 and "--output takes the translations of one setting" in refused.stderr
 
 
+def test_evaluate_chooses_on_one_split_and_scores_another(trained_run, tmp_path):
+    best_pt = str(trained_run / "checkpoints" / "best.pt")
+    out = run_cli("mt-evaluate", "-c", best_pt, "--split", "test", "--beam", "4", "--alpha", "8", "0",
+                  "--choose-on", "valid", "--json", str(tmp_path / "chosen.json"))  # fmt: skip
+    result = json.loads((tmp_path / "chosen.json").read_text())
+    assert result["chosen_on"] == "valid" and [row["alpha"] for row in result["sweep"]] == [8, 0]
+    assert result["sweep"][0]["bleu"] != result["sweep"][1]["bleu"]  # alpha matters here, so the choice bites
+    best = max(result["sweep"], key=lambda row: row["bleu"])
+    assert result["alpha"] == best["alpha"] and f"chosen on valid: beam 4, alpha {best['alpha']:g}" in out.stdout
+    for row in result["sweep"]:  # the sweep is valid's scores, the result test's score at the choice
+        run_cli("mt-evaluate", "-c", best_pt, "--split", "valid", "--beam", "4", "--alpha", str(row["alpha"]),
+                "--json", str(tmp_path / "row.json"))  # fmt: skip
+        assert json.loads((tmp_path / "row.json").read_text())["bleu_detail"] == row["bleu_detail"]
+    run_cli("mt-evaluate", "-c", best_pt, "--split", "test", "--beam", "4", "--alpha", str(best["alpha"]),
+            "--json", str(tmp_path / "test.json"))  # fmt: skip
+    assert json.loads((tmp_path / "test.json").read_text())["bleu_detail"] == result["bleu_detail"]
+    refused = run_cli("mt-evaluate", "-c", best_pt, "--split", "test", "--choose-on", "valid", check=False)
+    assert refused.returncode == 2 and "--choose-on needs several --beam or --alpha values" in refused.stderr
+
+
 def test_the_run_chooses_its_length_penalty_on_valid(tiny_corpus, tmp_path):
     run = tmp_path / "run"
     candidates = [8.0, 0.0, 1.0]
