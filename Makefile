@@ -11,6 +11,8 @@ RUN    ?= runs/smoke
 SPLIT  ?= test
 DATA   ?= data/multi30k
 BEAM   ?=
+ALPHAS ?=
+CHOOSE_ON ?= valid
 SEEDS  ?= 3
 
 .PHONY: help venv train ensemble tokenizer test lint format eval bench bench-precision tensorboard clean
@@ -20,6 +22,7 @@ help:
 	@echo "make test                            lint + tests"
 	@echo "make ensemble SEEDS=3 RUN=runs/x ARGS='...' SPLIT=test2016"
 	@echo "                                     train SEEDS runs side by side (RUN_seedK), score their ensemble"
+	@echo "                                     (ALPHAS='0.6 1.0 1.2': its length penalty chosen on valid first)"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
 	@echo "make eval RUN=runs/smoke SPLIT=test  BLEU/chrF of a run's best checkpoint on a split"
 	@echo "make bench [RUN=runs/smoke]           training and decoding speed figures"
@@ -44,6 +47,7 @@ endif
 
 # SEEDS runs of one config side by side (a launch-bound GPU idles with one), then their ensemble's score;
 # each member is the checkpoint its run scored (results.json: best.pt or averaged.pt), else best.pt.
+# ALPHAS: the ensemble's length penalty is chosen among them on CHOOSE_ON (valid), then SPLIT scored once.
 ensemble: $(STAMP)
 	@mkdir -p $(dir $(RUN)); pids=""; \
 	for seed in $$(seq 1 $(SEEDS)); do \
@@ -60,7 +64,8 @@ ensemble: $(STAMP)
 		members="$$members $$run/checkpoints/$$picked"; \
 	done; \
 	echo "ensemble of$$members"; \
-	$(BIN)/mt-evaluate --ensemble --checkpoint $$members --split $(SPLIT) $(if $(BEAM),--beam $(BEAM),)
+	$(BIN)/mt-evaluate --ensemble --checkpoint $$members --split $(SPLIT) $(if $(BEAM),--beam $(BEAM),) \
+		$(if $(ALPHAS),--alpha $(ALPHAS) --choose-on $(CHOOSE_ON),)
 
 tokenizer: $(STAMP)
 	$(BIN)/mt-tokenizer $(ARGS)

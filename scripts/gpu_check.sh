@@ -83,23 +83,16 @@ cat "$OUT"/recipe_*/wall.txt >> "$OUT/steps.log"
 step "ensembles, side by side"
 # Each ensemble (the mean of the members' next-token probabilities; each member the checkpoint its run
 # scored) decodes valid at every alpha of ALPHAS, beam 5, fp32 as the runs' test score, then test2016
-# once at the alpha valid chose, as a run does (decode.alpha_candidates). Each decode stops at END
-# seconds (default 585) at the latest, so the archive below is still made inside the call.
+# once at the alpha valid chose (mt-evaluate --choose-on valid), as a run does (decode.alpha_candidates).
+# Each stops at END seconds (default 585) at the latest, so the archive below is still made in the call.
 ALPHAS=${ALPHAS:-"0.6 1.0 1.2"}
-evaluate() { # label split, then mt-evaluate's arguments, into $OUT/label.split.{txt,json}
-    local label=$1 split=$2 start left; shift 2
-    start=$(date +%s); left=$(( ${END:-585} - SECONDS )); [ "$left" -gt 150 ] && left=150
-    [ "$left" -lt 10 ] && echo "$label $split: skipped, past the deadline" >> "$OUT/steps.log" && return 1
-    timeout "$left" $PY -c "from mt.cli import evaluate; evaluate()" "$@" --src "$DATA/$split.de" \
-        --ref "$DATA/$split.en" --device "${EVAL_DEVICE:-cuda}" --json "$OUT/$label.$split.json" \
-        > "$OUT/$label.$split.txt" 2>&1
-    local rc=$?
-    echo "rc=$rc seconds=$(( $(date +%s) - start ))" >> "$OUT/$label.$split.txt"
-    return $rc
-}
-chosen_alpha() { # the alpha of the best valid BLEU in an mt-evaluate --json file (the first of equals)
-    $PY -c "import json, sys; rows = json.load(open(sys.argv[1])); rows = rows if isinstance(rows, list) else [rows]
-print(max(rows, key=lambda row: row['bleu'])['alpha'])" "$1"
+evaluate() { # label, then mt-evaluate's arguments, into $OUT/label.{txt,json}
+    local label=$1 start left; shift
+    start=$(date +%s); left=$(( ${END:-585} - SECONDS )); [ "$left" -gt 200 ] && left=200
+    [ "$left" -lt 10 ] && echo "$label: skipped, past the deadline" >> "$OUT/steps.log" && return
+    timeout "$left" $PY -c "from mt.cli import evaluate; evaluate()" "$@" --device "${EVAL_DEVICE:-cuda}" \
+        --json "$OUT/$label.json" > "$OUT/$label.txt" 2>&1
+    echo "rc=$? seconds=$(( $(date +%s) - start ))" >> "$OUT/$label.txt"
 }
 scored() { # the checkpoint a run scored on test2016 (best.pt or averaged.pt)
     local picked
@@ -111,15 +104,12 @@ while IFS= read -r line; do
     name=${line%%:*}; members=()
     for variant in ${line#*:}; do checkpoint=$(scored "$variant") && members+=("$checkpoint"); done
     echo "ensemble $name: ${members[*]}" >> "$OUT/steps.log"
-    (
-        # shellcheck disable=SC2086  # ALPHAS splits into values
-        evaluate "ensemble_$name" valid --ensemble --checkpoint "${members[@]}" --alpha $ALPHAS \
-            && alpha=$(chosen_alpha "$OUT/ensemble_$name.valid.json") \
-            && evaluate "ensemble_$name" test2016 --ensemble --checkpoint "${members[@]}" --alpha "$alpha"
-    ) &
+    # shellcheck disable=SC2086  # ALPHAS splits into values
+    evaluate "ensemble_$name" --ensemble --checkpoint "${members[@]}" --split test2016 --alpha $ALPHAS \
+        --choose-on valid &
 done <<< "$ENSEMBLES"
 wait
-grep -H "BLEU [0-9]\|best BLEU\|rc=" "$OUT"/ensemble_*.txt >> "$OUT/steps.log" 2>/dev/null
+grep -H "BLEU [0-9]\|chosen on\|rc=" "$OUT"/ensemble_*.txt >> "$OUT/steps.log" 2>/dev/null
 grep -H "length penalty\|test test2016" "$OUT"/recipe_*/train.log >> "$OUT/steps.log" 2>/dev/null
 
 step "bench_decode ($FIRST)"
