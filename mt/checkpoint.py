@@ -134,7 +134,7 @@ def load_for_inference(paths: list[str], ensemble: bool = False):
         states, weights = load_averaged(paths)
         tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
         model = _model(paths[0], states[0], weights, tokenizer)
-    return model.eval(), tokenizer, from_dict(states[0]["config"])
+    return model.eval(), tokenizer, from_dict(states[0]["config"], str(paths[0]))
 
 
 def _model(path, state: dict, weights: dict, tokenizer):
@@ -142,7 +142,7 @@ def _model(path, state: dict, weights: dict, tokenizer):
     from mt.config import from_dict
     from mt.model_config import build_model
 
-    model = build_model(from_dict(state["config"]).model, tokenizer)
+    model = build_model(from_dict(state["config"], str(path)).model, tokenizer)
     check_vocabulary(path, model.state_dict(), weights, tokenizer)
     try:
         model.load_state_dict(weights)

@@ -205,9 +205,15 @@ def to_dict(cfg: DictConfig) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
-def from_dict(values: dict) -> DictConfig:
-    """Rebuild a typed config from a checkpoint's dict (unknown keys are an error)."""
-    return OmegaConf.merge(OmegaConf.structured(Config), values)
+def from_dict(values: dict, origin: str = "config") -> DictConfig:
+    """Rebuild a typed config from a checkpoint's dict; a key or value this version does not know
+    (a checkpoint of a newer version, say) is one line naming origin."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.merge(OmegaConf.structured(Config), values)
+    except OmegaConfBaseException as err:
+        raise MTError(f"{origin}: its config does not fit this version of mt ({_one_line(err)})") from None
 
 
 def check_overrides(argv: list[str]) -> None:

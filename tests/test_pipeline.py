@@ -323,6 +323,18 @@ def test_keep_best_last_and_average(tiny_corpus, tmp_path):
     assert translated.stdout.count("\n") == 1
 
 
+def test_a_checkpoint_with_a_config_key_this_version_lacks_is_one_line(trained_run, tmp_path):
+    """E.g. a checkpoint written by a newer version: the file and the key, not OmegaConf's traceback."""
+    state = torch.load(trained_run / "checkpoints" / "best.pt", weights_only=True)
+    state["config"]["decode"]["option_from_the_future"] = 3
+    torch.save(state, tmp_path / "newer.pt")
+    for command in (["translate"], ["mt-evaluate", "--split", "test"]):
+        result = run_cli(*command, "-c", str(tmp_path / "newer.pt"), check=False, input_text="ein hund\n")
+        assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+        assert "newer.pt: its config does not fit this version of mt" in result.stderr
+        assert "option_from_the_future" in result.stderr
+
+
 def test_a_tokenizer_that_does_not_fit_the_weights_is_refused(trained_run, tmp_path):
     """A checkpoint whose tokenizer was swapped for one with another vocabulary: one clear line, exit 2."""
     from mt.checkpoint import load_checkpoint, save_checkpoint
