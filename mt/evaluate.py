@@ -46,6 +46,14 @@ def check_args(args) -> None:
         raise MTError("--choose-on needs several --beam or --alpha values to choose from")
 
 
+def paired_lines(path: str, flag: str, ref: str) -> tuple[list[str], list[str]]:
+    """The lines of path and of the --ref file, refused before any decoding if their counts differ."""
+    lines, references = read_lines(path), read_lines(ref)
+    if len(lines) != len(references):
+        raise MTError(f"{flag} {path} has {len(lines)} lines but --ref {ref} has {len(references)}")
+    return lines, references
+
+
 def decode_grid(model, tokenizer, cfg, grid, sources: list[str], name: str, args) -> list[tuple[str, dict, list]]:
     """Per (beam, alpha) of grid (None = the checkpoint's): its label, its settings, its translations."""
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -64,8 +72,6 @@ def report(outputs, references: list[str]) -> list[dict]:
     """Print each output's scores; one row per output: its settings and scores."""
     rows = []
     for label, chosen, hypotheses in outputs:
-        if len(hypotheses) != len(references):
-            raise MTError(f"{len(hypotheses)} translations but {len(references)} references")
         scores = score(hypotheses, references)
         print(f"{label}: BLEU {scores.bleu:.2f} | chrF {scores.chrf:.2f}")
         print(scores.bleu_detail)
@@ -83,15 +89,15 @@ def run(args) -> None:
     check_args(args)
     tuning_rows = []
     if args.hyp:
-        references = read_lines(args.ref)
-        rows = report([(args.hyp, {}, read_lines(args.hyp))], references)
+        hypotheses, references = paired_lines(args.hyp, "--hyp", args.ref)
+        rows = report([(args.hyp, {}, hypotheses)], references)
     else:
         model, tokenizer, cfg = load_for_inference(args.checkpoint, ensemble=args.ensemble)
         if args.split:
             corpus = load_split(cfg.data, args.split)
             sources, references, name = corpus.src, corpus.tgt, corpus.origin
         else:
-            sources, references, name = read_lines(args.src), read_lines(args.ref), args.src
+            (sources, references), name = paired_lines(args.src, "--src", args.ref), args.src
         grid = [(beam, alpha) for beam in args.beam or [None] for alpha in args.alpha or [None]]
         if args.choose_on:
             tuning = load_split(cfg.data, args.choose_on)

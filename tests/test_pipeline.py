@@ -113,6 +113,17 @@ def test_evaluate_prints_bleu_chrf_and_signature(trained_run):
     assert "BLEU" in out.stdout and "chrF" in out.stdout and "nrefs:1|case:mixed" in out.stdout
 
 
+def test_evaluate_refuses_files_of_different_lengths_before_decoding(trained_run, tiny_corpus, tmp_path):
+    best_pt = str(trained_run / "checkpoints" / "best.pt")
+    source = tiny_corpus / "test.de"
+    short_ref = tmp_path / "short.en"
+    short_ref.write_text("".join(line + "\n" for line in (tiny_corpus / "test.en").read_text().splitlines()[:-1]))
+    for args in (["-c", best_pt, "--src", str(source)], ["--hyp", str(source)]):
+        result = run_cli("mt-evaluate", *args, "--ref", str(short_ref), check=False)
+        assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+        assert f"{args[-2]} {source} has 30 lines but --ref {short_ref} has 29" in result.stderr
+
+
 def test_evaluate_sweeps_decoding_settings_with_one_model_load(trained_run, tiny_corpus, tmp_path):
     best_pt = str(trained_run / "checkpoints" / "best.pt")
     sweep = run_cli("mt-evaluate", "-c", best_pt, "--split", "test", "--beam", "1", "4", "--alpha", "0", "2",
