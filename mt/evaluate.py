@@ -39,6 +39,8 @@ def check_args(args) -> None:
         raise MTError("give --split, or both --src and --ref")
     if any(beam < 1 for beam in args.beam or []):
         raise MTError("--beam must be at least 1")
+    if any(alpha < 0 for alpha in args.alpha or []):
+        raise MTError("--alpha must be >= 0")
     several = len(args.beam or [None]) * len(args.alpha or [None]) > 1
     if several and args.output and not args.choose_on:
         raise MTError("--output takes the translations of one setting: give one --beam and one --alpha")

@@ -63,6 +63,15 @@ def write_heatmaps(results, folder: str, first_line: int = 0) -> None:
 def check_args(args) -> None:
     if args.beam is not None and args.beam < 1:
         raise MTError("--beam must be >= 1")
+    for flag, value, least in (
+        ("--alpha", args.alpha, 0),
+        ("--max-len-a", args.max_len_a, 0),
+        ("--max-len-b", args.max_len_b, 1),
+        ("--batch-tokens", args.batch_tokens, 1),
+        ("--max-src-len", args.max_src_len, 1),
+    ):
+        if value is not None and value < least:
+            raise MTError(f"{flag} must be >= {least}")
     if args.nbest < 1 or (args.nbest > (args.beam or args.nbest)):
         raise MTError("--nbest must be between 1 and --beam")
     if args.device is None:

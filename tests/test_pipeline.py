@@ -106,6 +106,14 @@ def test_translate_errors_are_one_line(trained_run, tmp_path):
     bad.write_bytes(b"ein hund\nein \xff kind\n")
     result = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "-i", str(bad), check=False)
     assert result.returncode == 2 and "bad.de:2: invalid UTF-8" in result.stderr
+    for flag, value, least in [("--alpha", "-1", 0), ("--max-len-a", "-1", 0), ("--max-len-b", "0", 1),
+                               ("--batch-tokens", "0", 1), ("--max-src-len", "0", 1)]:  # fmt: skip
+        result = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), flag, value, check=False,
+                         input_text="ein hund\n")  # fmt: skip
+        assert result.returncode == 2 and result.stderr.strip() == f"error: {flag} must be >= {least}"
+    result = run_cli("mt-evaluate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--split", "test",
+                     "--alpha", "1", "-1", check=False)  # fmt: skip
+    assert result.returncode == 2 and result.stderr.strip() == "error: --alpha must be >= 0"
 
 
 def test_evaluate_prints_bleu_chrf_and_signature(trained_run):
