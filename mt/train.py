@@ -17,6 +17,7 @@ from pathlib import Path
 import hydra
 import torch
 from omegaconf import DictConfig
+from torch.utils.tensorboard import SummaryWriter
 
 from mt.batching import EncodedCorpus, cached_encode, encode_corpus
 from mt.checkpoint import average_checkpoint_files, load_for_inference
@@ -45,9 +46,10 @@ def pick_device(name: str, dist: Dist) -> torch.device:
     return torch.device("cuda", dist.local_rank)
 
 
-def score_final(cfg: DictConfig, checkpoint: Path, out_dir: Path, valid: Validator, test, device) -> None:
+def score_final(cfg: DictConfig, checkpoint: Path, out_dir: Path, valid: Validator, test, device, step: int) -> None:
     """Decode with the final checkpoint: choose its length penalty on valid (decode.alpha_candidates),
-    then translate the test split once; write test.hyp and results.json."""
+    then translate the test split once; write test.hyp, results.json and test/bleu, test/chrf at the
+    last step to TensorBoard."""
     if test is None and not cfg.decode.alpha_candidates:
         return
     model, tokenizer, _ = load_for_inference([str(checkpoint)])
@@ -73,6 +75,9 @@ def score_final(cfg: DictConfig, checkpoint: Path, out_dir: Path, valid: Validat
         **scores.as_dict(),
     }
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    with SummaryWriter(str(out_dir / "tb")) as writer:
+        writer.add_scalar("test/bleu", scores.bleu, step)
+        writer.add_scalar("test/chrf", scores.chrf, step)
     log.info(
         "test %s (%s, beam %d, alpha %g): BLEU %.2f | chrF %.2f",
         cfg.data.test_split,
@@ -185,7 +190,7 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     if dist.is_main:
         final = final_checkpoint(cfg, trainer, out_dir / "checkpoints")
         if final.exists():
-            score_final(cfg, final, out_dir, trainer.validator, data.test, device)
+            score_final(cfg, final, out_dir, trainer.validator, data.test, device, trainer.progress.step)
 
 
 @report_errors

@@ -125,6 +125,9 @@ def test_tensorboard_has_curves_samples_and_attention_images(trained_run):
     assert "valid/samples/text_summary" in tags["tensors"]
     assert {"valid/attention_0", "valid/attention_1"} <= set(tags["images"])
     assert [e.step for e in events.Scalars("valid/bleu")] == [100, 200, 300]
+    results = json.loads((trained_run / "results.json").read_text())
+    for name in ("bleu", "chrf"):  # the test score, at the last step
+        assert [(e.step, round(e.value, 2)) for e in events.Scalars(f"test/{name}")] == [(300, results[name])]
     train_log = [json.loads(line) for line in (trained_run / "train.jsonl").read_text().splitlines()]
     assert train_log[-1]["tflops"] > 0
 
