@@ -26,6 +26,11 @@ from mt.errors import MTError
 from mt.metrics import score
 
 
+def settings_grid(args) -> list[tuple[int | None, float | None]]:
+    """Every (beam, alpha) combination asked for; None = the checkpoint's."""
+    return [(beam, alpha) for beam in args.beam or [None] for alpha in args.alpha or [None]]
+
+
 def check_args(args) -> None:
     if args.hyp:
         if not args.ref:
@@ -41,7 +46,7 @@ def check_args(args) -> None:
         raise MTError("--beam must be at least 1")
     if any(alpha < 0 for alpha in args.alpha or []):
         raise MTError("--alpha must be >= 0")
-    several = len(args.beam or [None]) * len(args.alpha or [None]) > 1
+    several = len(settings_grid(args)) > 1
     if several and args.output and not args.choose_on:
         raise MTError("--output takes the translations of one setting: give one --beam and one --alpha")
     if args.choose_on and not several:
@@ -100,7 +105,7 @@ def run(args) -> None:
             sources, references, name = corpus.src, corpus.tgt, corpus.origin
         else:
             (sources, references), name = paired_lines(args.src, "--src", args.ref), args.src
-        grid = [(beam, alpha) for beam in args.beam or [None] for alpha in args.alpha or [None]]
+        grid = settings_grid(args)
         if args.choose_on:
             tuning = load_split(cfg.data, args.choose_on)
             tuning_rows = report(decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args), tuning.tgt)
@@ -118,8 +123,9 @@ def run(args) -> None:
         best = best_row(rows)
         print(f"best BLEU: {best['bleu']:.2f} with beam {best['beam']}, alpha {best['alpha']:g}")
     if args.json:
-        result = rows[0] if len(rows) == 1 else rows
         if tuning_rows:
             result = {**rows[0], "chosen_on": args.choose_on, "sweep": tuning_rows}
+        else:
+            result = rows[0] if len(rows) == 1 else rows
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
