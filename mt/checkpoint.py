@@ -121,8 +121,8 @@ def load_for_inference(paths: list[str], ensemble: bool = False):
     """(model in eval mode, tokenizer, config) from one checkpoint, or several: their weights
     averaged (checkpoints of one run), or with ensemble=True an Ensemble of them (any runs that share
     a tokenizer). The config, and so the decoding settings, are the first checkpoint's."""
-    from mt.config import from_dict
-    from mt.tokenizer import Tokenizer
+    from mt.config.schema import from_dict
+    from mt.data.tokenizer import Tokenizer
 
     if ensemble and len(paths) > 1:
         from mt.model.ensemble import Ensemble
@@ -139,8 +139,8 @@ def load_for_inference(paths: list[str], ensemble: bool = False):
 
 def _model(path, state: dict, weights: dict, tokenizer):
     """The model state's config describes, holding weights, in eval mode."""
-    from mt.config import from_dict
-    from mt.model_config import build_model
+    from mt.config.model import build_model
+    from mt.config.schema import from_dict
 
     model = build_model(from_dict(state["config"], str(path)).model, tokenizer)
     check_vocabulary(path, model.state_dict(), weights, tokenizer)

@@ -17,8 +17,8 @@ import time
 import torch
 
 from mt.checkpoint import load_for_inference
-from mt.data import read_lines
-from mt.decoding import DecodeSettings, Translator
+from mt.data.sources import read_lines
+from mt.decoding.translator import DecodeSettings, Translator
 from mt.fastpath import tune_process
 from mt.metrics import score
 
@@ -30,7 +30,7 @@ def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:
         [
             sys.executable,
             "-c",
-            "from mt.cli import translate; translate()",
+            "from mt.cli.commands import translate; translate()",
             "-c",
             checkpoint,
             "--beam",

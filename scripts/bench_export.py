@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from mt.checkpoint import load_for_inference
-from mt.ctranslate2_engine import CTranslate2Translator, load_export
-from mt.data import read_lines
-from mt.decoding import DecodeSettings, Translator
-from mt.export import export
+from mt.data.sources import read_lines
+from mt.decoding.translator import DecodeSettings, Translator
+from mt.export.convert import export
+from mt.export.engine import CTranslate2Translator, load_export
 from mt.fastpath import tune_process
 from mt.metrics import score
 

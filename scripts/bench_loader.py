@@ -18,8 +18,8 @@ import time
 import numpy as np
 import torch
 
-from mt.batching import EncodedCorpus, Ragged, collate, pad_sequences, token_batches
-from mt.tokenizer import BOS, EOS
+from mt.data.batching import EncodedCorpus, Ragged, collate, pad_sequences, token_batches
+from mt.data.tokenizer import BOS, EOS
 
 
 def synthetic_corpus(pairs: int, vocab: int, seed: int = 0) -> EncodedCorpus:

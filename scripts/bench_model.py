@@ -23,10 +23,10 @@ from torch import nn
 
 from mt import fastpath
 from mt.fastpath import tune_process
-from mt.flops import parameter_counts, peak_flops, training_flops
-from mt.loss import label_smoothed_loss
 from mt.model import LayerCache, Transformer
 from mt.precision import autocast
+from mt.training.flops import parameter_counts, peak_flops, training_flops
+from mt.training.loss import label_smoothed_loss
 
 PRESETS = {
     "small": dict(d_model=256, heads=4, ffn_dim=1024, encoder_layers=3, decoder_layers=3, norm_first=True),

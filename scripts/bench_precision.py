@@ -25,12 +25,12 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from mt.config import CONFIG_DIR, register_configs
+from mt.cli.train import encode_splits
+from mt.config.model import build_model
+from mt.config.schema import CONFIG_DIR, register_configs
+from mt.data.prepare import prepare
 from mt.fastpath import tune_process
-from mt.model_config import build_model
-from mt.prepare import prepare
-from mt.train import encode_splits
-from mt.trainer import Trainer
+from mt.training.trainer import Trainer
 
 PRECISIONS = ("bf16", "fp32")
 VALID_KEYS = ("step", "valid_loss", "valid_ppl", "valid_bleu", "valid_chrf")

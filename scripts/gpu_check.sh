@@ -90,7 +90,7 @@ evaluate() { # label, then mt-evaluate's arguments, into $OUT/label.{txt,json}
     local label=$1 start left; shift
     start=$(date +%s); left=$(( ${END:-585} - SECONDS )); [ "$left" -gt 200 ] && left=200
     [ "$left" -lt 10 ] && echo "$label: skipped, past the deadline" >> "$OUT/steps.log" && return
-    timeout "$left" $PY -c "from mt.cli import evaluate; evaluate()" "$@" --device "${EVAL_DEVICE:-cuda}" \
+    timeout "$left" $PY -c "from mt.cli.commands import evaluate; evaluate()" "$@" --device "${EVAL_DEVICE:-cuda}" \
         --json "$OUT/$label.json" > "$OUT/$label.txt" 2>&1
     echo "rc=$? seconds=$(( $(date +%s) - start ))" >> "$OUT/$label.txt"
 }

@@ -12,8 +12,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from mt.checkpoint import load_for_inference
-from mt.data import read_lines
-from mt.decoding import DecodeSettings, Translator
+from mt.data.sources import read_lines
+from mt.decoding.translator import DecodeSettings, Translator
 
 
 def main() -> None:

@@ -9,13 +9,13 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from mt.batching import encode_corpus
-from mt.config import CONFIG_DIR, register_configs
-from mt.data import load_split
-from mt.loss import label_smoothed_loss
-from mt.model_config import build_model
-from mt.tokenizer import BOS, EOS, PAD, build_tokenizer
-from mt.trainer import Trainer
+from mt.config.model import build_model
+from mt.config.schema import CONFIG_DIR, register_configs
+from mt.data.batching import encode_corpus
+from mt.data.sources import load_split
+from mt.data.tokenizer import BOS, EOS, PAD, build_tokenizer
+from mt.training.loss import label_smoothed_loss
+from mt.training.trainer import Trainer
 
 LEXICON = {
     "ein": "a",

@@ -2,9 +2,9 @@
 
 import pytest
 
-from mt import data
-from mt.config import DataConfig
-from mt.data import load_files, load_split, read_lines
+from mt.config.schema import DataConfig
+from mt.data import sources as data
+from mt.data.sources import load_files, load_split, read_lines
 from mt.errors import MTError
 
 

@@ -7,9 +7,9 @@ import re
 import pytest
 from hydra import compose, initialize_config_dir
 
-from mt.config import CONFIG_DIR, REPO_DIR, register_configs, to_dict
-from mt.data import load_split
-from mt.optim import cooldown_factor
+from mt.config.schema import CONFIG_DIR, REPO_DIR, register_configs, to_dict
+from mt.data.sources import load_split
+from mt.training.optim import cooldown_factor
 
 from conftest import REPO, TINY_TRAIN, run_cli, tiny_trainer
 

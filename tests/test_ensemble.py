@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.data.tokenizer import BOS, EOS
+from mt.decoding.search import beam_search, greedy_search, max_output_lengths
 from mt.model import RNNAttention, Transformer
 from mt.model.ensemble import Ensemble
-from mt.search import beam_search, greedy_search, max_output_lengths
-from mt.tokenizer import BOS, EOS
 
 from conftest import pad_ids, reversal_task, run_cli
 

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from mt.checkpoint import load_checkpoint, load_for_inference, save_checkpoint
-from mt.ctranslate2_engine import CTranslate2Translator
-from mt.data import load_split
-from mt.decoding import DecodeSettings, Translator
+from mt.data.sources import load_split
+from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError
-from mt.export import export
+from mt.export.convert import export
+from mt.export.engine import CTranslate2Translator
 
 from conftest import REPO, run_cli, tiny_trainer
 
@@ -121,7 +121,7 @@ def test_the_ctranslate2_engine_translates_without_importing_torch(trained):
     code = (
         "import sys\n"
         f"sys.argv = ['translate', '--engine', 'ctranslate2', '-c', {str(trained[1])!r}, '-q']\n"
-        "from mt import cli\n"
+        "from mt.cli import commands as cli\n"
         "cli.translate()\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )

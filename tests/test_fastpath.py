@@ -12,12 +12,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from mt import fastpath
 from mt.checkpoint import load_for_inference
-from mt.data import read_lines
-from mt.decoding import DecodeSettings, Translator
-from mt.loss import label_smoothed_loss
+from mt.data.sources import read_lines
+from mt.data.tokenizer import EOS, PAD
+from mt.decoding.search import beam_search, greedy_search, packed_copy
+from mt.decoding.translator import DecodeSettings, Translator
 from mt.model import MultiHeadAttention, Transformer
-from mt.search import beam_search, greedy_search, packed_copy
-from mt.tokenizer import EOS, PAD
+from mt.training.loss import label_smoothed_loss
 
 from conftest import overfit, pad_ids, reversal_task
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from mt import fastpath
 from mt.fastpath import cpu_ops
-from mt.loss import label_smoothed_loss
+from mt.training.loss import label_smoothed_loss
 
 
 @pytest.fixture(params=["cpu", "stock"])

@@ -357,9 +357,9 @@ def test_a_checkpoint_with_a_config_key_this_version_lacks_is_one_line(trained_r
 def test_a_tokenizer_that_does_not_fit_the_weights_is_refused(trained_run, tmp_path):
     """A checkpoint whose tokenizer was swapped for one with another vocabulary: one clear line, exit 2."""
     from mt.checkpoint import load_checkpoint, save_checkpoint
-    from mt.config import from_dict
-    from mt.data import load_split
-    from mt.tokenizer import build_tokenizer
+    from mt.config.schema import from_dict
+    from mt.data.sources import load_split
+    from mt.data.tokenizer import build_tokenizer
 
     state = load_checkpoint(trained_run / "checkpoints" / "best.pt")
     cfg = from_dict(state["config"])

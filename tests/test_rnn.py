@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from mt.data.tokenizer import BOS, EOS, PAD
+from mt.decoding.search import beam_search, greedy_search
 from mt.model import RNNAttention
-from mt.search import beam_search, greedy_search
-from mt.tokenizer import BOS, EOS, PAD
 
 from conftest import overfit, pad_ids, reversal_task
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from mt.checkpoint import average_states, load_checkpoint, save_checkpoint
+from mt.data.tokenizer import BOS, EOS
+from mt.decoding.search import beam_search, greedy_search, length_penalty
 from mt.errors import MTError
 from mt.fastpath import top_log_probs
 from mt.model import Transformer
-from mt.search import beam_search, greedy_search, length_penalty
-from mt.tokenizer import BOS, EOS
 
 from conftest import overfit, pad_ids, reversal_task
 

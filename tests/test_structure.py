@@ -10,11 +10,11 @@ import textwrap
 import pytest
 from omegaconf import OmegaConf
 
-from mt.config import check_overrides
-from mt.decoding import DecodeSettings
+from mt.config.model import RNNAttentionConfig, TransformerConfig, model_options
+from mt.config.schema import check_overrides
+from mt.decoding.translator import DecodeSettings
 from mt.errors import MTError
-from mt.model_config import RNNAttentionConfig, TransformerConfig, model_options
-from mt.run_lock import RunDirLock
+from mt.training.run_lock import RunDirLock
 
 from conftest import REPO, tiny_trainer, train_tiny
 
@@ -42,7 +42,7 @@ def test_mt_train_on_a_run_directory_in_use_exits_2_with_one_line(tiny_corpus, t
             "-c",
             textwrap.dedent(f"""
             import sys, time
-            from mt.run_lock import RunDirLock
+            from mt.training.run_lock import RunDirLock
             with RunDirLock({str(tmp_path)!r}):
                 print("locked", flush=True)
                 time.sleep(120)
@@ -153,7 +153,7 @@ def test_help_answers_without_importing_torch(entry):
     code = textwrap.dedent(f"""
         import sys
         sys.argv = ["{entry}", "--help"]
-        from mt import cli
+        from mt.cli import commands as cli
         try:
             cli.{entry}()
         except SystemExit as stop:

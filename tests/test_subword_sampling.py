@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from mt import subword_sampling
-from mt.batching import DataOrder, encode_corpus
-from mt.config import TokenizerConfig
-from mt.data import ParallelCorpus
+from mt.config.schema import TokenizerConfig
+from mt.data import subword_sampling
+from mt.data.batching import DataOrder, encode_corpus
+from mt.data.sources import ParallelCorpus
+from mt.data.subword_sampling import SampledSegmentations
+from mt.data.tokenizer import build_tokenizer
 from mt.errors import MTError
-from mt.progress import Progress
-from mt.subword_sampling import SampledSegmentations
-from mt.tokenizer import build_tokenizer
+from mt.training.budget import Progress
 
 from conftest import make_pairs, train_tiny
 
@@ -66,7 +66,7 @@ def test_candidates_found_by_processes_are_those_found_by_one(tmp_path, monkeypa
 def test_the_pools_processes_die_with_the_run(tmp_path):
     """A run killed while the candidates are being found leaves no worker behind."""
     script = (
-        "import time; from mt.subword_sampling import process_pool\n"
+        "import time; from mt.data.subword_sampling import process_pool\n"
         "with process_pool(2) as pool:\n"
         "    busy = [pool.submit(time.sleep, 60) for _ in range(2)]\n"
         "    time.sleep(1); print(*pool._processes, flush=True); time.sleep(60)\n"

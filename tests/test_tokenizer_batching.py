@@ -5,8 +5,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mt import tokenizer as tokenizer_module
-from mt.batching import (
+from mt.config.schema import TokenizerConfig
+from mt.data import tokenizer as tokenizer_module
+from mt.data.batching import (
     EncodedCorpus,
     Ragged,
     cached_encode,
@@ -16,9 +17,8 @@ from mt.batching import (
     pad_sequences,
     token_batches,
 )
-from mt.config import TokenizerConfig
-from mt.data import ParallelCorpus
-from mt.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer
+from mt.data.sources import ParallelCorpus
+from mt.data.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer
 
 from conftest import make_pairs
 
@@ -170,7 +170,7 @@ def test_ragged_arrays_round_trip_select_and_memory_map(tmp_path):
 
 
 def test_encoded_corpus_is_cached_and_memory_mapped(tmp_path, corpus, monkeypatch):
-    from mt import batching
+    from mt.data import batching
 
     tok = build_tokenizer(tok_cfg(), corpus, tmp_path / "tok")
     first, report = cached_encode(tok, corpus, 5, 0.0, str(tmp_path / "cache"))

@@ -12,7 +12,7 @@ import torch
 
 from mt.checkpoint import load_checkpoint
 from mt.errors import MTError
-from mt.trainer import check_writable
+from mt.training.trainer import check_writable
 
 from conftest import REPO, TINY_TRAIN, cli_path, tiny_trainer, train_tiny
 

@@ -20,8 +20,8 @@ import sys
 import torch
 
 from mt.checkpoint import load_for_inference
-from mt.data import load_split, read_lines
-from mt.decoding import DecodeSettings, Translator
+from mt.data.sources import load_split, read_lines
+from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError
 from mt.metrics import score
 
@@ -92,7 +92,7 @@ def best_row(rows: list[dict]) -> dict:
 
 
 def run(args) -> None:
-    """mt-evaluate with the arguments of mt.cli's parser."""
+    """mt-evaluate with the arguments of mt.cli.commands's parser."""
     check_args(args)
     tuning_rows = []
     if args.hyp:

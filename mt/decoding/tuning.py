@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.decoding import DecodeSettings, Translator
+from mt.decoding.translator import DecodeSettings, Translator
 from mt.metrics import score
 
 log = logging.getLogger(__name__)

@@ -15,11 +15,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from mt.config import CONFIG_DIR, check_overrides, register_configs, validate
-from mt.data import ParallelCorpus, load_split
+from mt.config.schema import CONFIG_DIR, check_overrides, register_configs, validate
+from mt.data.sources import ParallelCorpus, load_split
+from mt.data.tokenizer import Tokenizer, build_tokenizer
 from mt.errors import Interrupted, MTError, debug_enabled, report_errors, take_debug_flag
-from mt.run_lock import RunDirLock
-from mt.tokenizer import Tokenizer, build_tokenizer
+from mt.training.run_lock import RunDirLock
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
 @report_errors
 def main() -> None:
-    """mt-tokenizer (through mt.cli, which answers --help first) and `python -m mt.prepare`."""
+    """mt-tokenizer (through mt.cli.commands, which answers --help first) and `python -m mt.data.prepare`."""
     take_debug_flag(sys.argv)
     register_configs()
     check_overrides(sys.argv[1:])

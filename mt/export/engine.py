@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from mt.decode_settings import DecodeSettings, Translation
+from mt.data.tokenizer import EOS, Tokenizer
+from mt.decoding.settings import DecodeSettings, Translation
 from mt.errors import MTError
-from mt.tokenizer import EOS, Tokenizer
 
 EXPORT_INFO = "mt_export.json"  # what mt-export writes beside the model: decode settings, source checkpoints
 COMPUTE_TYPES = {None: "default", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}

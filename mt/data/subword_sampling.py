@@ -19,9 +19,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from mt.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
+from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
+from mt.data.tokenizer import processor_from_proto
 from mt.errors import MTError
-from mt.tokenizer import processor_from_proto
 
 LINES_PER_TASK = 2000  # below this a process does not pay for itself
 

@@ -11,7 +11,7 @@ import resource
 import torch
 from tqdm import tqdm
 
-from mt.progress import Progress, updates_left
+from mt.training.budget import Progress, updates_left
 
 log = logging.getLogger(__name__)
 

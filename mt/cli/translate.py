@@ -16,10 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from mt.ctranslate2_engine import CTranslate2Translator, load_export
-from mt.data import decode_utf8, read_lines, split_lines
-from mt.decode_settings import DecodeSettings
+from mt.data.sources import decode_utf8, read_lines, split_lines
+from mt.decoding.settings import DecodeSettings
 from mt.errors import MTError
+from mt.export.engine import CTranslate2Translator, load_export
 
 # torch, the model and the search are imported where the torch engine is picked: `--engine ctranslate2`
 # translates without importing torch (about 1.4 s of start-up).
@@ -34,7 +34,7 @@ def read_input(path: str | None) -> list[str]:
 
 def format_results(results, nbest: int, alignments: bool = False) -> list[str]:
     if alignments:
-        from mt.alignment import format_alignment, hard_alignment
+        from mt.decoding.attention_maps import format_alignment, hard_alignment
 
         return [
             r[0].text + "\t" + format_alignment(hard_alignment(r[0].attention))
@@ -49,7 +49,7 @@ def format_results(results, nbest: int, alignments: bool = False) -> list[str]:
 
 def write_heatmaps(results, folder: str, first_line: int = 0) -> None:
     """One SVG per translated line, named by its 0-based line number."""
-    from mt.alignment import heatmap_svg
+    from mt.decoding.attention_maps import heatmap_svg
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +96,7 @@ def check_args(args) -> None:
 
 def cuda_available(engine: str) -> bool:
     if engine == "ctranslate2":
-        from mt.ctranslate2_engine import cuda_available
+        from mt.export.engine import cuda_available
 
         return cuda_available()
     import torch
@@ -121,7 +121,7 @@ def load_translator(args):
     import torch
 
     from mt.checkpoint import load_for_inference
-    from mt.decoding import Translator
+    from mt.decoding.translator import Translator
     from mt.fastpath import tune_process
 
     tune_process(torch.device(args.device), training=False)
@@ -131,7 +131,7 @@ def load_translator(args):
 
 
 def run(args) -> None:
-    """translate with the arguments of mt.cli's parser."""
+    """translate with the arguments of mt.cli.commands's parser."""
     if args.debug:
         os.environ["MT_DEBUG"] = "1"
     check_args(args)

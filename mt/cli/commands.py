@@ -1,6 +1,6 @@
 """The console scripts' entry points. They parse their arguments before importing torch or the model,
-so that `--help` (and a usage error) answers at once; the work lives in mt.translate, mt.evaluate,
-mt.train, mt.prepare and mt.export.
+so that `--help` (and a usage error) answers at once; the work lives in mt.cli.translate, mt.cli.evaluate,
+mt.train, mt.data.prepare and mt.export.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def export_parser() -> argparse.ArgumentParser:
 @report_errors
 def export(argv: list[str] | None = None) -> None:
     args = export_parser().parse_args(argv)
-    from mt.export import export as write_export
+    from mt.export.convert import export as write_export
 
     out = write_export(args.checkpoint, args.output, args.quantization, args.force)
     print(f"exported to {out} (CTranslate2, {args.quantization}); translate --engine ctranslate2 --checkpoint {out}")
@@ -111,7 +111,7 @@ def export(argv: list[str] | None = None) -> None:
 @report_errors
 def translate(argv: list[str] | None = None) -> None:
     args = translate_parser().parse_args(argv)
-    from mt.translate import run
+    from mt.cli.translate import run
 
     run(args)
 
@@ -119,7 +119,7 @@ def translate(argv: list[str] | None = None) -> None:
 @report_errors
 def evaluate(argv: list[str] | None = None) -> None:
     args = evaluate_parser().parse_args(argv)
-    from mt.evaluate import run
+    from mt.cli.evaluate import run
 
     run(args)
 
@@ -127,13 +127,13 @@ def evaluate(argv: list[str] | None = None) -> None:
 @report_errors
 def train() -> None:
     """mt-train: Hydra overrides in, a trained model out (mt.train)."""
-    _hydra_command("mt.train")
+    _hydra_command("mt.cli.train")
 
 
 @report_errors
 def tokenizer() -> None:
-    """mt-tokenizer: train (or check) the run's sentencepiece model alone (mt.prepare)."""
-    _hydra_command("mt.prepare")
+    """mt-tokenizer: train (or check) the run's sentencepiece model alone (mt.data.prepare)."""
+    _hydra_command("mt.data.prepare")
 
 
 def _hydra_command(module: str) -> None:
@@ -149,7 +149,7 @@ def _hydra_info(module: str) -> None:
     """Hydra prints and exits before the task runs."""
     import hydra
 
-    from mt.config import CONFIG_DIR, register_configs
+    from mt.config.schema import CONFIG_DIR, register_configs
 
     register_configs()
 

@@ -14,11 +14,11 @@ import torch
 from tqdm import tqdm
 
 from mt import fastpath
-from mt.batching import pad_sequences, token_batches
-from mt.decode_settings import DecodeSettings, Translation
+from mt.data.batching import pad_sequences, token_batches
+from mt.data.tokenizer import BOS, EOS, PAD
+from mt.decoding.search import Hypothesis, beam_search, greedy_search
+from mt.decoding.settings import DecodeSettings, Translation
 from mt.precision import autocast, low_precision_copy
-from mt.search import Hypothesis, beam_search, greedy_search
-from mt.tokenizer import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mt.tokenizer import BOS, EOS, PAD
+from mt.data.tokenizer import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
 

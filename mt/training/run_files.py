@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.config import to_dict
+from mt.config.model import changed_model_options
+from mt.config.schema import to_dict
 from mt.errors import MTError
-from mt.model_config import changed_model_options
-from mt.progress import Progress
+from mt.training.budget import Progress
 
 log = logging.getLogger(__name__)
 

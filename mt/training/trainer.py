@@ -18,18 +18,21 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mt import fastpath
-from mt.batching import DataOrder, EncodedCorpus, collate
-from mt.data import ParallelCorpus
-from mt.distributed import Dist, broadcast_from_main, sum_across
+from mt.config.model import model_options
+from mt.data.batching import DataOrder, EncodedCorpus, collate
+from mt.data.sources import ParallelCorpus
+from mt.data.subword_sampling import SampledSegmentations
+from mt.data.tokenizer import PAD
 from mt.errors import Interrupted, MTError
-from mt.flops import parameter_counts, peak_flops, training_flops
-from mt.interrupt import StopRequest
-from mt.loss import label_smoothed_loss
-from mt.model_config import model_options
-from mt.optim import build_optimizer, cooldown_factor, inverse_sqrt_lr, peak_lr
 from mt.precision import autocast
-from mt.progress import Progress, budget_used, stop_reason
-from mt.run_checkpoints import (
+from mt.training.budget import Progress, budget_used, stop_reason
+from mt.training.distributed import Dist, broadcast_from_main, sum_across
+from mt.training.flops import parameter_counts, peak_flops, training_flops
+from mt.training.interrupt import StopRequest
+from mt.training.loss import label_smoothed_loss
+from mt.training.optim import build_optimizer, cooldown_factor, inverse_sqrt_lr, peak_lr
+from mt.training.reporting import TrainWindow, announce_duration, log_train_record, log_validation
+from mt.training.run_files import (
     CheckpointKeeper,
     check_writable,
     checkpoint_bytes,
@@ -38,10 +41,7 @@ from mt.run_checkpoints import (
     resume_state,
     training_state,
 )
-from mt.subword_sampling import SampledSegmentations
-from mt.tokenizer import PAD
-from mt.train_log import TrainWindow, announce_duration, log_train_record, log_validation
-from mt.validation import Validator
+from mt.training.validation import Validator
 
 log = logging.getLogger(__name__)
 

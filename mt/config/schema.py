@@ -11,11 +11,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from mt.config.model import model_options
 from mt.errors import MTError
-from mt.model_config import model_options
 
 # The Hydra presets live at the top of the repository, next to the package.
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")
 
 
 @dataclass

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 from mt import fastpath
-from mt.batching import EncodedCorpus, collate, token_batches
-from mt.data import ParallelCorpus
-from mt.decoding import DecodeSettings, Translator
+from mt.data.batching import EncodedCorpus, collate, token_batches
+from mt.data.sources import ParallelCorpus
+from mt.decoding.translator import DecodeSettings, Translator
 from mt.metrics import score
 
 SAMPLES = 3  # sample translations shown in TensorBoard

@@ -21,8 +21,8 @@ import torch
 from omegaconf import OmegaConf
 
 from mt.checkpoint import load_for_inference
-from mt.ctranslate2_engine import EXPORT_INFO, import_ctranslate2
 from mt.errors import MTError
+from mt.export.engine import EXPORT_INFO, import_ctranslate2
 from mt.model import Transformer
 from mt.model.layers import sinusoidal_positions
 

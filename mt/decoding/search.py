@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from mt import fastpath
-from mt.tokenizer import BOS, EOS, PAD
+from mt.data.tokenizer import BOS, EOS, PAD
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""The console scripts: argument parsing answers --help before torch is imported."""

@@ -1,0 +1,1 @@
+"""Configuration: the typed Hydra schema and each architecture's model options. Free of torch."""

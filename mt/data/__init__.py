@@ -1,0 +1,1 @@
+"""Data: reading parallel text, the sentencepiece tokenizer, encoding, batching and subword sampling."""

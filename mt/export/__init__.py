@@ -1,0 +1,1 @@
+"""Export to CTranslate2, and translating with an export (no torch needed for that)."""
