@@ -16,6 +16,7 @@ from mt.data.sources import read_lines
 from mt.data.tokenizer import EOS, PAD
 from mt.decoding.search import beam_search, greedy_search, packed_copy
 from mt.decoding.translator import DecodeSettings, Translator
+from mt.fastpath import cpu_process
 from mt.model import MultiHeadAttention, Transformer
 from mt.training.loss import label_smoothed_loss
 
@@ -381,3 +382,21 @@ def test_bf16_decoding_without_autocast_translates_as_with_it(trained_run, tiny_
         without = Translator(model, tokenizer, settings).translate(lines)
     same = sum(a[0].text == b[0].text for a, b in zip(with_autocast, without))
     assert same >= 0.9 * len(lines)
+
+
+def test_bf16_training_falls_back_to_fp32_only_on_a_cpu_without_native_bf16(monkeypatch):
+    cpu, gpu = torch.device("cpu"), torch.device("meta")
+    monkeypatch.setattr(cpu_process, "native_bf16", lambda: False)
+    assert fastpath.training_precision(cpu, "bf16") == "fp32"
+    assert fastpath.training_precision(cpu, "fp32") == "fp32"
+    assert fastpath.training_precision(gpu, "bf16") == "bf16" and fastpath.training_precision(gpu, "fp16") == "fp16"
+    with fastpath.stock_ops():
+        assert fastpath.training_precision(cpu, "bf16") == "bf16"  # stock: as asked
+    monkeypatch.setattr(cpu_process, "native_bf16", lambda: True)
+    assert fastpath.training_precision(cpu, "bf16") == "bf16"
+
+
+@pytest.mark.skipif(cpu_process.cpu_flags() is None, reason="no /proc/cpuinfo")
+def test_native_bf16_agrees_with_the_cpus_own_flags():
+    flags = cpu_process.cpu_flags()
+    assert cpu_process.native_bf16() == bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})

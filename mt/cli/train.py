@@ -28,7 +28,7 @@ from mt.data.subword_sampling import SampledSegmentations
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha, store_alpha
 from mt.errors import MTError, report_errors, take_debug_flag
-from mt.fastpath import decode_precision, tune_process
+from mt.fastpath import decode_precision, training_precision, tune_process
 from mt.metrics import score
 from mt.training.distributed import Dist, barrier, init_from_env, shutdown
 from mt.training.run_lock import RunDirLock
@@ -156,6 +156,15 @@ def hydra_main(cfg: DictConfig) -> None:
     device = pick_device(cfg.train.device, dist)
     if cfg.train.precision == "fp16" and device.type != "cuda":
         raise MTError("train.precision=fp16 needs CUDA; on CPU use bf16 or fp32")
+    precision = training_precision(device, cfg.train.precision)
+    if precision != cfg.train.precision:
+        log.warning(
+            "train.precision=%s: this CPU has no native bf16 (AVX512-BF16, AMX), where bf16 runs many times "
+            "slower than fp32: training in %s",
+            cfg.train.precision,
+            precision,
+        )
+        cfg.train.precision = precision
     tune_process(device, training=True)
     torch.manual_seed(cfg.train.seed)
     finished = False

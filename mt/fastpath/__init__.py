@@ -152,6 +152,15 @@ def autocast_decoding(device: torch.device) -> bool:
     return torch.device(device).type == "cpu" and not _stock_everywhere
 
 
+def training_precision(device: torch.device, requested: str) -> str:
+    """The precision a run trains in when it asks for `requested` on device: the request, except bf16
+    on a CPU without native bf16 (see cpu_process.native_bf16), where fp32 is many times faster."""
+    cpu = torch.device(device).type == "cpu" and not _stock_everywhere
+    if requested == "bf16" and cpu and not cpu_process.native_bf16():
+        return "fp32"
+    return requested
+
+
 def decode_precision(device: torch.device, training_precision: str) -> str:
     """The precision validation and the test score decode in, for a model trained in training_precision.
 

@@ -1,6 +1,7 @@
-"""Process settings that measured faster on a CPU: glibc's allocator thresholds, oneDNN's kernel cache.
+"""Process settings that measured faster on a CPU: glibc's allocator thresholds, oneDNN's kernel cache;
+and whether the CPU has native bf16, which decides whether bf16 pays at all.
 
-Only `mt.fastpath.tune_process` calls these, and only for a CPU run.
+Only `mt.fastpath` calls these, and only for a CPU run.
 
 Large tensor buffers stay in the process heap instead of fresh mmap'd pages every step: glibc
 serves allocations above M_MMAP_THRESHOLD with mmap and returns freed heap tops above
@@ -15,6 +16,9 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import platform
+
+import torch
 
 log = logging.getLogger(__name__)
 
@@ -49,3 +53,34 @@ def limit_onednn_primitive_cache(capacity: int = ONEDNN_PRIMITIVE_CACHE) -> None
     Must run before the first matmul; an ONEDNN_PRIMITIVE_CACHE_CAPACITY already set wins.
     """
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(capacity))
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware: AVX512-BF16 or AMX on x86, the BF16 extension on Arm.
+
+    Without it oneDNN emulates bf16, and bf16 autocast turns from the fast choice into the slow one:
+    a 1024 x 1024 matmul took 2.6 s in bf16 against 0.044 s in fp32 on an AVX2-only CPU (one thread,
+    torch 2.13), where AVX512-BF16 makes bf16 the faster of the two. Where it cannot tell, True.
+    """
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64"):
+        checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+        if all(checks):
+            return any(check() for check in checks)
+    flags = cpu_flags()
+    if flags is None:
+        return True
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def cpu_flags() -> set[str] | None:
+    """The CPU's feature flags from /proc/cpuinfo (Linux), or None where there is no such file."""
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8").read()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return None
