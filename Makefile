@@ -8,7 +8,7 @@ TORCH  ?= torch==2.13.0
 ARGS   ?=
 NPROC  ?= 1
 RUN    ?= runs/smoke
-SPLIT  ?= test
+SPLIT  ?=
 DATA   ?= data/multi30k
 BEAM   ?=
 ALPHAS ?=
@@ -24,7 +24,7 @@ help:
 	@echo "                                     train SEEDS runs side by side (RUN_seedK), score their ensemble"
 	@echo "                                     (ALPHAS='0.6 1.0 1.2': its length penalty chosen on valid first)"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
-	@echo "make eval RUN=runs/smoke SPLIT=test  BLEU/chrF of a run's best checkpoint on a split"
+	@echo "make eval RUN=runs/smoke [SPLIT=valid] BLEU/chrF of a run's final model (default: its test split)"
 	@echo "make bench [RUN=runs/smoke]           training and decoding speed figures"
 	@echo "make bench-precision [STEPS=60]       bf16 vs fp32 trainer throughput, interleaved in one process"
 	@echo "make tensorboard                     curves of every run under runs/"
@@ -46,7 +46,7 @@ else
 endif
 
 # SEEDS runs of one config side by side (a launch-bound GPU idles with one), then their ensemble's score;
-# each member is the checkpoint its run scored (results.json: best.pt or averaged.pt), else best.pt.
+# each member is the checkpoint its run scored (results.json: final.pt), else best.pt.
 # ALPHAS: the ensemble's length penalty is chosen among them on CHOOSE_ON (valid), then SPLIT scored once.
 ensemble: $(STAMP)
 	@mkdir -p $(dir $(RUN)); pids=""; \
@@ -64,7 +64,7 @@ ensemble: $(STAMP)
 		members="$$members $$run/checkpoints/$$picked"; \
 	done; \
 	echo "ensemble of$$members"; \
-	$(BIN)/mt-evaluate --ensemble --checkpoint $$members --split $(SPLIT) $(if $(BEAM),--beam $(BEAM),) \
+	$(BIN)/mt-evaluate --ensemble --checkpoint $$members $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),) \
 		$(if $(ALPHAS),--alpha $(ALPHAS) --choose-on $(CHOOSE_ON),)
 
 tokenizer: $(STAMP)
@@ -81,11 +81,14 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix mt tests scripts
 	$(BIN)/ruff format mt tests scripts
 
+# A run's model: final.pt (best.pt or averaged.pt with the length penalty chosen on valid), else best.pt.
+MODEL = $(if $(wildcard $(RUN)/checkpoints/final.pt),$(RUN)/checkpoints/final.pt,$(RUN)/checkpoints/best.pt)
+
 eval: $(STAMP)
-	$(BIN)/mt-evaluate --checkpoint $(RUN)/checkpoints/best.pt --split $(SPLIT) $(if $(BEAM),--beam $(BEAM),)
+	$(BIN)/mt-evaluate --checkpoint $(MODEL) $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),)
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py --checkpoint $(RUN)/checkpoints/best.pt --data $(DATA) $(ARGS)
+	$(BIN)/python scripts/bench.py --checkpoint $(MODEL) --data $(DATA) $(ARGS)
 
 STEPS ?= 60
 bench-precision: $(STAMP)

@@ -1,3 +1,30 @@
-"""mt: a readable, fast neural machine translation toolkit built around the Transformer."""
+"""mt: a readable, fast neural machine translation toolkit built around the Transformer.
+
+    import mt
+    translator = mt.load_translator("runs/smoke/checkpoints/final.pt")
+    print(translator.translate(["Ein Hund rennt durch den Schnee."])[0][0].text)
+
+The names below are imported on first use, so `import mt` (and every console script's --help) stays free
+of torch.
+"""
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "load_translator": "mt.inference",
+    "load_for_inference": "mt.inference",
+    "Translator": "mt.decoding.translator",
+    "DecodeSettings": "mt.decoding.settings",
+    "Translation": "mt.decoding.settings",
+    "MTError": "mt.errors",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'mt' has no attribute {name!r}")

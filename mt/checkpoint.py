@@ -106,51 +106,6 @@ def load_averaged(paths: list) -> tuple[list[dict], dict]:
     return states, weights
 
 
-def check_vocabulary(path, expected: dict, weights: dict, tokenizer) -> None:
-    """Refuse a tokenizer whose vocabulary is not the one the embeddings were trained for."""
-    for name in ("src_embed.weight", "tgt_embed.weight", "output_proj.weight"):
-        if name in weights and name in expected and weights[name].shape[0] != expected[name].shape[0]:
-            raise MTError(
-                f"{path}: its tokenizer has {tokenizer.src_vocab_size} source / {tokenizer.tgt_vocab_size} "
-                f"target pieces but the model's {name} has {weights[name].shape[0]} rows: "
-                f"tokenizer and weights do not belong together"
-            )
-
-
-def load_for_inference(paths: list[str], ensemble: bool = False):
-    """(model in eval mode, tokenizer, config) from one checkpoint, or several: their weights
-    averaged (checkpoints of one run), or with ensemble=True an Ensemble of them (any runs that share
-    a tokenizer). The config, and so the decoding settings, are the first checkpoint's."""
-    from mt.config.schema import from_dict
-    from mt.data.tokenizer import Tokenizer
-
-    if ensemble and len(paths) > 1:
-        from mt.model.ensemble import Ensemble
-
-        states = load_with_one_tokenizer(paths, "an ensemble needs one tokenizer")
-        tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
-        model = Ensemble([_model(path, state, state["model"], tokenizer) for path, state in zip(paths, states)])
-    else:
-        states, weights = load_averaged(paths)
-        tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
-        model = _model(paths[0], states[0], weights, tokenizer)
-    return model.eval(), tokenizer, from_dict(states[0]["config"], str(paths[0]))
-
-
-def _model(path, state: dict, weights: dict, tokenizer):
-    """The model state's config describes, holding weights, in eval mode."""
-    from mt.config.model import build_model
-    from mt.config.schema import from_dict
-
-    model = build_model(from_dict(state["config"], str(path)).model, tokenizer)
-    check_vocabulary(path, model.state_dict(), weights, tokenizer)
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as err:
-        raise MTError(f"{path}: weights do not fit the model its config describes ({str(err)[:200]})") from None
-    return model.eval()
-
-
 def average_checkpoint_files(paths: list, output) -> None:
     """Average the weights of several checkpoints of one run into a self-contained checkpoint
     (config and tokenizer of the first) that translate loads like any other."""
@@ -164,3 +119,14 @@ def average_checkpoint_files(paths: list, output) -> None:
         },
         output,
     )
+
+
+def save_final(source: str | os.PathLike, output: str | os.PathLike, alpha: float | None = None) -> None:
+    """The checkpoint a run ends with: source's config, weights and tokenizer (no optimizer state), with
+    decode.alpha set to the length penalty chosen on valid (None: source's own), written atomically."""
+    state = load_checkpoint(source)
+    state.pop("trainer", None)
+    if alpha is not None:
+        state["config"]["decode"]["alpha"] = alpha
+    state["final_from"] = Path(source).name
+    save_checkpoint(state, output)

@@ -1,11 +1,11 @@
-"""`make bench`: the figures people compare toolkits by, on this machine.
+"""`make bench`: the figures people compare toolkits by, on the machine it runs on.
 
 Training target tokens/s and peak memory for the smoke (transformer_small) and base presets in fp32
 and bf16, decoder step latency, and, given a trained checkpoint, decoding sentences/s and BLEU for
 greedy and beam 5 on Multi30k test2016. Each training figure comes from its own process, so its
 peak RSS is its own. Prints one JSON object per line as it goes, then a table; reports, never asserts.
 
-    .venv/bin/python scripts/bench.py [--checkpoint runs/smoke/checkpoints/best.pt] [--data ../shared/data/multi30k]
+    .venv/bin/python scripts/bench.py [--checkpoint runs/smoke/checkpoints/final.pt] [--data data/multi30k]
     .venv/bin/python scripts/bench.py --device cuda [--compile]   # on a GPU (make bench ARGS="--device cuda")
 
 On a GPU the training figures are the base model's in bf16 at a WMT-like and a Multi30k batch, beside a
@@ -54,10 +54,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--checkpoint",
-        default="runs/smoke/checkpoints/best.pt",
+        default="runs/smoke/checkpoints/final.pt",
         help="a trained checkpoint for the decoding figures (skipped if missing)",
     )
-    p.add_argument("--data", default="../shared/data/multi30k", help="folder with test2016.de / test2016.en")
+    p.add_argument("--data", default="data/multi30k", help="folder with test2016.de / test2016.en")
     p.add_argument("--presets", nargs="+", default=["small", "base"], choices=list(PRESET_NAMES))
     p.add_argument(
         "--steps", type=int, default=0, help="timed training steps per configuration (default 5 CPU, 20 GPU)"

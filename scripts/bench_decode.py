@@ -1,8 +1,8 @@
 """Decoding speed and quality of a checkpoint: sentences/s, target tokens/s and BLEU for greedy and beam
 search in fp32 and bf16, batched by tokens, plus `translate` start-up time on one sentence.
 
-    .venv/bin/python scripts/bench_decode.py --checkpoint runs/smoke/checkpoints/best.pt \\
-        --src ../shared/data/multi30k/test2016.de --ref ../shared/data/multi30k/test2016.en
+    .venv/bin/python scripts/bench_decode.py --checkpoint runs/smoke/checkpoints/final.pt \\
+        --src data/multi30k/test2016.de --ref data/multi30k/test2016.en
 Prints one JSON object per measurement, then a table. Reports, never asserts.
 """
 
@@ -16,10 +16,10 @@ import time
 
 import torch
 
-from mt.checkpoint import load_for_inference
 from mt.data.sources import read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.fastpath import tune_process
+from mt.inference import load_for_inference
 from mt.metrics import score
 
 
@@ -55,7 +55,7 @@ def main() -> None:
     p.add_argument("--beams", nargs="+", type=int, default=[1, 5])
     p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
     p.add_argument("--batch-tokens", type=int, default=0, help="default: the checkpoint's decode.batch_tokens")
-    p.add_argument("--repeats", type=int, default=3, help="best of N runs (this machine's timings are noisy)")
+    p.add_argument("--repeats", type=int, default=3, help="best of N runs (timings on shared machines are noisy)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--json", action="store_true", help="JSON lines only, no table")
     args = p.parse_args()

@@ -2,7 +2,7 @@
 greedy and beam 5, decoding alone (in this process, best of --repeats) and whole `translate` runs
 (start-up included, one run each).
 
-    .venv/bin/python scripts/bench_export.py --checkpoint runs/multi30k_cpu/checkpoints/best.pt \\
+    .venv/bin/python scripts/bench_export.py --checkpoint runs/multi30k_cpu/checkpoints/final.pt \\
         --src data/multi30k/test2016.de --ref data/multi30k/test2016.en
 
 It writes the fp32 and int8 exports under --workdir (default /tmp/bench_export).
@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from mt.checkpoint import load_for_inference
 from mt.data.sources import read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.export.convert import export
 from mt.export.engine import CTranslate2Translator, load_export
 from mt.fastpath import tune_process
+from mt.inference import load_for_inference
 from mt.metrics import score
 
 BIN = Path(sys.executable).parent

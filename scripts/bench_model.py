@@ -1,4 +1,4 @@
-"""Model speed on this machine: training tokens/s, TFLOP/s and MFU (forward + backward + Adam), beside a plain
+"""Model speed on the machine it runs on: training tokens/s, TFLOP/s and MFU (forward + backward + Adam), beside a plain
 torch.nn.Transformer of the same size in the same process, and decode-step latency.
 
     make bench                                   # CPU: small and base presets, fp32 and bf16

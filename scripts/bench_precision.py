@@ -6,7 +6,7 @@ batches) alternate updates, so both see the same drift; the order within each pa
 With --valid, both are validated at the end (loss and BLEU after the same updates); --valid-every N
 validates them every N updates as well, so one run shows how the BLEU gap evolves (validation is not timed).
 
-    make bench-precision ARGS="experiment=smoke data=files data.dir=../shared/data/multi30k"
+    make bench-precision ARGS="train.max_tokens=2600"
     .venv/bin/python scripts/bench_precision.py --steps 400 --valid experiment=smoke data=files ...
 
 Prints one JSON object per line (every --every updates, then the totals). Reports, never asserts.
@@ -25,10 +25,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from mt.cli.train import encode_splits
 from mt.config.model import build_model
 from mt.config.schema import CONFIG_DIR, register_configs
-from mt.data.prepare import prepare
+from mt.data.prepare import encode_splits, prepare
 from mt.fastpath import tune_process
 from mt.training.trainer import Trainer
 

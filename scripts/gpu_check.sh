@@ -1,35 +1,31 @@
 #!/usr/bin/env bash
-# The GPU figures of the README in one run (under 10 minutes on one H100), for the lent GPU machine:
-# prepare .gpu/ as ../shared/gpu/README.md says (hydra, omegaconf, antlr4 in .gpu/site; the data is the
-# copy shipped in data/multi30k), then run this from the repository root there
-# (device tool: command "bash scripts/gpu_check.sh", carry [".gpu"]). Every result lands under $OUT:
-#   bench_model.txt     training step: ours vs nn.Transformer at a WMT-like and a Multi30k batch, MFU
-#   ensemble_<name>.*   BLEU of ensembles of the variants' models (ENSEMBLES): valid at each length
-#                       penalty of ALPHAS, test2016 at valid's choice (a run chooses its own: results.json)
+# The GPU figures of docs/benchmarks.md in one script (under 10 minutes on one H100). Run it from the
+# repository root with the package importable (`pip install -e .`, or PYTHONPATH pointing at what the
+# machine lacks; the repository root is added). Every result lands under $OUT (default /tmp/gpu_check),
+# packed at the end into $OUT/results.tgz:
+#   steps.log           what ran when, each run's wall time, the ensembles' and runs' test scores
 #   recipe_<name>/      mt-train experiment=multi30k_base (+ the variant's overrides), each to its own budget
 #                       (TRAIN_SECONDS, if set, caps the training seconds); the variants run side by side on
 #                       the one GPU (each is launch-bound), so their speed is a lower bound of a run alone
-#   decode_profile.txt  torch.profiler of greedy decoding, fp32 beside bf16 (bf16 ran 4.7x slower, session 7)
-#   bench_decode.txt    translate's path on test2016 with the first variant's best.pt: greedy and beam 5,
-#                       fp32 and bf16, sent/s and BLEU
-#   bench_compile.txt   the training step under torch.compile (ours and nn.Transformer), if COMPILE=1
+#   ensemble_<name>.*   BLEU of ensembles of the variants' final models (ENSEMBLES): valid at each length
+#                       penalty of ALPHAS, test2016 at valid's choice
+#   bench_model.txt     if BENCH=1: training step, ours vs nn.Transformer at a WMT-like and a Multi30k batch, MFU
+#   bench_decode.txt    if DECODE=1: translate's path on test2016 with the first variant's model: greedy and
+#                       beam 5, fp32 and bf16, sent/s and BLEU
+#   decode_profile.txt  if DECODE=1: torch.profiler of greedy decoding, fp32 beside bf16
+#   bench_compile.txt   if COMPILE=1: the training step under torch.compile (ours and nn.Transformer)
 set -u
 OUT=${OUT:-/tmp/gpu_check}
 TRAIN_SECONDS=${TRAIN_SECONDS:-0}
 PY=${PY:-python3}
 mkdir -p "$OUT"
-export PYTHONPATH="$PWD/.gpu/site:$PWD" PYTHONUNBUFFERED=1 TQDM_DISABLE=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TQDM_DISABLE=1
 DATA="$PWD/data/multi30k"
 step() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.log"; }
 
-# name:overrides (space-separated Hydra overrides after experiment=multi30k_base). Session 10 ran the
-# preset for 5,400 updates with three seeds (one with SDPA's cuDNN attention off, one compiled), sampling
-# alpha 0.1 and dropout 0.4 (README, Recipes): one model chosen on valid scored 42.73, the three seeds'
-# ensemble 43.66; cuDNN attention off made the run ~1.5x faster (now every CUDA training run's default),
-# torch.compile did not pay. The next list aims at one model >= 43 with the faster runs: the preset
-# (5,400 updates now) with two seeds (noise, and their ensemble), longer, a higher peak rate, larger
-# batches (cheap on a launch-bound GPU; 8k tokens overfitted in session 7 without sampling).
-# A name starting with "cudnn" runs with MT_FASTPATH=stock: torch's own choice of attention kernels.
+# name:overrides (space-separated Hydra overrides after experiment=multi30k_base), one variant a line:
+# by default the preset with two seeds, and three variations of it (longer, a higher peak rate, larger
+# batches). A name starting with "cudnn" runs with MT_FASTPATH=stock: torch's own choice of attention kernels.
 COMMON=${COMMON:-""}
 VARIANTS=${VARIANTS:-"base_seed1:train.seed=1
 base_seed2:train.seed=2
@@ -41,12 +37,8 @@ tokens6k:train.max_tokens=6144"}
 ENSEMBLES=${ENSEMBLES:-"seeds2:base_seed1 base_seed2
 all5:base_seed1 base_seed2 long7200 lr1e3 tokens6k"}
 THREADS=${THREADS:-3}  # CPU threads per run (16 cores, five runs)
-# Run with a cap that ends every variant inside one device call:
-#   TRAIN_SECONDS=360 bash scripts/gpu_check.sh      (device tool: timeout_s 598, carry [".gpu"])
-# (session 10: 81-101 s of each run went to start-up, validations, averaging and the test score; the whole
-# call took 555 s, with the ensembles decoding one after the other, 12-16 s each with 3-5 members. Since
-# then each run also decodes valid three times to choose its alpha, and each ensemble valid three times
-# and test2016 once: not timed on the GPU yet, hence 360 rather than 390.)
+# TRAIN_SECONDS=360 ends every variant within ~8 minutes: on one H100 about 80-100 s of each run go to
+# start-up, validations, averaging, the length-penalty choice and the test score.
 # A capped run still cools down to 0 at the cap (the budget is whichever of time and updates ends first).
 
 step "device"
@@ -84,7 +76,7 @@ step "ensembles, side by side"
 # Each ensemble (the mean of the members' next-token probabilities; each member the checkpoint its run
 # scored) decodes valid at every alpha of ALPHAS, beam 5, fp32 as the runs' test score, then test2016
 # once at the alpha valid chose (mt-evaluate --choose-on valid), as a run does (decode.alpha_candidates).
-# Each stops at END seconds (default 585) at the latest, so the archive below is still made in the call.
+# Each stops at END seconds (default 585) after the start at the latest, so the archive is still made.
 ALPHAS=${ALPHAS:-"0.6 1.0 1.2"}
 evaluate() { # label, then mt-evaluate's arguments, into $OUT/label.{txt,json}
     local label=$1 start left; shift
@@ -94,7 +86,7 @@ evaluate() { # label, then mt-evaluate's arguments, into $OUT/label.{txt,json}
         --json "$OUT/$label.json" > "$OUT/$label.txt" 2>&1
     echo "rc=$? seconds=$(( $(date +%s) - start ))" >> "$OUT/$label.txt"
 }
-scored() { # the checkpoint a run scored on test2016 (best.pt or averaged.pt)
+scored() { # the model a run ended with (results.json: final.pt)
     local picked
     picked=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['checkpoint'])" \
         /tmp/recipe_$1/results.json 2>/dev/null) && echo /tmp/recipe_$1/checkpoints/$picked
@@ -113,14 +105,14 @@ grep -H "BLEU [0-9]\|chosen on\|rc=" "$OUT"/ensemble_*.txt >> "$OUT/steps.log" 2
 grep -H "length penalty\|test test2016" "$OUT"/recipe_*/train.log >> "$OUT/steps.log" 2>/dev/null
 
 step "bench_decode ($FIRST)"
-if [ "${DECODE:-0}" = 1 ] && [ -f /tmp/recipe_$FIRST/checkpoints/best.pt ]; then
+if [ "${DECODE:-0}" = 1 ] && [ -f /tmp/recipe_$FIRST/checkpoints/final.pt ]; then
     timeout 90 $PY scripts/bench_decode.py --checkpoint /tmp/recipe_$FIRST/checkpoints/best.pt \
         --src "$DATA/test2016.de" --ref "$DATA/test2016.en" --device cuda --repeats 1 \
         > "$OUT/bench_decode.txt" 2> "$OUT/bench_decode.err"
 fi
 
 step "decode profile ($FIRST)"
-if [ "${DECODE:-0}" = 1 ] && [ -f /tmp/recipe_$FIRST/checkpoints/best.pt ]; then
+if [ "${DECODE:-0}" = 1 ] && [ -f /tmp/recipe_$FIRST/checkpoints/final.pt ]; then
     timeout 90 $PY scripts/profile_decode.py --checkpoint /tmp/recipe_$FIRST/checkpoints/best.pt \
         --src "$DATA/test2016.de" --device cuda > "$OUT/decode_profile.txt" 2>&1
 fi
@@ -130,6 +122,6 @@ if [ "${COMPILE:-0}" = 1 ]; then
         > "$OUT/bench_compile.txt" 2> "$OUT/bench_compile.err"
 fi
 step "done"
-# One archive: the device tool brings back only a few files (the step log also went to stdout).
+# One archive of everything under $OUT.
 tar czf /tmp/gpu_check_results.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete \
     && mv /tmp/gpu_check_results.tgz "$OUT/results.tgz"

@@ -1,5 +1,5 @@
 """Where decoding spends its time, fp32 beside bf16: torch.profiler over greedy search of a checkpoint
-(on an H100 bf16 decoded 4.7x slower than fp32, session 7: this is the script to find out why).
+(how the cause of slow bf16 decoding under autocast on a GPU was found: docs/benchmarks.md, GPU decoding).
 
     python scripts/profile_decode.py --checkpoint CKPT --src test2016.de --device cuda --lines 200
 """
@@ -11,9 +11,9 @@ import argparse
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from mt.checkpoint import load_for_inference
 from mt.data.sources import read_lines
 from mt.decoding.translator import DecodeSettings, Translator
+from mt.inference import load_for_inference
 
 
 def main() -> None:

@@ -6,12 +6,13 @@ import sys
 import pytest
 import torch
 
-from mt.checkpoint import load_checkpoint, load_for_inference, save_checkpoint
+from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.data.sources import load_split
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError
 from mt.export.convert import export
 from mt.export.engine import CTranslate2Translator
+from mt.inference import load_for_inference
 
 from conftest import REPO, run_cli, tiny_trainer
 

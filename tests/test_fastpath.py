@@ -11,12 +11,12 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mt import fastpath
-from mt.checkpoint import load_for_inference
 from mt.data.sources import read_lines
 from mt.data.tokenizer import EOS, PAD
 from mt.decoding.search import beam_search, greedy_search, packed_copy
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.fastpath import cpu_process
+from mt.inference import load_for_inference
 from mt.model import MultiHeadAttention, Transformer
 from mt.training.loss import label_smoothed_loss
 

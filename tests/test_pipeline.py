@@ -4,6 +4,8 @@ import json
 
 import torch
 
+from mt.checkpoint import load_checkpoint
+
 from conftest import run_cli, train_tiny
 
 
@@ -188,9 +190,13 @@ def test_the_run_chooses_its_length_penalty_on_valid(tiny_corpus, tmp_path):
         checked = run_cli("mt-evaluate", "-c", str(run / "checkpoints" / results["checkpoint"]), "--split", "valid",
                           "--alpha", str(row["alpha"]), "--json", str(tmp_path / "row.json"))  # fmt: skip
         assert json.loads((tmp_path / "row.json").read_text())["bleu"] == row["valid_bleu"], checked.stdout
-    # The choice is the checkpoint's own now: translate uses it without being told, as the test score did.
-    state = torch.load(run / "checkpoints" / results["checkpoint"], weights_only=True)
+    # The choice is final.pt's own: translate uses it without being told, as the test score did. The
+    # checkpoint it came from (best.pt or averaged.pt) is left as it was written.
+    assert results["checkpoint"] == "final.pt"
+    state = torch.load(run / "checkpoints" / "final.pt", weights_only=True)
     assert state["config"]["decode"]["alpha"] == chosen
+    source = torch.load(run / "checkpoints" / results["final_from"], weights_only=True)
+    assert source["config"]["decode"]["alpha"] == 0.6  # the preset's, not the choice
     hyp = tmp_path / "test.en"
     run_cli("translate", "-c", str(run / "checkpoints" / results["checkpoint"]), "-i", str(tiny_corpus / "test.de"),
             "-o", str(hyp), "-q")  # fmt: skip
@@ -326,7 +332,10 @@ def test_keep_best_last_and_average(tiny_corpus, tmp_path):
     assert sorted(p.name for p in ckpts.glob("best_step*.pt")) == sorted(f"best_step{r['step']}.pt" for r in top3)
     assert (ckpts / "averaged.pt").is_file()
     results = json.loads((run / "results.json").read_text())
-    assert results["checkpoint"] in ("best.pt", "averaged.pt")
+    assert results["checkpoint"] == "final.pt" and results["final_from"] in ("best.pt", "averaged.pt")
+    final, source = load_checkpoint(ckpts / "final.pt"), load_checkpoint(ckpts / results["final_from"])
+    assert final["final_from"] == results["final_from"] and "trainer" not in final
+    assert all(torch.equal(final["model"][k], source["model"][k]) for k in source["model"])
     out = run_cli(
         "python",
         "scripts/average_checkpoints.py",

@@ -1,6 +1,6 @@
 """The console scripts' entry points. They parse their arguments before importing torch or the model,
-so that `--help` (and a usage error) answers at once; the work lives in mt.cli.translate, mt.cli.evaluate,
-mt.train, mt.data.prepare and mt.export.
+so that `--help` (and a usage error) answers at once; the work lives in the modules beside this one
+(translate, evaluate, train, tokenizer) and in mt.export.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mt-evaluate", description="Score translations with sacreBLEU.")
     p.add_argument("--checkpoint", "-c", nargs="+", help="checkpoint(s) to translate with; several are averaged")
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
-    p.add_argument("--split", help="a split of the checkpoint's training data config (e.g. test2016)")
+    p.add_argument("--split", help="a split of the checkpoint's training data (default: its test split, e.g. test2016)")
     p.add_argument("--src", help="source file to translate")
     p.add_argument("--ref", help="reference file")
     p.add_argument("--hyp", help="score this file of translations instead of translating")
@@ -132,8 +132,8 @@ def train() -> None:
 
 @report_errors
 def tokenizer() -> None:
-    """mt-tokenizer: train (or check) the run's sentencepiece model alone (mt.data.prepare)."""
-    _hydra_command("mt.data.prepare")
+    """mt-tokenizer: train (or check) the run's sentencepiece model alone (mt.cli.tokenizer)."""
+    _hydra_command("mt.cli.tokenizer")
 
 
 def _hydra_command(module: str) -> None:

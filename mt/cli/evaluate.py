@@ -1,6 +1,7 @@
 """mt-evaluate: translate a split (or any source/reference files) and print BLEU and chrF.
 
-    mt-evaluate --checkpoint runs/smoke/checkpoints/best.pt --split test2016
+    mt-evaluate --checkpoint runs/smoke/checkpoints/final.pt          # the test split of its training data
+    mt-evaluate --checkpoint runs/smoke/checkpoints/final.pt --split valid
     mt-evaluate --checkpoint CKPT --src test.de --ref test.en --beam 5
     mt-evaluate --hyp output.en --ref test.en          # score a file, no model
     mt-evaluate --checkpoint CKPT --split valid --beam 4 5 --alpha 0.6 1.0 1.4   # tune decoding
@@ -17,12 +18,10 @@ from __future__ import annotations
 import json
 import sys
 
-import torch
-
-from mt.checkpoint import load_for_inference
 from mt.data.sources import load_split, read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError
+from mt.inference import decoding_device, load_for_decoding
 from mt.metrics import score
 
 
@@ -40,8 +39,10 @@ def check_args(args) -> None:
         return
     if not args.checkpoint:
         raise MTError("give --checkpoint (with --split, or --src and --ref), or --hyp and --ref")
-    if not args.split and not (args.src and args.ref):
-        raise MTError("give --split, or both --src and --ref")
+    if bool(args.src) != bool(args.ref):
+        raise MTError("--src and --ref go together")
+    if args.split and args.src:
+        raise MTError("give --split or --src/--ref, not both")
     if any(beam < 1 for beam in args.beam or []):
         raise MTError("--beam must be at least 1")
     if any(alpha < 0 for alpha in args.alpha or []):
@@ -61,9 +62,10 @@ def paired_lines(path: str, flag: str, ref: str) -> tuple[list[str], list[str]]:
     return lines, references
 
 
-def decode_grid(model, tokenizer, cfg, grid, sources: list[str], name: str, args) -> list[tuple[str, dict, list]]:
+def decode_grid(
+    model, tokenizer, cfg, grid, sources: list[str], name: str, args, device
+) -> list[tuple[str, dict, list]]:
     """Per (beam, alpha) of grid (None = the checkpoint's): its label, its settings, its translations."""
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     outputs = []
     for beam, alpha in grid:
         settings = DecodeSettings.from_config(cfg.decode, beam=beam, alpha=alpha, precision=args.dtype)
@@ -99,20 +101,26 @@ def run(args) -> None:
         hypotheses, references = paired_lines(args.hyp, "--hyp", args.ref)
         rows = report([(args.hyp, {}, hypotheses)], references)
     else:
-        model, tokenizer, cfg = load_for_inference(args.checkpoint, ensemble=args.ensemble)
-        if args.split:
-            corpus = load_split(cfg.data, args.split)
+        device = decoding_device(args.device)
+        model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
+        if not args.src:
+            split = args.split or cfg.data.test_split
+            if not split:
+                raise MTError(f"{args.checkpoint[0]}: its data has no test split (data.test_split): give --split")
+            corpus = load_split(cfg.data, split)
             sources, references, name = corpus.src, corpus.tgt, corpus.origin
         else:
             (sources, references), name = paired_lines(args.src, "--src", args.ref), args.src
         grid = settings_grid(args)
         if args.choose_on:
             tuning = load_split(cfg.data, args.choose_on)
-            tuning_rows = report(decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args), tuning.tgt)
+            tuning_rows = report(
+                decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), tuning.tgt
+            )
             best = best_row(tuning_rows)
             print(f"chosen on {args.choose_on}: beam {best['beam']}, alpha {best['alpha']:g} (BLEU {best['bleu']:.2f})")
             grid = [(best["beam"], best["alpha"])]
-        outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args)
+        outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device)
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write("".join(h + "\n" for h in outputs[0][2]))

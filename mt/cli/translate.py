@@ -118,16 +118,16 @@ def load_translator(args):
         _, info = load_export(args.checkpoint[0])
         settings = DecodeSettings.from_config(info["decode"], **choices)
         return CTranslate2Translator(args.checkpoint[0], settings, args.device, args.dtype, args.max_src_len)
-    import torch
+    from mt.inference import load_translator as load_torch_translator
 
-    from mt.checkpoint import load_for_inference
-    from mt.decoding.translator import Translator
-    from mt.fastpath import tune_process
-
-    tune_process(torch.device(args.device), training=False)
-    model, tokenizer, cfg = load_for_inference(args.checkpoint, ensemble=args.ensemble)
-    settings = DecodeSettings.from_config(cfg.decode, precision=args.dtype or "fp32", **choices)
-    return Translator(model, tokenizer, settings, args.device, args.max_src_len)
+    return load_torch_translator(
+        args.checkpoint,
+        args.device,
+        ensemble=args.ensemble,
+        max_src_len=args.max_src_len,
+        precision=args.dtype or "fp32",
+        **choices,
+    )
 
 
 def run(args) -> None:

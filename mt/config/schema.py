@@ -48,7 +48,7 @@ class TokenizerConfig:
 @dataclass
 class ModelConfig:
     """Every architecture's options, for composing presets and overrides: an option left None is
-    not set. mt/model_config.py holds each architecture's own schema, defaults and checks."""
+    not set. mt/config/model.py holds each architecture's own schema, defaults and checks."""
 
     arch: str = "transformer"  # transformer | rnn_attention
     encoder_layers: int | None = None
@@ -80,7 +80,7 @@ class TrainConfig:
     subword_sampling: float = 0.0
     clip_norm: float = 0.0  # 0 = no clipping
     precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only)
-    compile: bool = False  # torch.compile the model (dynamic shapes); slower on the 2-core CPU we measured
+    compile: bool = False  # torch.compile the model (dynamic shapes); off: compiling did not pay back in short runs
     max_steps: int = 100_000
     max_epochs: int = 0  # 0 = no limit
     max_time: float = 0.0  # wall-clock seconds; 0 = no limit
@@ -109,7 +109,7 @@ class DecodeConfig:
     batch_tokens: int = 16000  # source tokens per batch for greedy; divided by the beam size for beam search
     valid_beam: int = 1  # beam used for validation BLEU (1 = greedy, fast)
     # At the end of training, decode valid with each of these alphas and keep the best as the final
-    # checkpoint's decode.alpha (test score, translate, mt-evaluate); empty = keep alpha
+    # checkpoint's decode.alpha (final.pt: test score, translate, mt-evaluate); empty = keep alpha
     alpha_candidates: list[float] = field(default_factory=list)
 
 

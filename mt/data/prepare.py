@@ -1,40 +1,32 @@
-"""The tokenizer step: load and check the corpora, train (or reuse) sentencepiece in the run directory.
-
-Runs alone as `make tokenizer ARGS=...` (mt-tokenizer), and as the first step of training.
-"""
+"""Preparing a run's data: load and check every split, train (or reuse) the tokenizer in the run
+directory, then encode the training and validation pairs (cached) or set up subword sampling."""
 
 from __future__ import annotations
 
-import functools
 import logging
-import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
+import torch
 from omegaconf import DictConfig, OmegaConf
 
-from mt.config.schema import CONFIG_DIR, check_overrides, register_configs, validate
+from mt.config.schema import validate
+from mt.data.batching import EncodedCorpus, cached_encode, encode_corpus
 from mt.data.sources import ParallelCorpus, load_split
+from mt.data.subword_sampling import SampledSegmentations
 from mt.data.tokenizer import Tokenizer, build_tokenizer
-from mt.errors import Interrupted, MTError, debug_enabled, report_errors, take_debug_flag
-from mt.training.run_lock import RunDirLock
+from mt.errors import MTError
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Prepared:
-    train: ParallelCorpus | None  # None once encoded (train.py lets the text go)
+    train: ParallelCorpus | None  # None once encoded (encode_splits lets the text go)
     valid: ParallelCorpus
     test: ParallelCorpus | None
     tokenizer: Tokenizer
-
-
-def run_dir() -> Path:
-    """Hydra's output directory for this run (hydra.run.dir)."""
-    return Path(HydraConfig.get().runtime.output_dir)
 
 
 def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepared:
@@ -60,41 +52,38 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     return Prepared(train, valid, test, tokenizer)
 
 
-def exit_on_user_error(task):
-    """Inside a Hydra task: an MTError becomes one line on stderr and exit status 2."""
-
-    @functools.wraps(task)  # keeps the task's module: Hydra names the job (and its log file) after it
-    def wrapper(cfg: DictConfig):
-        try:
-            return task(cfg)
-        except Interrupted as stop:
-            log.warning("%s", stop)
-            raise SystemExit(130) from None
-        except MTError as err:
-            if debug_enabled():
-                raise
-            log.error("error: %s", err)
-            raise SystemExit(2) from None
-
-    return wrapper
-
-
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
-@exit_on_user_error
-def hydra_main(cfg: DictConfig) -> None:
-    """Train (or reuse) the tokenizer of a run, nothing else."""
-    with RunDirLock(run_dir()):
-        prepare(cfg, run_dir())
-
-
-@report_errors
-def main() -> None:
-    """mt-tokenizer (through mt.cli.commands, which answers --help first) and `python -m mt.data.prepare`."""
-    take_debug_flag(sys.argv)
-    register_configs()
-    check_overrides(sys.argv[1:])
-    hydra_main()
-
-
-if __name__ == "__main__":
-    main()
+def encode_splits(cfg: DictConfig, data: Prepared) -> tuple[EncodedCorpus | SampledSegmentations, EncodedCorpus]:
+    """Training pairs encoded, filtered and cached (data.train's text is let go), or segmented anew
+    each epoch (train.subword_sampling); and the validation pairs."""
+    start, origin = time.perf_counter(), data.train.origin
+    if cfg.train.subword_sampling:
+        train = SampledSegmentations(
+            data.tokenizer,
+            data.train,
+            cfg.train.subword_sampling,
+            cfg.train.seed,
+            cfg.data.max_len,
+            cfg.data.max_len_ratio,
+            workers=torch.get_num_threads(),  # the CPU share this run may use (train.threads, OMP_NUM_THREADS)
+        )
+        first, report = train.with_report(0)
+        log.info(
+            "train: epoch 0 sampled in %.1fs (%.1f target pieces per sentence)",
+            time.perf_counter() - start,
+            first.tgt_lens.mean(),
+        )
+        pairs = len(first)
+    else:
+        train, report = cached_encode(
+            data.tokenizer, data.train, cfg.data.max_len, cfg.data.max_len_ratio, cfg.data.cache_dir
+        )
+        log.info("train: encoded in %.1fs", time.perf_counter() - start)
+        data.train = None  # from here on the encoded arrays suffice: let the text go (GBs for WMT-size data)
+        pairs = len(train)
+    log.info("train filter: %s", report)
+    if not pairs:
+        raise MTError(f"{origin}: no training pairs left after filtering ({report})")
+    valid, valid_report = encode_corpus(data.tokenizer, data.valid)
+    if valid_report.empty:
+        log.info("valid: %d pairs with an empty side are left out of the validation loss", valid_report.empty)
+    return train, valid

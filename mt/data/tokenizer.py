@@ -14,6 +14,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from mt.errors import MTError
+from mt.host import cpu_cores
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,6 @@ def processor_from_proto(proto: bytes) -> spm.SentencePieceProcessor:
 
 def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
     """Train one sentencepiece model on lines and return its serialized bytes."""
-    from mt.fastpath import cpu_threads  # here, so that reading a tokenizer does not import torch
 
     lines = [line for line in lines if line.strip()]
     if not lines:
@@ -121,7 +121,7 @@ def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
         unk_id=UNK,
         bos_id=BOS,
         eos_id=EOS,
-        num_threads=cpu_threads(),
+        num_threads=cpu_cores(),
         minloglevel=2,
     )
     return model.getvalue()

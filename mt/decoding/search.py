@@ -79,6 +79,93 @@ def greedy_search(model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: i
     return hyps
 
 
+@dataclass
+class Expansion:
+    """One beam-search step's choice, on the model's device, per live sentence (rows): its best 2 * beam
+    continuations (cumulative log-probability, the hypothesis each extends, its token, whether it ends
+    there: EOS or the length limit), and the best `beam` of those that do not end, to continue."""
+
+    top_lp: torch.Tensor  # (live, 2 * beam), best first
+    origin: torch.Tensor  # (live, 2 * beam): the hypothesis (0..beam-1) each continuation extends
+    next_tok: torch.Tensor  # (live, 2 * beam)
+    ends: torch.Tensor  # (live, 2 * beam), bool
+    keep_lp: torch.Tensor  # (live, beam), best first
+    keep_origin: torch.Tensor  # (live, beam)
+    keep_tok: torch.Tensor  # (live, beam)
+
+
+def expand(logits: torch.Tensor, cum_lp: torch.Tensor, at_limit: torch.Tensor) -> Expansion:
+    """Extend every hypothesis by every token and choose: logits (live * beam, V) of the next token,
+    cum_lp (live, beam) the hypotheses' log-probabilities, at_limit (live,) whether this step is the
+    sentence's last."""
+    live, beam = cum_lp.shape
+    # 2 * beam candidates: enough that `beam` survive even if up to `beam` of them end in EOS.
+    # The best 2 * beam of a sentence are among the best 2 * beam of each of its hypotheses.
+    row_lp, row_tok = fastpath.top_log_probs(logits, 2 * beam)  # (live * beam, 2 * beam)
+    candidates = (cum_lp[:, :, None] + row_lp.view(live, beam, -1)).view(live, -1)  # (live, beam * 2beam)
+    top_lp, top_idx = candidates.topk(2 * beam, dim=-1)
+    origin, next_tok = top_idx // (2 * beam), row_tok.view(live, -1).gather(1, top_idx)
+    ends = (next_tok == EOS) | at_limit[:, None]
+    keep_lp, keep_rank = top_lp.masked_fill(ends, float("-inf")).topk(beam, dim=-1)
+    return Expansion(
+        top_lp, origin, next_tok, ends, keep_lp, origin.gather(1, keep_rank), next_tok.gather(1, keep_rank)
+    )
+
+
+class BeamBooks:
+    """The host side of a batched beam search: for each live sentence its original index, its length
+    limit, the tokens of its live hypotheses and whether it still runs; for every sentence its finished
+    hypotheses. Read from one transfer a step; the device holds only scores, tokens and the model state."""
+
+    def __init__(self, limits: torch.Tensor, beam: int, alpha: float):
+        batch = limits.size(0)
+        self.alpha = alpha
+        self.sentence = list(range(batch))  # original index of each live sentence
+        self.limits = limits  # (live,) on the host
+        self.history = torch.empty((batch, beam, 0), dtype=torch.long)  # (live, beam, t)
+        self.running = torch.ones(batch, dtype=torch.bool)  # False: done, not yet dropped
+        self.finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+
+    def record_finished(self, t: int, top_lp, origin, next_tok, ends) -> None:
+        """Keep the hypotheses that end at step t among the top `beam` candidates (host tensors)."""
+        ended = ends & (top_lp > float("-inf")) & self.running[:, None]
+        if not ended.any():
+            return
+        penalty_now = float(length_penalty(torch.tensor(t + 1), self.alpha))
+        for i, rank in ended.nonzero().tolist():
+            toks = self.history[i, origin[i, rank]].tolist()
+            if next_tok[i, rank] != EOS:  # ended at its length limit: the token counts
+                toks.append(int(next_tok[i, rank]))
+            self.finished[self.sentence[i]].append(Hypothesis(toks, float(top_lp[i, rank]) / penalty_now))
+
+    def done(self, t: int, best_live: torch.Tensor, nbest: int) -> torch.Tensor:
+        """Which live sentences are done after step t: at their limit, or with nbest finished hypotheses
+        that the best live one (best_live, its log-probability), even with the most favourable future
+        length penalty, cannot beat."""
+        done = (t + 1 >= self.limits) | ~self.running
+        best_possible = (best_live / length_penalty(self.limits, self.alpha)).tolist()
+        for i, row in enumerate(self.sentence):
+            hyps = self.finished[row]
+            if len(hyps) >= nbest and not done[i]:
+                worst_kept = sorted((h.score for h in hyps), reverse=True)[nbest - 1]
+                done[i] = best_possible[i] <= worst_kept
+        return done
+
+    def advance(self, keep_origin: torch.Tensor, keep_tok: torch.Tensor, done: torch.Tensor) -> None:
+        """The continued hypotheses' tokens; done sentences ride along, ignored, until they are dropped."""
+        self.running = ~done
+        extended = self.history.gather(1, keep_origin[:, :, None].expand(-1, -1, self.history.size(2)))
+        self.history = torch.cat([extended, keep_tok[:, :, None]], dim=2)
+
+    def keep(self, still: torch.Tensor) -> None:
+        """Drop every live sentence but those at the indices still."""
+        self.sentence = [self.sentence[i] for i in still.tolist()]
+        self.history, self.running, self.limits = self.history[still], self.running[still], self.limits[still]
+
+    def results(self, nbest: int) -> list[list[Hypothesis]]:
+        return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in self.finished]
+
+
 @torch.no_grad()
 def beam_search(
     model,
@@ -94,8 +181,9 @@ def beam_search(
     by any live one (or at its length limit); done sentences leave the batch (a few at a time).
     Returns nbest hypotheses per sentence, best first.
 
-    Scores and choices stay on the model's device; the bookkeeping (finished hypotheses, which
-    sentences are done, the token history) runs on the CPU, from one transfer per step.
+    The loop: the model scores the next token (model.step), `expand` chooses on the device, the
+    books (BeamBooks) record finished hypotheses and decide which sentences are done on the host,
+    and the model state follows the chosen hypotheses.
     """
     batch, device = src.size(0), src.device
     limits = max_output_lengths(src, max_len_a, max_len_b)
@@ -107,75 +195,37 @@ def beam_search(
     # Only the first copy is live at step 0, so the beam does not fill with duplicates.
     cum_lp = torch.full((batch, beam), float("-inf"), device=device)
     cum_lp[:, 0] = 0.0
-    # On the host: the tokens of each live hypothesis, the sentences' limits, finished hypotheses.
-    history = torch.empty((batch, beam, 0), dtype=torch.long)
-    sentence_host, live_limits = list(range(batch)), limits.cpu()
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    running = torch.ones(batch, dtype=torch.bool)  # False: done, not yet dropped
+    books = BeamBooks(limits.cpu(), beam, alpha)
 
-    for t in range(int(live_limits.max())):
-        live = len(sentence_host)
+    for t in range(int(books.limits.max())):
+        live = len(books.sentence)
         logits, state = model.step(tokens, state)
-        # 2 * beam candidates: enough that `beam` survive even if up to `beam` of them end in EOS.
-        # The best 2 * beam of a sentence are among the best 2 * beam of each of its hypotheses.
-        row_lp, row_tok = fastpath.top_log_probs(logits, 2 * beam)  # (live * beam, 2 * beam)
-        candidates = (cum_lp[:, :, None] + row_lp.view(live, beam, -1)).view(live, -1)  # (live, beam * 2beam)
-        top_lp, top_idx = candidates.topk(2 * beam, dim=-1)
-        origin, next_tok = top_idx // (2 * beam), row_tok.view(live, -1).gather(1, top_idx)
-        at_limit = t + 1 >= limits[sentence]
-        is_eos = (next_tok == EOS) | at_limit[:, None]
-
-        # Continue the best `beam` candidates that did not end.
-        keep_lp, keep_rank = top_lp.masked_fill(is_eos, float("-inf")).topk(beam, dim=-1)
-        keep_origin, keep_tok = origin.gather(1, keep_rank), next_tok.gather(1, keep_rank)
-
-        top_lp_h, origin_h, next_tok_h, is_eos_h, keep_origin_h, keep_tok_h, best_live = on_host(
-            top_lp[:, :beam],
-            origin[:, :beam],
-            next_tok[:, :beam],
-            is_eos[:, :beam],
-            keep_origin,
-            keep_tok,
-            keep_lp[:, 0],
+        step = expand(logits, cum_lp, at_limit=t + 1 >= limits[sentence])
+        top_lp, origin, next_tok, ends, keep_origin, keep_tok, best_live = on_host(
+            step.top_lp[:, :beam],
+            step.origin[:, :beam],
+            step.next_tok[:, :beam],
+            step.ends[:, :beam],
+            step.keep_origin,
+            step.keep_tok,
+            step.keep_lp[:, 0],
         )
-
-        # Record finished hypotheses: EOS among the top `beam`, or every top candidate at the limit.
-        ended = is_eos_h & (top_lp_h > float("-inf")) & running[:, None]
-        if ended.any():
-            penalty_now = float(length_penalty(torch.tensor(t + 1), alpha))
-            for i, rank in ended.nonzero().tolist():
-                toks = history[i, origin_h[i, rank]].tolist()
-                if next_tok_h[i, rank] != EOS:
-                    toks.append(int(next_tok_h[i, rank]))
-                finished[sentence_host[i]].append(Hypothesis(toks, float(top_lp_h[i, rank]) / penalty_now))
-
-        # A sentence is done when it hit its limit, or when it has enough finished hypotheses and the
-        # best live score, even with the most favourable future penalty, cannot beat the worst kept.
-        done = (t + 1 >= live_limits) | ~running
-        best_possible = (best_live / length_penalty(live_limits, alpha)).tolist()
-        for i, row in enumerate(sentence_host):
-            hyps = finished[row]
-            if len(hyps) >= nbest and not done[i]:
-                worst_kept = sorted((h.score for h in hyps), reverse=True)[nbest - 1]
-                done[i] = best_possible[i] <= worst_kept
+        books.record_finished(t, top_lp, origin, next_tok, ends)
+        done = books.done(t, best_live, nbest)
         if done.all():
             break
-        running = ~done  # done sentences ride along, ignored, until they are worth dropping
-        history = torch.cat(
-            [history.gather(1, keep_origin_h[:, :, None].expand(-1, -1, history.size(2))), keep_tok_h[:, :, None]],
-            dim=2,
-        )
-        rows = (torch.arange(live, device=device)[:, None] * beam + keep_origin).view(-1)
+        books.advance(keep_origin, keep_tok, done)
+        rows = (torch.arange(live, device=device)[:, None] * beam + step.keep_origin).view(-1)
+        cum_lp, tokens = step.keep_lp, step.keep_tok
         if fastpath.worth_dropping(int(done.sum()), live, device):
-            still_h = running.nonzero().squeeze(1)
+            still_h = books.running.nonzero().squeeze(1)
+            books.keep(still_h)
             still = still_h.to(device)
             rows = rows.view(live, beam)[still].view(-1)
-            sentence, keep_lp, keep_tok = sentence[still], keep_lp[still], keep_tok[still]
-            sentence_host = [sentence_host[i] for i in still_h.tolist()]
-            history, running, live_limits = history[still_h], running[still_h], live_limits[still_h]
+            sentence, cum_lp, tokens = sentence[still], cum_lp[still], tokens[still]
             state = state.select(rows)
         else:  # beams moved within their sentences only
             state = state.reorder_same_source(rows)
-        cum_lp, tokens = keep_lp, keep_tok.reshape(-1)
+        tokens = tokens.reshape(-1)
 
-    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+    return books.results(nbest)

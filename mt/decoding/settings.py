@@ -1,5 +1,5 @@
 """How to decode (DecodeSettings) and what decoding gives (Translation), shared by both engines:
-mt/decoding.py (PyTorch) and mt/ctranslate2_engine.py, which runs without importing torch."""
+mt/decoding/translator.py (PyTorch) and mt/export/engine.py (CTranslate2), which runs without torch."""
 
 from __future__ import annotations
 

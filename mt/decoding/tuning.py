@@ -3,17 +3,15 @@
 Beam search ranks finished hypotheses by log P(Y|X) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha (GNMT,
 Wu et al. 2016). The best alpha depends on the model: on Multi30k the CPU recipe's models translated
 too short at 0.6 and 1.0 validated better in all five runs. Rather than fix one value per preset, a
-run decodes its validation sentences with each candidate, keeps the best, and writes it into the
-checkpoint's config, so the test score, `translate` and `mt-evaluate` all decode with the choice.
+run decodes its validation sentences with each candidate, keeps the best, and writes it into its
+final checkpoint's config (final.pt), so the test score, `translate` and `mt-evaluate` all decode with the choice.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
 
-from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.metrics import score
 
@@ -37,10 +35,3 @@ def choose_alpha(
     best = max(rows, key=lambda row: row["valid_bleu"])
     log.info("length penalty chosen on valid: %g", best["alpha"])
     return dataclasses.replace(settings, alpha=best["alpha"]), rows
-
-
-def store_alpha(checkpoint: Path, alpha: float) -> None:
-    """Make alpha the checkpoint's own decode.alpha (rewritten atomically, like every checkpoint)."""
-    state = load_checkpoint(checkpoint)
-    state["config"]["decode"]["alpha"] = alpha
-    save_checkpoint(state, checkpoint)

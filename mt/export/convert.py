@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from mt.checkpoint import load_for_inference
 from mt.errors import MTError
 from mt.export.engine import EXPORT_INFO, import_ctranslate2
+from mt.inference import load_for_inference
 from mt.model import Transformer
 from mt.model.layers import sinusoidal_positions
 

@@ -1,4 +1,4 @@
-"""Translating with a CTranslate2 export (mt/export.py) instead of PyTorch: the same Translator
+"""Translating with a CTranslate2 export (mt/export/convert.py) instead of PyTorch: the same Translator
 interface, tokenizer and decode settings, so `translate --engine ctranslate2` keeps every line
 discipline of `translate`. Nothing here imports torch: `translate --engine ctranslate2` starts without it.
 
@@ -9,7 +9,6 @@ score / length^alpha, where ours uses GNMT's ((5 + length) / 6)^alpha: with alph
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from tqdm import tqdm
 from mt.data.tokenizer import EOS, Tokenizer
 from mt.decoding.settings import DecodeSettings, Translation
 from mt.errors import MTError
+from mt.host import cpu_cores
 
 EXPORT_INFO = "mt_export.json"  # what mt-export writes beside the model: decode settings, source checkpoints
 COMPUTE_TYPES = {None: "default", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
@@ -66,7 +66,7 @@ class CTranslate2Translator:
                 folder,
                 device=device,
                 compute_type=COMPUTE_TYPES[compute_type],
-                intra_threads=len(os.sched_getaffinity(0)) if device == "cpu" else 0,
+                intra_threads=cpu_cores() if device == "cpu" else 0,
             )
         except (RuntimeError, ValueError) as err:
             raise MTError(f"{folder}: CTranslate2 cannot load it ({str(err).splitlines()[0][:200]})") from None

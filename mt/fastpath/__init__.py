@@ -1,7 +1,7 @@
 """Device-specific speed, in one place: for every op whose fastest form depends on the device, which form runs.
 
 Each function here stands for one stock torch op (named in its docstring) and computes what that op
-computes. It runs the stock op, except on the device where another form was measured to pay: today
+computes. It runs the stock op, except on the device where another form was measured to pay: so far
 that is the CPU, whose forms live in `cpu_ops.py` and `cpu_process.py` with their measurements.
 Everywhere else (CUDA, `meta`, ...) the stock ops run: fused kernels, a number of kernel launches
 that does not grow with the batch, no host syncs, shapes that `torch.compile` captures whole. On CUDA,
@@ -147,7 +147,8 @@ def autocast_decoding(device: torch.device) -> bool:
     On a CPU yes: the CPU forms above key on it (the configuration measured fast there). Elsewhere no:
     on an H100 under autocast, SDPA picked cuDNN attention, which builds a graph for every new key
     length (7 ms of CPU a call, 90% of decoding): bf16 greedy 142 sent/s with autocast, 1,014 without
-    (fp32 880); beam 5 72 vs 559 (fp32 593), session 7. Without it BLEU is the same (CPU, stock ops).
+    (fp32 880); beam 5 72 vs 559 (fp32 593) (scripts/bench_decode.py; docs/benchmarks.md, GPU decoding).
+    Without it BLEU is the same (CPU, stock ops).
     """
     return torch.device(device).type == "cpu" and not _stock_everywhere
 
@@ -166,7 +167,7 @@ def decode_precision(device: torch.device, training_precision: str) -> str:
 
     On a CPU the training precision: bf16 decodes faster there (AVX512-BF16). Elsewhere fp32: on an
     H100, bf16 (without autocast, see autocast_decoding) was 1.15x faster greedy and 0.94x beam 5, not
-    worth scores that differ from fp32's (session 7, README).
+    worth scores that differ from fp32's (scripts/bench_decode.py; docs/benchmarks.md, GPU decoding).
     """
     cpu = torch.device(device).type == "cpu" and not _stock_everywhere
     return training_precision if cpu else "fp32"
@@ -181,9 +182,9 @@ def tune_process(device: torch.device, training: bool) -> None:
     On a CPU: glibc's allocator keeps large buffers, and (for training, whose batch shapes change every
     update) oneDNN keeps fewer compiled kernels. On CUDA, for training: no cuDNN attention in SDPA
     (flash and memory-efficient attention remain). cuDNN's builds a graph for every new batch shape,
-    and shapes change every update: on one H100 (session 10, five multi30k_base runs side by side)
-    the run without it reached update 500 in 26 s against 74-78 s, then made 15.4 updates/s against
-    13.0. Elsewhere torch's defaults stand.
+    and shapes change every update: on one H100 (five multi30k_base runs side by side,
+    scripts/gpu_check.sh) the run without it reached update 500 in 26 s against 74-78 s, then made
+    15.4 updates/s against 13.0. Elsewhere torch's defaults stand.
     """
     kind = torch.device(device).type
     if _stock_everywhere:
@@ -195,11 +196,3 @@ def tune_process(device: torch.device, training: bool) -> None:
     cpu_process.keep_large_buffers()
     if training:
         cpu_process.limit_onednn_primitive_cache()
-
-
-def cpu_threads() -> int:
-    """The CPU cores this process may use (for sentencepiece training and the like)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1

@@ -1,4 +1,4 @@
-"""The incremental-decoding state every model hands to search (mt/search.py):
+"""The incremental-decoding state every model hands to search (mt/decoding/search.py):
 
     state = model.start_state(src)             # encode once
     logits, state = model.step(tokens, state)  # one token per hypothesis

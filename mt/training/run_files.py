@@ -132,6 +132,6 @@ def check_writable(folder: Path, need_bytes: int = 0) -> None:
 
 def checkpoint_bytes(model: torch.nn.Module, tc) -> int:
     """Disk the run's checkpoints need at their peak: last.pt with Adam's two moments and its
-    temporary copy while it is rewritten, plus the weights-only best/last/averaged files."""
+    temporary copy while it is rewritten, plus the weights-only best/last/averaged/final files."""
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    return 2 * 3 * weights + (tc.keep_best + tc.keep_last + 1) * weights
+    return 2 * 3 * weights + (tc.keep_best + tc.keep_last + 2) * weights

@@ -1,6 +1,6 @@
 """The training loop: token batches -> label-smoothed loss -> Adam, with periodic validation and
-checkpoints. Validation lives in validation.py, checkpoint files and resume in run_checkpoints.py,
-the budget and stopping rules in progress.py, what the run logs in train_log.py.
+checkpoints. Validation lives in validation.py, checkpoint files and resume in run_files.py,
+the budget and stopping rules in budget.py, what the run logs in reporting.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,107 @@
+"""Loading trained models to translate with: one checkpoint, several averaged into one model, or an
+ensemble; and a Translator over them. The console scripts, a run's own test score and Python callers
+all load through here.
+
+    import mt
+    translator = mt.load_translator("runs/smoke/checkpoints/final.pt")
+    print(translator.translate(["Ein Hund rennt durch den Schnee."])[0][0].text)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import torch
+
+from mt.checkpoint import load_averaged, load_with_one_tokenizer
+from mt.config.model import build_model
+from mt.config.schema import from_dict
+from mt.data.tokenizer import Tokenizer
+from mt.decoding.settings import DecodeSettings
+from mt.decoding.translator import Translator
+from mt.errors import MTError
+from mt.fastpath import tune_process
+from mt.model.ensemble import Ensemble
+
+Checkpoints = str | os.PathLike | Sequence[str | os.PathLike]
+
+
+def checkpoint_paths(checkpoints: Checkpoints) -> list[str]:
+    """One path or several, as a list of strings (a single string is one path, not its characters)."""
+    paths = [checkpoints] if isinstance(checkpoints, str | os.PathLike) else list(checkpoints)
+    if not paths:
+        raise MTError("no checkpoint given")
+    return [os.fspath(p) for p in paths]
+
+
+def decoding_device(requested: str | torch.device | None = None) -> torch.device:
+    """The device asked for, else CUDA when there is one, else the CPU."""
+    if requested is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(requested)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise MTError("--device cuda: no CUDA device is available")
+    return device
+
+
+def load_for_decoding(checkpoints: Checkpoints, device: torch.device, ensemble: bool = False):
+    """load_for_inference, after setting the process up for decoding on device (fastpath.tune_process):
+    what `translate` and `mt-evaluate` both do, so they decode alike."""
+    tune_process(device, training=False)
+    return load_for_inference(checkpoints, ensemble=ensemble)
+
+
+def load_translator(
+    checkpoints: Checkpoints,
+    device: str | torch.device | None = None,
+    ensemble: bool = False,
+    max_src_len: int = 1024,
+    **decode_choices,
+) -> Translator:
+    """A Translator for the checkpoint(s): several are averaged, or with ensemble=True decoded as an
+    ensemble. It decodes with the checkpoint's own decode settings (the length penalty its run chose
+    on valid) and any of DecodeSettings' fields given as keywords on top (beam=5, alpha=1.0,
+    precision="bf16", ...). device: default CUDA when there is one."""
+    device = decoding_device(device)
+    model, tokenizer, cfg = load_for_decoding(checkpoints, device, ensemble)
+    settings = DecodeSettings.from_config(cfg.decode, **decode_choices)
+    return Translator(model, tokenizer, settings, device, max_src_len)
+
+
+def check_vocabulary(path, expected: dict, weights: dict, tokenizer) -> None:
+    """Refuse a tokenizer whose vocabulary is not the one the embeddings were trained for."""
+    for name in ("src_embed.weight", "tgt_embed.weight", "output_proj.weight"):
+        if name in weights and name in expected and weights[name].shape[0] != expected[name].shape[0]:
+            raise MTError(
+                f"{path}: its tokenizer has {tokenizer.src_vocab_size} source / {tokenizer.tgt_vocab_size} "
+                f"target pieces but the model's {name} has {weights[name].shape[0]} rows: "
+                f"tokenizer and weights do not belong together"
+            )
+
+
+def load_for_inference(checkpoints: Checkpoints, ensemble: bool = False):
+    """(model in eval mode, tokenizer, config) from one checkpoint, or several: their weights
+    averaged (checkpoints of one run), or with ensemble=True an Ensemble of them (any runs that share
+    a tokenizer). The config, and so the decoding settings, are the first checkpoint's."""
+    paths = checkpoint_paths(checkpoints)
+    if ensemble and len(paths) > 1:
+        states = load_with_one_tokenizer(paths, "an ensemble needs one tokenizer")
+        tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
+        model = Ensemble([_model(path, state, state["model"], tokenizer) for path, state in zip(paths, states)])
+    else:
+        states, weights = load_averaged(paths)
+        tokenizer = Tokenizer.from_state_dict(states[0]["tokenizer"])
+        model = _model(paths[0], states[0], weights, tokenizer)
+    return model.eval(), tokenizer, from_dict(states[0]["config"], str(paths[0]))
+
+
+def _model(path, state: dict, weights: dict, tokenizer):
+    """The model state's config describes, holding weights, in eval mode."""
+    model = build_model(from_dict(state["config"], str(path)).model, tokenizer)
+    check_vocabulary(path, model.state_dict(), weights, tokenizer)
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as err:
+        raise MTError(f"{path}: weights do not fit the model its config describes ({str(err)[:200]})") from None
+    return model.eval()

@@ -1,0 +1,129 @@
+"""One training run from its config to its results: device, data, model, training, then the final
+checkpoint (final.pt: best.pt or the average of the last ones, whichever validates better, with its
+length penalty chosen on valid) and its test score."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+from torch.utils.tensorboard import SummaryWriter
+
+from mt.checkpoint import average_checkpoint_files, save_final
+from mt.config.model import build_model
+from mt.data.prepare import encode_splits, prepare
+from mt.decoding.translator import DecodeSettings, Translator
+from mt.decoding.tuning import choose_alpha
+from mt.errors import MTError
+from mt.fastpath import decode_precision
+from mt.inference import load_for_inference
+from mt.metrics import score
+from mt.training.distributed import Dist, barrier
+from mt.training.trainer import Trainer
+from mt.training.validation import Validator
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(name: str, dist: Dist) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise MTError("train.device=cuda but no CUDA device is available")
+    if name == "cpu" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", dist.local_rank)
+
+
+def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, test, device, step: int) -> Path:
+    """Make the run's final checkpoint from the chosen one (best.pt or averaged.pt): choose its length
+    penalty on valid (decode.alpha_candidates) and write checkpoints/final.pt with it, then translate the
+    test split once with final.pt; write test.hyp, results.json and test/bleu, test/chrf at the last
+    step to TensorBoard. Returns final.pt."""
+    final = chosen.parent / "final.pt"
+    model, tokenizer, _ = load_for_inference(chosen)
+    settings = DecodeSettings.from_config(cfg.decode, precision=decode_precision(device, cfg.train.precision))
+    sweep = []
+    if cfg.decode.alpha_candidates:
+        settings, sweep = choose_alpha(
+            model, tokenizer, settings, cfg.decode.alpha_candidates, valid.sources, valid.references, device
+        )
+    save_final(chosen, final, settings.alpha)
+    log.info("final checkpoint: %s (from %s, length penalty %g)", final, chosen.name, settings.alpha)
+    if test is None:
+        return final
+    results = Translator(model, tokenizer, settings, device).translate(test.src, progress=True)
+    hypotheses = [r[0].text for r in results]
+    (out_dir / "test.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    scores = score(hypotheses, test.tgt)
+    summary = {
+        "split": cfg.data.test_split,
+        "checkpoint": final.name,
+        "final_from": chosen.name,
+        "beam": settings.beam,
+        "alpha": settings.alpha,
+        **({"alpha_sweep_on_valid": sweep} if sweep else {}),
+        **scores.as_dict(),
+    }
+    (out_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    with SummaryWriter(str(out_dir / "tb")) as writer:
+        writer.add_scalar("test/bleu", scores.bleu, step)
+        writer.add_scalar("test/chrf", scores.chrf, step)
+    log.info(
+        "test %s (%s, beam %d, alpha %g): BLEU %.2f | chrF %.2f",
+        cfg.data.test_split,
+        chosen.name,
+        settings.beam,
+        settings.alpha,
+        scores.bleu,
+        scores.chrf,
+    )
+    log.info("%s", scores.bleu_signature)
+    return final
+
+
+def choose_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
+    """best.pt, or the average of the last train.average_last checkpoints if its validation BLEU is higher.
+    The trainer's model keeps its own weights."""
+    best = ckpt_dir / "best.pt"
+    steps = trainer.progress.last_kept[-cfg.train.average_last :] if cfg.train.average_last else []
+    if len(steps) < 2:
+        return best
+    averaged = ckpt_dir / "averaged.pt"
+    average_checkpoint_files([ckpt_dir / f"step{s}.pt" for s in steps], averaged)
+    model, _, _ = load_for_inference(averaged)
+    trained = {name: value.clone() for name, value in trainer.model.state_dict().items()}
+    trainer.model.load_state_dict(model.state_dict())
+    try:
+        bleu = trainer.validate(writer=None)["valid_bleu"]
+    finally:
+        trainer.model.load_state_dict(trained)
+    log.info("averaged steps %s: valid BLEU %.2f (best.pt %.2f)", steps, bleu, trainer.progress.best_bleu)
+    return averaged if bleu > trainer.progress.best_bleu else best
+
+
+def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.device) -> None:
+    """Tokenizer, encoded data, model, training, then the test score of the final checkpoint."""
+    if not dist.is_main:
+        barrier(dist)  # rank 0 trains (or checks) the tokenizer first; the others then reuse it
+    data = prepare(cfg, out_dir, write_config=dist.is_main)
+    if dist.is_main:
+        barrier(dist)
+    tok = data.tokenizer
+    train, valid = encode_splits(cfg, data)
+    model = build_model(cfg.model, tok)
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info(
+        "model: %s, %.1fM parameters, run directory %s%s",
+        cfg.model.arch,
+        n_params / 1e6,
+        out_dir,
+        f", {dist.world} processes" if dist.enabled else "",
+    )
+    trainer = Trainer(cfg, model, tok, train, valid, data.valid, out_dir, device, dist)
+    trainer.fit()
+    if dist.is_main:
+        chosen = choose_checkpoint(cfg, trainer, out_dir / "checkpoints")
+        if chosen.exists():
+            finish(cfg, chosen, out_dir, trainer.validator, data.test, device, trainer.progress.step)

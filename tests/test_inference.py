@@ -1,0 +1,76 @@
+"""Loading a trained model to translate with, from Python and from the console scripts alike."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import mt
+from mt import inference
+from mt.cli import commands
+from mt.inference import load_for_inference
+from mt.training.run import choose_checkpoint
+
+from conftest import run_cli, tiny_trainer
+
+
+def test_a_checkpoint_is_a_string_a_path_or_a_list(trained_run):
+    best = trained_run / "checkpoints" / "best.pt"
+    reference = load_for_inference([str(best)])[0].state_dict()
+    for form in (str(best), best, [best]):
+        model = load_for_inference(form)[0]
+        assert all(torch.equal(model.state_dict()[k], reference[k]) for k in reference)
+    with pytest.raises(mt.MTError, match="nope.pt: no such checkpoint"):
+        load_for_inference(str(trained_run / "nope.pt"))  # one path, not four one-letter ones
+
+
+def test_the_python_api_translates_as_the_translate_command(trained_run, tiny_corpus, tmp_path):
+    final = trained_run / "checkpoints" / "final.pt"
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines() + [""]
+    translator = mt.load_translator(str(final), device="cpu")
+    ours = [best.text for best, *_ in translator.translate(lines)]
+    out = run_cli("translate", "-c", str(final), "-q", input_text="".join(line + "\n" for line in lines))
+    assert ours == out.stdout.splitlines() and ours[-1] == ""
+    beam = mt.load_translator(final, beam=3, nbest=2)
+    assert beam.settings.beam == 3 and all(len(r) == 2 for r in beam.translate(lines[:3]))
+
+
+def test_translate_and_evaluate_set_up_the_process_alike(trained_run, tiny_corpus, tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(inference, "tune_process", lambda device, training: calls.append((device.type, training)))
+    best = str(trained_run / "checkpoints" / "best.pt")
+    commands.translate(["-c", best, "-i", str(tiny_corpus / "test.de"), "-o", str(tmp_path / "hyp"), "-q"])
+    commands.evaluate(["-c", best, "--split", "test", "--device", "cpu"])
+    assert calls == [("cpu", False), ("cpu", False)]
+
+
+def test_choosing_the_final_checkpoint_leaves_the_trainers_weights_alone(tiny_corpus, tmp_path):
+    trainer = tiny_trainer(
+        tiny_corpus, tmp_path, "train.max_steps=30", "train.save_every=10", "train.valid_every=10",
+        "train.keep_last=3", "train.average_last=3",
+    )  # fmt: skip
+    trainer.fit()
+    trained = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    chosen = choose_checkpoint(trainer.cfg, trainer, tmp_path / "checkpoints")
+    assert chosen.name in ("best.pt", "averaged.pt") and (tmp_path / "checkpoints" / "averaged.pt").is_file()
+    averaged = load_for_inference(tmp_path / "checkpoints" / "averaged.pt")[0].state_dict()
+    assert any(not torch.equal(averaged[k], trained[k]) for k in trained)  # averaging changed the weights
+    assert all(torch.equal(trainer.model.state_dict()[k], trained[k]) for k in trained)
+
+
+def test_the_cpu_count_needs_no_linux_call(monkeypatch):
+    from mt.host import cpu_cores
+
+    assert cpu_cores() >= 1
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # as on macOS and Windows
+    assert cpu_cores() == (os.cpu_count() or 1)
+
+
+def test_the_package_exports_its_api_lazily():
+    import subprocess
+    import sys
+
+    code = "import sys, mt; assert 'torch' not in sys.modules; mt.load_translator; assert 'torch' in sys.modules"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent)
+    assert result.returncode == 0, result.stderr
