@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+from sacrebleu.metrics import CHRF
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.data.sources import load_split
@@ -82,8 +83,11 @@ def test_int8_export_translates_close_to_fp32(trained, tmp_path):
     settings = DecodeSettings(beam=1)
     fp32 = CTranslate2Translator(str(trained[1]), settings).translate(sentences)
     int8 = CTranslate2Translator(str(exported), settings).translate(sentences)
-    same = sum(a[0].text == b[0].text for a, b in zip(fp32, int8))
-    assert same >= 0.8 * len(sentences)
+    # int8 kernels differ by CPU (VNNI or not), and a tiny model's close calls flip: 63-75% of lines came
+    # out identical on an AVX2-only CPU, more with AVX512. Close means the translations overlap, chrF >= 80
+    # (85-92 measured); a broken quantization scores near 0.
+    closeness = CHRF().corpus_score([b[0].text for b in int8], [[a[0].text for a in fp32]]).score
+    assert closeness >= 80, closeness
 
 
 def test_export_refuses_with_one_line(trained, tmp_path, tiny_corpus):
