@@ -56,15 +56,16 @@ def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
         os.close(dir_fd)
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict:
-    """Load with weights_only=True (no code runs from the file); refuse anything not ours."""
+def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
+    """Load with weights_only=True (no code runs from the file); refuse anything not ours. mmap: tensors
+    are read from the file only when touched (for a look at the config of a large checkpoint)."""
     path = Path(path)
     if not path.exists():
         raise MTError(f"{path}: no such checkpoint")
     if path.is_dir():
         raise MTError(f"{path}: is a directory, expected a checkpoint file")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, OSError) as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise MTError(f"{path}: not a readable checkpoint ({first_line[:200]})") from None

@@ -6,7 +6,7 @@ import torch
 
 from mt.checkpoint import load_checkpoint
 
-from conftest import run_cli, train_tiny
+from conftest import run_cli, train_tiny, write_corpus
 
 
 def test_run_directory_holds_what_the_readme_promises(trained_run):
@@ -228,14 +228,31 @@ def test_rerun_resumes_from_last_checkpoint(tiny_corpus, tmp_path):
     assert losses(resumed) == losses(straight)
 
 
-def test_resume_refuses_a_different_model(tiny_corpus, tmp_path):
-    train_tiny(tiny_corpus, tmp_path, "train.max_steps=5", "data.test_split=null")
-    result = train_tiny(tiny_corpus, tmp_path, "train.max_steps=10", "model.ffn_dim=96", check=False)
-    assert result.returncode == 2
-    assert "different model config (model.ffn_dim)" in result.stdout + result.stderr
-    result = train_tiny(tiny_corpus, tmp_path, "train.max_steps=10", "tokenizer.vocab_size=40", check=False)
-    assert result.returncode == 2
-    assert "last.pt: its tokenizer differs from this run's" in result.stdout + result.stderr
+def test_a_run_directory_holding_another_run_is_refused_before_anything_in_it_changes(tiny_corpus, tmp_path):
+    run = tmp_path / "run"
+    train_tiny(tiny_corpus, run, "train.max_steps=5", "data.test_split=null")
+
+    def the_runs_files():  # Hydra's own .hydra/ and log, and the lock holder's pid, are not the run's
+        hydras = (".lock", ".log", ".hydra")
+        return {
+            p: p.read_bytes() for p in run.rglob("*") if p.is_file() and not set(hydras) & {p.name, p.suffix, *p.parts}
+        }
+
+    before = the_runs_files()
+    other = write_corpus(tmp_path / "other", {"train": 300, "valid": 30, "test": 30})
+    for overrides, named in (
+        (["model.ffn_dim=96"], "model.ffn_dim"),
+        (["tokenizer.vocab_size=40"], "tokenizer.vocab_size"),
+        ([f"data.dir={other}"], "data.dir"),
+    ):
+        result = train_tiny(tiny_corpus, run, "train.max_steps=10", *overrides, check=False)
+        errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line.lower()]
+        assert result.returncode == 2 and len(errors) == 1, result.stdout + result.stderr
+        assert f"{run}: holds another run" in errors[0] and named in errors[0]
+        assert the_runs_files() == before  # config.yaml, tokenizer/, checkpoints/, jsonl: byte for byte
+    # the same settings still resume
+    again = train_tiny(tiny_corpus, run, "train.max_steps=6", "data.test_split=null")
+    assert "resumed from" in again.stdout + again.stderr
 
 
 def test_config_errors(tiny_corpus, tmp_path):

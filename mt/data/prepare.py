@@ -3,6 +3,7 @@ directory, then encode the training and validation pairs (cached) or set up subw
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -11,11 +12,13 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from mt.config.schema import validate
+from mt.checkpoint import load_checkpoint
+from mt.config.model import changed_model_options
+from mt.config.schema import to_dict, validate
 from mt.data.batching import EncodedCorpus, cached_encode, encode_corpus
 from mt.data.sources import ParallelCorpus, load_split
 from mt.data.subword_sampling import SampledSegmentations
-from mt.data.tokenizer import Tokenizer, build_tokenizer
+from mt.data.tokenizer import Tokenizer, build_tokenizer, fingerprint
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -30,15 +33,17 @@ class Prepared:
 
 
 def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepared:
-    """Load every split (failing early on bad data) and build the tokenizer."""
+    """Load every split (failing early on bad data) and build the tokenizer. A run directory that holds
+    another run (other training data, tokenizer settings or model) is refused before anything in it changes."""
     validate(cfg)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if write_config:
-        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
     d = cfg.data
     train = load_split(d, d.train_split)
     valid = load_split(d, d.valid_split)
     test = load_split(d, d.test_split) if d.test_split else None
+    refuse_another_run(cfg, out_dir, train)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if write_config:
+        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
     log.info(
         "data: train %d, valid %d, test %s pairs (%s -> %s, from %s)",
         len(train),
@@ -50,6 +55,31 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     )
     tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer")
     return Prepared(train, valid, test, tokenizer)
+
+
+# What makes a run directory's checkpoints another run's: its training data...
+CORPUS_KEYS = ("source", "name", "subset", "dir", "src_lang", "tgt_lang", "train_split")
+
+
+def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus) -> None:
+    """One line, before any file of out_dir is written, if its checkpoints come from a run on other training
+    data, with other tokenizer settings or another model: rerunning resumes a run, it never repurposes one."""
+    saved = next((p for p in (out_dir / "checkpoints" / n for n in ("last.pt", "best.pt")) if p.is_file()), None)
+    if saved is None:
+        return
+    before, now = load_checkpoint(saved, mmap=True)["config"], to_dict(cfg)
+    differ = [f"data.{k}" for k in CORPUS_KEYS if before.get("data", {}).get(k) != now["data"].get(k)]
+    differ += [f"tokenizer.{k}" for k in now["tokenizer"] if before.get("tokenizer", {}).get(k) != now["tokenizer"][k]]
+    differ += [f"model.{k}" for k in changed_model_options(before.get("model", {}), now["model"])]
+    meta = out_dir / "tokenizer" / "meta.json"
+    if not differ and meta.is_file():
+        if json.loads(meta.read_text()).get("fingerprint") != fingerprint(cfg.tokenizer, train):
+            differ.append(f"the training text ({train.origin})")
+    if differ:
+        raise MTError(
+            f"{out_dir}: holds another run (its {saved.name} differs in {', '.join(differ)}); nothing there was "
+            "changed: give this run its own name=... (or hydra.run.dir=...)"
+        )
 
 
 def encode_splits(cfg: DictConfig, data: Prepared) -> tuple[EncodedCorpus | SampledSegmentations, EncodedCorpus]:
