@@ -232,11 +232,8 @@ def test_a_run_directory_holding_another_run_is_refused_before_anything_in_it_ch
     run = tmp_path / "run"
     train_tiny(tiny_corpus, run, "train.max_steps=5", "data.test_split=null")
 
-    def the_runs_files():  # Hydra's own .hydra/ and log, and the lock holder's pid, are not the run's
-        hydras = (".lock", ".log", ".hydra")
-        return {
-            p: p.read_bytes() for p in run.rglob("*") if p.is_file() and not set(hydras) & {p.name, p.suffix, *p.parts}
-        }
+    def the_runs_files():  # every file: Hydra's .hydra/ and log and the lock's holder too
+        return {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
 
     before = the_runs_files()
     other = write_corpus(tmp_path / "other", {"train": 300, "valid": 30, "test": 30})
@@ -249,10 +246,22 @@ def test_a_run_directory_holding_another_run_is_refused_before_anything_in_it_ch
         errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line.lower()]
         assert result.returncode == 2 and len(errors) == 1, result.stdout + result.stderr
         assert f"{run}: holds another run" in errors[0] and named in errors[0]
-        assert the_runs_files() == before  # config.yaml, tokenizer/, checkpoints/, jsonl: byte for byte
+        assert the_runs_files() == before  # byte for byte
     # the same settings still resume
     again = train_tiny(tiny_corpus, run, "train.max_steps=6", "data.test_split=null")
     assert "resumed from" in again.stdout + again.stderr
+
+
+def test_a_run_directory_is_refused_when_its_training_text_changed_under_the_same_path(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus")
+    run = tmp_path / "run"
+    train_tiny(corpus, run, "train.max_steps=5", "data.test_split=null")
+    kept = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and {"checkpoints", "tokenizer"} & set(p.parts)}
+    kept[run / "config.yaml"] = (run / "config.yaml").read_bytes()
+    write_corpus(corpus, {"train": 500, "valid": 30, "test": 30})  # same files, other text
+    result = train_tiny(corpus, run, "train.max_steps=10", "data.test_split=null", check=False)
+    assert result.returncode == 2 and "differs in the training text" in result.stdout + result.stderr
+    assert {p: p.read_bytes() for p in kept} == kept
 
 
 def test_config_errors(tiny_corpus, tmp_path):

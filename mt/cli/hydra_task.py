@@ -11,17 +11,23 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from mt.config.schema import check_overrides, register_configs
+from mt.config.schema import check_overrides, register_configs, run_dir_of
 from mt.errors import Interrupted, MTError, debug_enabled, take_debug_flag
 
 log = logging.getLogger(__name__)
 
 
 def start(hydra_main) -> None:
-    """Take --debug, register the schema, refuse a bad override in one line, then run the Hydra task."""
+    """Take --debug, register the schema, refuse a bad override in one line, refuse a run directory that holds
+    another run before Hydra writes its own files there, then run the Hydra task."""
     take_debug_flag(sys.argv)
     register_configs()
-    check_overrides(sys.argv[1:])
+    cfg = check_overrides(sys.argv[1:])
+    directory = run_dir_of(sys.argv[1:]) if cfg is not None else None
+    if directory is not None:
+        from mt.data.prepare import refuse_another_run  # here: it imports torch, --help does not come here
+
+        refuse_another_run(cfg, Path(directory))
     hydra_main()
 
 

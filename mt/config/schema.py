@@ -216,12 +216,12 @@ def from_dict(values: dict, origin: str = "config") -> DictConfig:
         raise MTError(f"{origin}: its config does not fit this version of mt ({_one_line(err)})") from None
 
 
-def check_overrides(argv: list[str]) -> None:
+def check_overrides(argv: list[str]) -> DictConfig | None:
     """Compose the config from command-line overrides once, up front, so that an unknown key or a
     badly typed value is one clear line (and exit status 2) instead of Hydra's multi-line report.
-    Skipped when Hydra's own flags (--help, --cfg, -m, ...) are used."""
+    Returns it; None (unchecked) when Hydra's own flags (--help, --cfg, -m, ...) are used."""
     if any(arg.startswith("-") for arg in argv):
-        return
+        return None
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -234,6 +234,20 @@ def check_overrides(argv: list[str]) -> None:
     except (HydraException, OmegaConfBaseException) as err:
         raise MTError(_one_line(err)) from None
     validate(composed)
+    return composed
+
+
+def run_dir_of(argv: list[str]) -> str | None:
+    """The run directory Hydra will use for these overrides (hydra.run.dir), known before Hydra starts;
+    None where it cannot be told without Hydra's runtime."""
+    from hydra import compose, initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            composed = compose(config_name="config", overrides=list(argv), return_hydra_config=True)
+        return str(composed.hydra.run.dir)
+    except Exception:  # a hydra.* setting compose cannot resolve: Hydra itself will say what is wrong
+        return None
 
 
 def _one_line(err: BaseException) -> str:

@@ -61,18 +61,20 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
 CORPUS_KEYS = ("source", "name", "subset", "dir", "src_lang", "tgt_lang", "train_split")
 
 
-def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus) -> None:
+def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | None = None) -> None:
     """One line, before any file of out_dir is written, if its checkpoints come from a run on other training
-    data, with other tokenizer settings or another model: rerunning resumes a run, it never repurposes one."""
+    data, with other tokenizer settings or another model: rerunning resumes a run, it never repurposes one.
+    With the training corpus, its text is compared too (through the tokenizer's fingerprint)."""
     saved = next((p for p in (out_dir / "checkpoints" / n for n in ("last.pt", "best.pt")) if p.is_file()), None)
     if saved is None:
         return
-    before, now = load_checkpoint(saved, mmap=True)["config"], to_dict(cfg)
+    before = load_checkpoint(saved, mmap=True)["config"]
+    now = {section: to_dict(cfg[section]) for section in ("data", "tokenizer", "model")}
     differ = [f"data.{k}" for k in CORPUS_KEYS if before.get("data", {}).get(k) != now["data"].get(k)]
     differ += [f"tokenizer.{k}" for k in now["tokenizer"] if before.get("tokenizer", {}).get(k) != now["tokenizer"][k]]
     differ += [f"model.{k}" for k in changed_model_options(before.get("model", {}), now["model"])]
     meta = out_dir / "tokenizer" / "meta.json"
-    if not differ and meta.is_file():
+    if not differ and train is not None and meta.is_file():
         if json.loads(meta.read_text()).get("fingerprint") != fingerprint(cfg.tokenizer, train):
             differ.append(f"the training text ({train.origin})")
     if differ:
