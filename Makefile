@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 TORCH  ?= torch==2.13.0
 ARGS   ?=
 NPROC  ?= 1
-RUN    ?= runs/smoke
+RUN    ?= runs/multi30k.de-en/smoke
 SPLIT  ?=
 DATA   ?= data/multi30k
 BEAM   ?=
@@ -19,13 +19,16 @@ SEEDS  ?= 3
 
 help:
 	@echo "make train ARGS='<hydra overrides>'   train (creates .venv first if needed); NPROC=N for N processes"
+	@echo "                                     (no experiment=: multi30k_base on a GPU, multi30k_cpu without)"
 	@echo "make test                            lint + tests"
 	@echo "make ensemble SEEDS=3 RUN=runs/x ARGS='...' SPLIT=test2016"
 	@echo "                                     train SEEDS runs side by side (RUN_seedK), score their ensemble"
 	@echo "                                     (ALPHAS='0.6 1.0 1.2': its length penalty chosen on valid first)"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
-	@echo "make eval RUN=runs/smoke [SPLIT=valid] BLEU/chrF of a run's final model (default: its test split)"
-	@echo "make bench [RUN=runs/smoke]           training and decoding speed figures"
+	@echo "make eval RUN=runs/multi30k.de-en/smoke [SPLIT=valid]"
+	@echo "                                     BLEU/chrF of a run's final model (default: its test split)"
+	@echo "make bench [RUN=runs/multi30k.de-en/smoke]"
+	@echo "                                     training and decoding speed figures"
 	@echo "make bench-precision [STEPS=60]       bf16 vs fp32 trainer throughput, interleaved in one process"
 	@echo "make tensorboard                     curves of every run under runs/"
 

@@ -1,8 +1,8 @@
 """mt: a readable, fast neural machine translation toolkit built around the Transformer.
 
     import mt
-    translator = mt.load_translator("runs/smoke/checkpoints/final.pt")
-    print(translator.translate(["Ein Hund rennt durch den Schnee."])[0][0].text)
+    translator = mt.load_translator("runs/multi30k.de-en/smoke/checkpoints/final.pt")
+    print(translator.translate(["Ein Hund rennt durch den Schnee."]))
 
 The names below are imported on first use, so `import mt` (and every console script's --help) stays free
 of torch.

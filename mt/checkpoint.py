@@ -79,6 +79,14 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
     return state
 
 
+def load_parent(path: str | os.PathLike, mmap: bool = True) -> dict:
+    """The checkpoint a fine-tune starts from (train.init_from); an error names the key it came from."""
+    try:
+        return load_checkpoint(path, mmap=mmap)
+    except MTError as err:
+        raise MTError(f"train.init_from: {err}") from None
+
+
 def average_states(states: list[dict]) -> dict:
     """Element-wise mean of model state_dicts (checkpoint averaging)."""
     first = states[0]

@@ -3,8 +3,8 @@ ensemble; and a Translator over them. The console scripts, a run's own test scor
 all load through here.
 
     import mt
-    translator = mt.load_translator("runs/smoke/checkpoints/final.pt")
-    print(translator.translate(["Ein Hund rennt durch den Schnee."])[0][0].text)
+    translator = mt.load_translator("runs/multi30k.de-en/smoke/checkpoints/final.pt")
+    print(translator.translate(["Ein Hund rennt durch den Schnee."]))   # ['A dog runs through the snow.']
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.decoding.settings import DecodeSettings
 from mt.decoding.translator import Translator
 from mt.errors import MTError
+from mt.export.engine import CTranslate2Translator, is_export, load_export_translator
 from mt.fastpath import tune_process
 from mt.model.ensemble import Ensemble
 
@@ -58,11 +59,21 @@ def load_translator(
     ensemble: bool = False,
     max_src_len: int = 1024,
     **decode_choices,
-) -> Translator:
+) -> Translator | CTranslate2Translator:
     """A Translator for the checkpoint(s): several are averaged, or with ensemble=True decoded as an
-    ensemble. It decodes with the checkpoint's own decode settings (the length penalty its run chose
-    on valid) and any of DecodeSettings' fields given as keywords on top (beam=5, alpha=1.0,
-    precision="bf16", ...). device: default CUDA when there is one."""
+    ensemble; an export directory (mt-export) is decoded by CTranslate2 through the same interface. It
+    decodes with the checkpoint's own decode settings (the length penalty its run chose on valid) and any of
+    DecodeSettings' fields given as keywords on top (beam=5, alpha=1.0, nbest=3, precision="bf16", ...).
+    device: default CUDA when there is one.
+
+    translator.translate(lines) gives the best translation of each line as text;
+    translator.translate_nbest(lines) gives each line's nbest Translations (text, score, pieces)."""
+    paths = checkpoint_paths(checkpoints)
+    if any(is_export(p) for p in paths):
+        if len(paths) > 1 or ensemble:
+            raise MTError(f"{paths[0]}: an export directory is one model; average or ensemble checkpoints first")
+        precision = decode_choices.pop("precision", None)
+        return load_export_translator(paths[0], device and str(device), precision, max_src_len, **decode_choices)
     device = decoding_device(device)
     model, tokenizer, cfg = load_for_decoding(checkpoints, device, ensemble)
     settings = DecodeSettings.from_config(cfg.decode, **decode_choices)

@@ -5,7 +5,7 @@ and bf16, decoder step latency, and, given a trained checkpoint, decoding senten
 greedy and beam 5 on Multi30k test2016. Each training figure comes from its own process, so its
 peak RSS is its own. Prints one JSON object per line as it goes, then a table; reports, never asserts.
 
-    .venv/bin/python scripts/bench.py [--checkpoint runs/smoke/checkpoints/final.pt] [--data data/multi30k]
+    .venv/bin/python scripts/bench.py [--checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt]
     .venv/bin/python scripts/bench.py --device cuda [--compile]   # on a GPU (make bench ARGS="--device cuda")
 
 On a GPU the training figures are the base model's in bf16 at a WMT-like and a Multi30k batch, beside a
@@ -54,7 +54,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--checkpoint",
-        default="runs/smoke/checkpoints/final.pt",
+        default="runs/multi30k.de-en/smoke/checkpoints/final.pt",
         help="a trained checkpoint for the decoding figures (skipped if missing)",
     )
     p.add_argument("--data", default="data/multi30k", help="folder with test2016.de / test2016.en")

@@ -1,7 +1,7 @@
 """Decoding speed and quality of a checkpoint: sentences/s, target tokens/s and BLEU for greedy and beam
 search in fp32 and bf16, batched by tokens, plus `translate` start-up time on one sentence.
 
-    .venv/bin/python scripts/bench_decode.py --checkpoint runs/smoke/checkpoints/final.pt \\
+    .venv/bin/python scripts/bench_decode.py --checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt \\
         --src data/multi30k/test2016.de --ref data/multi30k/test2016.en
 Prints one JSON object per measurement, then a table. Reports, never asserts.
 """
@@ -79,14 +79,14 @@ def main() -> None:
         warm_up = DecodeSettings.from_config(
             cfg.decode, beam=max(args.beams), batch_tokens=batch_tokens, precision=precision
         )
-        Translator(model, tokenizer, warm_up, args.device).translate(sources[:64])
+        Translator(model, tokenizer, warm_up, args.device).translate_nbest(sources[:64])
         for beam in args.beams:
             settings = DecodeSettings.from_config(cfg.decode, beam=beam, batch_tokens=batch_tokens, precision=precision)
             translator = Translator(model, tokenizer, settings, args.device)
             best = float("inf")
             for _ in range(args.repeats):
                 start = time.perf_counter()
-                results = translator.translate(sources)
+                results = translator.translate_nbest(sources)
                 best = min(best, time.perf_counter() - start)
             hyps = [r[0].text for r in results]
             tgt_tokens = sum(len(r[0].tgt_pieces) for r in results)

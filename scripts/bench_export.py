@@ -2,7 +2,7 @@
 greedy and beam 5, decoding alone (in this process, best of --repeats) and whole `translate` runs
 (start-up included, one run each).
 
-    .venv/bin/python scripts/bench_export.py --checkpoint runs/multi30k_cpu/checkpoints/final.pt \\
+    .venv/bin/python scripts/bench_export.py --checkpoint runs/multi30k.de-en/multi30k_cpu/checkpoints/final.pt \\
         --src data/multi30k/test2016.de --ref data/multi30k/test2016.en
 
 It writes the fp32 and int8 exports under --workdir (default /tmp/bench_export).
@@ -42,11 +42,11 @@ def decode_seconds(args, engine: str, dtype: str, beam: int, folder: str) -> tup
     else:  # no torch model in this process: building one slowed CTranslate2 2.5x here (both OpenMP pools)
         settings = DecodeSettings.from_config(load_export(folder)[1]["decode"], beam=beam)
         translator = CTranslate2Translator(folder, settings, compute_type=dtype)
-    translator.translate(sources[:50])  # warm-up
+    translator.translate_nbest(sources[:50])  # warm-up
     best = float("inf")
     for _ in range(args.repeats):
         start = time.perf_counter()
-        hyps = [r[0].text for r in translator.translate(sources)]
+        hyps = [r[0].text for r in translator.translate_nbest(sources)]
         best = min(best, time.perf_counter() - start)
     return best, hyps
 

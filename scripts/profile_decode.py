@@ -31,9 +31,9 @@ def main() -> None:
     for precision in ("fp32", "bf16"):
         settings = DecodeSettings.from_config(cfg.decode, beam=args.beam, precision=precision)
         translator = Translator(model, tokenizer, settings, args.device)
-        translator.translate(sources[:20])  # warm-up
+        translator.translate_nbest(sources[:20])  # warm-up
         with profile(activities=activities) as prof:
-            translator.translate(sources)
+            translator.translate_nbest(sources)
         key = "cuda_time_total" if args.device == "cuda" else "cpu_time_total"
         print(f"\n==== {precision}, beam {args.beam}, {len(sources)} lines on {args.device}: by {key}")
         print(prof.key_averages().table(sort_by=key, row_limit=args.rows))

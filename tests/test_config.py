@@ -6,6 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from mt.config.schema import CONFIG_DIR, register_configs, validate
+from mt.errors import MTError
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONFIG_DIR) / "experiment").glob("*.yaml"))
 
@@ -15,6 +16,10 @@ def test_experiment_presets_compose_and_validate(experiment):
     register_configs()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("config", overrides=[f"experiment={experiment}"])
+    if experiment == "finetune":  # it needs the model to start from
+        with pytest.raises(MTError, match="train.init_from: is required"):
+            validate(cfg)
+        cfg.train.init_from = "runs/x/checkpoints/final.pt"
     validate(cfg)
     assert cfg.name == experiment
 

@@ -1,13 +1,13 @@
-"""What `make train` does with no arguments (the base model on the shipped Multi30k), and the
-learning-rate cool-down that ends a budgeted run at rate 0."""
+"""What `make train` does with no arguments (the base model on a GPU, the CPU preset elsewhere, both on the
+shipped Multi30k), where runs go by default, and the learning-rate cool-down that ends a budgeted run at rate 0."""
 
 import json
-import re
 
 import pytest
 from hydra import compose, initialize_config_dir
 
-from mt.config.schema import CONFIG_DIR, REPO_DIR, register_configs, to_dict
+from mt.cli.hydra_task import choose_experiment
+from mt.config.schema import CONFIG_DIR, REPO_DIR, register_configs, run_dir_of, to_dict
 from mt.data.sources import load_split
 from mt.training.optim import cooldown_factor
 
@@ -44,8 +44,9 @@ def test_shipped_multi30k_loads_whole(split, lines):
     assert corpus.src[0].startswith(("Zwei", "Eine", "Ein", "Mehrere")) and corpus.tgt[0][0].isupper()
 
 
-def test_mt_train_with_no_data_arguments_trains_on_the_shipped_corpus(tmp_path):
-    """What the README's `make train` runs, cut to two updates (a base model on the CPU is slow)."""
+def test_mt_train_with_no_arguments_picks_the_cpu_preset_here_and_says_so(tmp_path):
+    """What the README's `make train` runs on a machine without CUDA, cut to two updates: the CPU preset, chosen
+    and explained in the run's first log lines."""
     run = tmp_path / "default"
     run_cli(
         "mt-train",
@@ -54,16 +55,43 @@ def test_mt_train_with_no_data_arguments_trains_on_the_shipped_corpus(tmp_path):
         "train.log_every=1",
         "data.valid_max_sentences=4",
         "decode.max_len_b=2",
+        "decode.alpha_candidates=[]",
         "data.test_split=null",
         "data.cache_dir=null",
         "tokenizer.vocab_size=2000",
+        "train.subword_sampling=0",
         timeout=900,
     )
     records = [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2] and all(r["loss"] > 0 for r in records)
     saved = (run / "config.yaml").read_text()
-    assert "d_model: 512" in saved and str(REPO / "data" / "multi30k") in saved
-    assert re.search(r"a \d+M-parameter model on a CPU: expect a long run", (run / "train.log").read_text())
+    assert "name: multi30k_cpu" in saved and "d_model: 256" in saved and str(REPO / "data" / "multi30k") in saved
+    first = (run / "train.log").read_text().splitlines()[0]
+    assert "experiment=multi30k_cpu (no CUDA GPU here" in first and "add experiment=multi30k_base" in first
+
+
+@pytest.mark.parametrize(
+    ("argv", "cuda", "chosen"),
+    [
+        ([], True, "multi30k_base"),
+        ([], False, "multi30k_cpu"),
+        (["train.device=cpu"], True, "multi30k_cpu"),
+        (["name=x", "train.max_steps=5"], True, "multi30k_base"),
+    ],
+)
+def test_the_preset_follows_the_machine_unless_one_is_named(argv, cuda, chosen):
+    used, message = choose_experiment(argv, cuda)
+    assert used == [f"experiment={chosen}", *argv] and message.startswith(f"experiment={chosen} (")
+    for named in (["experiment=smoke"], ["~experiment"], ["+experiment=smoke"], ["--cfg", "job"]):
+        assert choose_experiment(argv + named, cuda) == (argv + named, None)
+
+
+def test_the_default_run_directory_names_the_corpus_and_the_preset(tmp_path):
+    register_configs()
+    assert run_dir_of(["experiment=multi30k_cpu"]) == "runs/multi30k.de-en/multi30k_cpu"
+    mine = ["experiment=smoke", "data=files", f"data.dir={tmp_path}/my corpus/", "data.src_lang=fr"]
+    assert run_dir_of(mine) == "runs/my_corpus.fr-en/smoke"
+    assert run_dir_of(["experiment=smoke", "data=hub", "data.name=org/news"]) == "runs/news.de-en/smoke"
 
 
 def test_cooldown_factor_falls_linearly_to_zero_over_the_last_share():

@@ -43,8 +43,8 @@ def decode_both(trained, **choices):
     checkpoint, exported, sentences = trained
     model, tokenizer, cfg = load_for_inference([str(checkpoint)])
     settings = DecodeSettings.from_config(cfg.decode, **choices)
-    ours = Translator(model, tokenizer, settings).translate(sentences)
-    theirs = CTranslate2Translator(str(exported), settings, compute_type="fp32").translate(sentences)
+    ours = Translator(model, tokenizer, settings).translate_nbest(sentences)
+    theirs = CTranslate2Translator(str(exported), settings, compute_type="fp32").translate_nbest(sentences)
     return ours, theirs
 
 
@@ -81,8 +81,8 @@ def test_int8_export_translates_close_to_fp32(trained, tmp_path):
     checkpoint, _, sentences = trained
     exported = export([str(checkpoint)], tmp_path / "int8", quantization="int8")
     settings = DecodeSettings(beam=1)
-    fp32 = CTranslate2Translator(str(trained[1]), settings).translate(sentences)
-    int8 = CTranslate2Translator(str(exported), settings).translate(sentences)
+    fp32 = CTranslate2Translator(str(trained[1]), settings).translate_nbest(sentences)
+    int8 = CTranslate2Translator(str(exported), settings).translate_nbest(sentences)
     # int8 kernels differ by CPU (VNNI or not), and a tiny model's close calls flip: 63-75% of lines came
     # out identical on an AVX2-only CPU, more with AVX512. Close means the translations overlap, chrF >= 80
     # (85-92 measured); a broken quantization scores near 0.
@@ -127,7 +127,7 @@ def test_the_ctranslate2_engine_translates_without_importing_torch(trained):
         "import sys\n"
         f"sys.argv = ['translate', '--engine', 'ctranslate2', '-c', {str(trained[1])!r}, '-q']\n"
         "from mt.cli import commands as cli\n"
-        "cli.translate()\n"
+        "cli.translate_nbest()\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], input="ein hund läuft\n\nein kind\n", capture_output=True,

@@ -25,15 +25,46 @@ def test_a_checkpoint_is_a_string_a_path_or_a_list(trained_run):
         load_for_inference(str(trained_run / "nope.pt"))  # one path, not four one-letter ones
 
 
-def test_the_python_api_translates_as_the_translate_command(trained_run, tiny_corpus, tmp_path):
+@pytest.fixture(scope="module")
+def rnn_checkpoint(tiny_corpus, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("rnn")
+    trainer = tiny_trainer(tiny_corpus, run, "model=rnn_attention", "model.d_model=32", "train.max_steps=20")
+    trainer.fit()
+    return run / "checkpoints" / "last.pt"
+
+
+@pytest.mark.parametrize("form", ["str", "path", "rnn", "average", "ensemble"])
+def test_the_python_api_translates_as_the_translate_command(form, trained_run, rnn_checkpoint, tiny_corpus):
+    ckpt = trained_run / "checkpoints"
+    given, flags = {
+        "str": (str(ckpt / "final.pt"), []),
+        "path": (ckpt / "final.pt", []),
+        "rnn": (rnn_checkpoint, []),
+        "average": ([ckpt / "best.pt", ckpt / "last.pt"], []),
+        "ensemble": ([str(ckpt / "final.pt"), str(ckpt / "last.pt")], ["--ensemble"]),
+    }[form]
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:12] + ["", "Hund"]
+    translator = mt.load_translator(given, device="cpu", ensemble=form == "ensemble", beam=2)
+    ours = translator.translate(lines)
+    paths = [str(p) for p in (given if isinstance(given, list) else [given])]
+    out = run_cli("translate", "-c", *paths, *flags, "--beam", "2", "-q", input_text="".join(x + "\n" for x in lines))
+    assert ours == out.stdout.splitlines() and len(ours) == len(lines) and ours[-2] == ""
+    assert translator.translate(lines[0]) == ours[0]  # one string in, one out (not one per character)
+    detailed = mt.load_translator(given, ensemble=form == "ensemble", nbest=2).translate_nbest(lines[:3])
+    assert [len(found) for found in detailed] == [2, 2, 2] and detailed[0][0].score >= detailed[0][1].score
+
+
+def test_an_export_directory_translates_through_the_same_api(trained_run, tiny_corpus, tmp_path):
+    pytest.importorskip("ctranslate2")
     final = trained_run / "checkpoints" / "final.pt"
-    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines() + [""]
-    translator = mt.load_translator(str(final), device="cpu")
-    ours = [best.text for best, *_ in translator.translate(lines)]
-    out = run_cli("translate", "-c", str(final), "-q", input_text="".join(line + "\n" for line in lines))
-    assert ours == out.stdout.splitlines() and ours[-1] == ""
-    beam = mt.load_translator(final, beam=3, nbest=2)
-    assert beam.settings.beam == 3 and all(len(r) == 2 for r in beam.translate(lines[:3]))
+    exported = tmp_path / "ct2"
+    run_cli("mt-export", "-c", str(final), "-o", str(exported))
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:12] + [""]
+    translator = mt.load_translator(exported, device="cpu")
+    assert type(translator).__name__ == "CTranslate2Translator"
+    assert translator.translate(lines) == mt.load_translator(final, device="cpu").translate(lines)  # greedy: same
+    with pytest.raises(mt.MTError, match="an export directory is one model"):
+        mt.load_translator([exported, final])
 
 
 def test_translate_and_evaluate_set_up_the_process_alike(trained_run, tiny_corpus, tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """mt-evaluate: translate a split (or any source/reference files) and print BLEU and chrF.
 
-    mt-evaluate --checkpoint runs/smoke/checkpoints/final.pt          # the test split of its training data
-    mt-evaluate --checkpoint runs/smoke/checkpoints/final.pt --split valid
+    mt-evaluate --checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt   # its test split
+    mt-evaluate --checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt --split valid
     mt-evaluate --checkpoint CKPT --src test.de --ref test.en --beam 5
     mt-evaluate --hyp output.en --ref test.en          # score a file, no model
     mt-evaluate --checkpoint CKPT --split valid --beam 4 5 --alpha 0.6 1.0 1.4   # tune decoding
@@ -69,7 +69,7 @@ def decode_grid(
     outputs = []
     for beam, alpha in grid:
         settings = DecodeSettings.from_config(cfg.decode, beam=beam, alpha=alpha, precision=args.dtype)
-        results = Translator(model, tokenizer, settings, device).translate(sources, progress=sys.stderr.isatty())
+        results = Translator(model, tokenizer, settings, device).translate_nbest(sources, progress=sys.stderr.isatty())
         chosen = {"beam": settings.beam, "alpha": settings.alpha}
         outputs.append(
             (f"{name} (beam {settings.beam}, alpha {settings.alpha:g})", chosen, [r[0].text for r in results])

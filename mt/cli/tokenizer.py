@@ -6,7 +6,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from mt.cli.hydra_task import exit_on_user_error, run_dir, start
+from mt.cli.hydra_task import exit_on_user_error, run_dir, setup_run, start
 from mt.config.schema import CONFIG_DIR
 from mt.data.prepare import prepare
 from mt.errors import report_errors
@@ -17,6 +17,7 @@ from mt.training.run_lock import RunDirLock
 @exit_on_user_error
 def hydra_main(cfg: DictConfig) -> None:
     """Train (or reuse) the tokenizer of a run, nothing else."""
+    setup_run(cfg)
     with RunDirLock(run_dir()):
         prepare(cfg, run_dir())
 

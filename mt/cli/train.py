@@ -15,7 +15,7 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from mt.cli.hydra_task import exit_on_user_error, run_dir, start
+from mt.cli.hydra_task import exit_on_user_error, run_dir, setup_run, start
 from mt.config.schema import CONFIG_DIR
 from mt.errors import MTError, report_errors
 from mt.fastpath import training_precision, tune_process
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 def hydra_main(cfg: DictConfig) -> None:
     """Train a model as configured; rerunning on the same run directory resumes.
     Under torchrun, every process trains on its share of each update; rank 0 writes the files."""
+    setup_run(cfg)
     out_dir = run_dir()
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)

@@ -1,6 +1,6 @@
 """translate: a trained checkpoint turns source lines into target lines, N lines in, N lines out.
 
-    translate --checkpoint runs/smoke/checkpoints/best.pt < input.de > output.en
+    translate --checkpoint runs/multi30k.de-en/smoke/checkpoints/best.pt < input.de > output.en
 
 Output formats:
   default       one translation per input line, in input order (an empty line gives an empty line)
@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 
 from mt.data.sources import decode_utf8, read_lines, split_lines
-from mt.decoding.settings import DecodeSettings
 from mt.errors import MTError
-from mt.export.engine import CTranslate2Translator, load_export
+from mt.export.engine import load_export_translator
 
 # torch, the model and the search are imported where the torch engine is picked: `--engine ctranslate2`
 # translates without importing torch (about 1.4 s of start-up).
@@ -115,9 +114,7 @@ def load_translator(args):
         batch_tokens=args.batch_tokens,
     )
     if args.engine == "ctranslate2":
-        _, info = load_export(args.checkpoint[0])
-        settings = DecodeSettings.from_config(info["decode"], **choices)
-        return CTranslate2Translator(args.checkpoint[0], settings, args.device, args.dtype, args.max_src_len)
+        return load_export_translator(args.checkpoint[0], args.device, args.dtype, args.max_src_len, **choices)
     from mt.inference import load_translator as load_torch_translator
 
     return load_torch_translator(
@@ -148,7 +145,7 @@ def run(args) -> None:
     try:
         if interactive:
             for number, raw in enumerate(sys.stdin.buffer):
-                results = translator.translate(split_lines(decode_utf8(raw, "<stdin>")) or [""], **options)
+                results = translator.translate_nbest(split_lines(decode_utf8(raw, "<stdin>")) or [""], **options)
                 if args.attention_dir:
                     write_heatmaps(results, args.attention_dir, number)
                 for text in format_results(results, args.nbest, args.alignments):
@@ -156,7 +153,7 @@ def run(args) -> None:
                 out.flush()
         else:
             show = not args.quiet and sys.stderr.isatty()
-            results = translator.translate(lines, progress=show, **options)
+            results = translator.translate_nbest(lines, progress=show, **options)
             if args.attention_dir:
                 write_heatmaps(results, args.attention_dir)
             out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments)))

@@ -6,6 +6,7 @@ An unknown key or a value of the wrong type is rejected by Hydra when the config
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +97,9 @@ class TrainConfig:
     max_bad_steps: int = 10  # stop after this many consecutive updates with a non-finite loss or gradient
     peak_tflops: float = 0.0  # the device's peak, for the MFU estimate; 0 = known GPUs only
     seed: int = 1
+    # Fine-tuning: start from this checkpoint's weights, tokenizer and architecture (model options, tokenizer
+    # settings) with a fresh optimizer, schedule and budget; null = train from scratch ("": required, not given)
+    init_from: str | None = None
     device: str = "auto"  # auto | cpu | cuda
     threads: int = 0  # torch intra-op threads; 0 = torch's default
 
@@ -133,6 +137,15 @@ def register_configs() -> None:
 
     ConfigStore.instance().store(name="schema", node=Config)
     OmegaConf.register_new_resolver("repo", lambda path: str(REPO_DIR / path), replace=True)
+    OmegaConf.register_new_resolver("corpus", corpus_label, replace=True)
+
+
+def corpus_label(source: str | None, name: str | None, folder: str | None, src: str, tgt: str) -> str:
+    """A short name for a run's training corpus and direction, for its default run directory:
+    data/mycorpus (files) or org/mycorpus (hub) with de -> en gives mycorpus.de-en."""
+    where = folder if source == "files" else name
+    base = Path(str(where or "data").rstrip("/")).name or "data"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{base}.{src}-{tgt}")
 
 
 def _check(ok: bool, key: str, message: str) -> None:
@@ -171,6 +184,11 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(not tr.subword_sampling or t.type == "unigram", "train.subword_sampling", "needs tokenizer.type=unigram")
     _check(tr.precision in ("fp32", "bf16", "fp16"), "train.precision", "must be fp32, bf16 or fp16")
     _check(tr.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda")
+    _check(
+        tr.init_from != "",
+        "train.init_from",
+        "is required: the checkpoint to fine-tune, e.g. train.init_from=runs/RUN/checkpoints/final.pt",
+    )
     for key in ("max_steps", "valid_every", "save_every", "log_every"):
         _check(tr[key] > 0, f"train.{key}", "must be positive")
     _check(tr.keep_best >= 1, "train.keep_best", "must be >= 1")
@@ -233,8 +251,14 @@ def check_overrides(argv: list[str]) -> DictConfig | None:
             composed = compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as err:
         raise MTError(_one_line(err)) from None
-    validate(composed)
+    if not fine_tune(composed):  # a fine-tune is checked once its parent's settings are in (training/finetune.py)
+        validate(composed)
     return composed
+
+
+def fine_tune(cfg: DictConfig) -> bool:
+    """Whether cfg starts from a trained model (train.init_from; "" where a preset requires one)."""
+    return cfg.train.init_from is not None
 
 
 def run_dir_of(argv: list[str]) -> str | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from mt.checkpoint import load_checkpoint
+from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
 from mt.config.schema import to_dict, validate
 from mt.data.batching import EncodedCorpus, cached_encode, encode_corpus
@@ -53,8 +53,27 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
         d.tgt_lang,
         train.origin,
     )
-    tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer")
+    if cfg.train.init_from:
+        tokenizer = install_parent_tokenizer(cfg, train, out_dir / "tokenizer")
+    else:
+        tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer")
     return Prepared(train, valid, test, tokenizer)
+
+
+def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Path) -> Tokenizer:
+    """A fine-tune's tokenizer: its parent's sentencepiece model, byte for byte, in the run's tokenizer/
+    (meta.json fingerprints this run's training text, so that a change of it under the same path is caught)."""
+    tokenizer = Tokenizer.from_state_dict(load_parent(cfg.train.init_from)["tokenizer"])
+    tokenizer.save(folder)
+    meta = {
+        "fingerprint": fingerprint(cfg.tokenizer, train),
+        "from": str(cfg.train.init_from),
+        "src_vocab_size": tokenizer.src_vocab_size,
+        "tgt_vocab_size": tokenizer.tgt_vocab_size,
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    log.info("tokenizer: the parent's (%s), vocab %d, in %s", cfg.train.init_from, tokenizer.tgt_vocab_size, folder)
+    return tokenizer
 
 
 # What makes a run directory's checkpoints another run's: its training data...
@@ -73,6 +92,8 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
     differ = [f"data.{k}" for k in CORPUS_KEYS if before.get("data", {}).get(k) != now["data"].get(k)]
     differ += [f"tokenizer.{k}" for k in now["tokenizer"] if before.get("tokenizer", {}).get(k) != now["tokenizer"][k]]
     differ += [f"model.{k}" for k in changed_model_options(before.get("model", {}), now["model"])]
+    if before.get("train", {}).get("init_from") != cfg.train.init_from:
+        differ.append("train.init_from")
     meta = out_dir / "tokenizer" / "meta.json"
     if not differ and train is not None and meta.is_file():
         if json.loads(meta.read_text()).get("fingerprint") != fingerprint(cfg.tokenizer, train):

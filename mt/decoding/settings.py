@@ -40,3 +40,18 @@ class Translation:
     src_pieces: list[str]
     tgt_pieces: list[str]
     attention: torch.Tensor | None = None  # (T, S) cross-attention, when asked for
+
+
+class LineTranslator:
+    """What both engines offer callers: `translate(lines)` gives the best translation of every line as text;
+    `translate_nbest(lines)` gives settings.nbest Translations per line (text, score, pieces, attention)."""
+
+    def translate(self, lines: list[str] | str) -> list[str] | str:
+        """The best translation of every line, in order (an empty line gives an empty one). One string in,
+        one string out."""
+        if isinstance(lines, str):
+            return self.translate_nbest([lines])[0][0].text
+        return [found[0].text for found in self.translate_nbest(list(lines))]
+
+    def translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
+        raise NotImplementedError

@@ -17,13 +17,13 @@ from mt import fastpath
 from mt.data.batching import pad_sequences, token_batches
 from mt.data.tokenizer import BOS, EOS, PAD
 from mt.decoding.search import Hypothesis, beam_search, greedy_search
-from mt.decoding.settings import DecodeSettings, Translation
+from mt.decoding.settings import DecodeSettings, LineTranslator, Translation
 from mt.precision import autocast, low_precision_copy
 
 log = logging.getLogger(__name__)
 
 
-class Translator:
+class Translator(LineTranslator):
     def __init__(
         self, model, tokenizer, settings: DecodeSettings, device: torch.device | str = "cpu", max_src_len: int = 1024
     ):
@@ -34,7 +34,7 @@ class Translator:
         self.max_src_len = max_src_len
         self.truncated = 0  # lines cut to max_src_len, reported by the caller
 
-    def translate(
+    def translate_nbest(
         self,
         lines: list[str],
         attention_layer: int | None = None,

@@ -26,7 +26,7 @@ def choose_alpha(
     rows = []
     for alpha in candidates:
         trial = dataclasses.replace(settings, alpha=float(alpha))
-        results = Translator(model, tokenizer, trial, device).translate(sources, progress=True)
+        results = Translator(model, tokenizer, trial, device).translate_nbest(sources, progress=True)
         scores = score([r[0].text for r in results], references)
         rows.append({"alpha": trial.alpha, "valid_bleu": scores.bleu, "valid_chrf": scores.chrf})
         log.info(

@@ -2,7 +2,7 @@
 for deployment where PyTorch is not wanted (int8 on CPUs, fp16 on GPUs), and as a second engine
 that must translate the same from the same weights.
 
-    mt-export --checkpoint runs/multi30k_cpu/checkpoints/best.pt --output exported/ --quantization int8
+    mt-export --checkpoint runs/multi30k.de-en/multi30k_cpu/checkpoints/best.pt --output exported/ --quantization int8
     translate --engine ctranslate2 --checkpoint exported/ < input.de
 
 The export directory holds CTranslate2's model.bin, config.json and vocabularies, the run's

@@ -16,7 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mt.data.tokenizer import EOS, Tokenizer
-from mt.decoding.settings import DecodeSettings, Translation
+from mt.decoding.settings import DecodeSettings, LineTranslator, Translation
 from mt.errors import MTError
 from mt.host import cpu_cores
 
@@ -48,7 +48,24 @@ def load_export(folder: str) -> tuple[Tokenizer, dict]:
     return Tokenizer.load(path), info
 
 
-class CTranslate2Translator:
+def is_export(path) -> bool:
+    """Whether path is an export directory (mt-export) rather than a checkpoint."""
+    return Path(path).is_dir() and (Path(path) / EXPORT_INFO).is_file()
+
+
+def load_export_translator(
+    folder: str, device: str | None = None, compute_type: str | None = None, max_src_len: int = 1024, **decode_choices
+) -> CTranslate2Translator:
+    """A CTranslate2Translator for an export directory, decoding with the export's settings (those of the
+    checkpoint it came from) and any DecodeSettings fields given as keywords on top. device: default CUDA
+    when CTranslate2 sees one."""
+    _, info = load_export(folder)
+    settings = DecodeSettings.from_config(info["decode"], **decode_choices)
+    device = device or ("cuda" if cuda_available() else "cpu")
+    return CTranslate2Translator(folder, settings, device, compute_type, max_src_len)
+
+
+class CTranslate2Translator(LineTranslator):
     def __init__(
         self,
         folder: str,
@@ -72,7 +89,7 @@ class CTranslate2Translator:
             raise MTError(f"{folder}: CTranslate2 cannot load it ({str(err).splitlines()[0][:200]})") from None
         self.truncated = 0
 
-    def translate(
+    def translate_nbest(
         self,
         lines: list[str],
         attention_layer: int | None = None,

@@ -22,6 +22,7 @@ from mt.fastpath import decode_precision
 from mt.inference import load_for_inference
 from mt.metrics import score
 from mt.training.distributed import Dist, barrier
+from mt.training.finetune import load_parent_weights
 from mt.training.trainer import Trainer
 from mt.training.validation import Validator
 
@@ -54,7 +55,7 @@ def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, test,
     log.info("final checkpoint: %s (from %s, length penalty %g)", final, chosen.name, settings.alpha)
     if test is None:
         return final
-    results = Translator(model, tokenizer, settings, device).translate(test.src, progress=True)
+    results = Translator(model, tokenizer, settings, device).translate_nbest(test.src, progress=True)
     hypotheses = [r[0].text for r in results]
     (out_dir / "test.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     scores = score(hypotheses, test.tgt)
@@ -114,6 +115,8 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     tok = data.tokenizer
     train, valid = encode_splits(cfg, data)
     model = build_model(cfg.model, tok)
+    if cfg.train.init_from:
+        load_parent_weights(model, cfg)  # a resumed fine-tune then takes its own last.pt's
     n_params = sum(p.numel() for p in model.parameters())
     log.info(
         "model: %s, %.1fM parameters, run directory %s%s",

@@ -220,7 +220,7 @@ class Trainer:
     # ---- the loop ---------------------------------------------------------------------------
 
     def fit(self) -> Progress:
-        self.resume()
+        resumed = self.resume()
         main = self.dist.is_main
         writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.progress.step + 1) if main else None
         train_log = open(self.run_dir / "train.jsonl", "a", encoding="utf-8") if main else None
@@ -236,6 +236,9 @@ class Trainer:
         first_step, first_elapsed = self.progress.step, self.progress.elapsed
         try:
             with logging_redirect_tqdm(), self.stop_request:
+                if self.tc.init_from and not resumed:
+                    log.info("the parent model on this run's validation set, before fine-tuning:")
+                    self.validate_and_keep_best(writer)  # best.pt at step 0: a fine-tune never ends worse
                 while (reason := self.should_stop()) is None:
                     start = time.perf_counter()
                     stats = self.train_step()

@@ -77,7 +77,7 @@ class Validator:
         is also reported; without, it is a side evaluation (e.g. of averaged weights)."""
         loss, nll = self.loss()
         translator = Translator(self.model, self.tokenizer, self.settings, self.device)
-        hypotheses = [r[0].text for r in translator.translate(self.sources)]
+        hypotheses = [r[0].text for r in translator.translate_nbest(self.sources)]
         scores = score(hypotheses, self.references)
         record = {
             "step": step,
@@ -103,7 +103,7 @@ class Validator:
             for s, r, h in list(zip(self.sources, self.references, hypotheses))[:SAMPLES]
         )
         writer.add_text("valid/samples", samples, step)
-        for i, shown in enumerate(translator.translate(self.sources[:HEATMAPS], attention_layer=-1)):
+        for i, shown in enumerate(translator.translate_nbest(self.sources[:HEATMAPS], attention_layer=-1)):
             if shown[0].attention is not None:
                 # cross-attention of the last decoder layer: target rows x source columns
                 image = shown[0].attention.repeat_interleave(PIXELS, 0).repeat_interleave(PIXELS, 1)
