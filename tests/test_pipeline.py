@@ -68,6 +68,38 @@ def test_translate_keeps_line_alignment(trained_run, tmp_path):
     assert out.stdout == "a dog runs\n\na child\n"
 
 
+def test_translate_streams_in_chunks_with_the_same_output(trained_run, tiny_corpus, tmp_path):
+    """Chunks of 3 lines give what one chunk gives: order, empty lines, n-best line numbers, heatmap names."""
+    best = str(trained_run / "checkpoints" / "best.pt")
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:10]
+    lines[2:2], lines[7:7] = ["", ""], ["\ufeffbom", ""]
+    source = tmp_path / "in.de"
+    source.write_bytes(("\ufeff" + "".join(x + "\n" for x in lines)).encode())  # a BOM at the start is no text
+    outputs = {}
+    for size in ("3", "100000"):
+        args = ["--input", str(source), "--beam", "2", "--chunk-lines", size]
+        whole = run_cli("translate", "-c", best, *args, "--attention-dir", str(tmp_path / size)).stdout
+        nbest = run_cli("translate", "-c", best, *args, "--nbest", "2").stdout
+        outputs[size] = (whole, nbest, sorted(p.name for p in (tmp_path / size).iterdir()))
+    whole, nbest, heatmaps = outputs["3"]
+    assert outputs["3"] == outputs["100000"]
+    assert whole.count("\n") == len(lines) and whole.split("\n")[2:4] == ["", ""]
+    assert [row.split("\t")[0] for row in nbest.splitlines()] == [str(i) for i in range(len(lines)) for _ in "ab"]
+    assert "000011.svg" in heatmaps and "000002.svg" not in heatmaps  # named by line; empty lines have none
+
+
+def test_translate_keeps_what_it_wrote_before_a_bad_line(trained_run, tmp_path):
+    """Streaming: a bad byte in a later chunk stops with its line number; the chunks before it are written."""
+    source, out = tmp_path / "in.de", tmp_path / "out.en"
+    source.write_bytes(b"ein hund\nein kind\nrot\nblau\nein \xff mann\nhund\n")
+    best = str(trained_run / "checkpoints" / "best.pt")
+    result = run_cli("translate", "-c", best, "-i", str(source), "-o", str(out), "--chunk-lines", "2", check=False)
+    assert result.returncode == 2 and result.stderr.strip() == f"error: {source}:5: invalid UTF-8 (byte 0xff)"
+    assert out.read_text(encoding="utf-8").count("\n") == 4
+    early = run_cli("translate", "-c", best, "-i", str(source), "-o", str(tmp_path / "x.en"), check=False)
+    assert early.returncode == 2 and not (tmp_path / "x.en").exists()  # in the first chunk: nothing is written
+
+
 def test_several_checkpoints_are_averaged_on_load(trained_run, tmp_path):
     ckpts = trained_run / "checkpoints"
     out = run_cli("translate", "-c", str(ckpts / "best.pt"), str(ckpts / "last.pt"), input_text="ein hund läuft\n")

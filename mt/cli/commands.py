@@ -57,6 +57,12 @@ def translate_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="translate each line as it arrives and flush (the default when stdin is a terminal)",
     )
+    p.add_argument(
+        "--chunk-lines",
+        type=int,
+        default=10_000,
+        help="read, translate and write this many lines at a time (sorted by length within): memory stays flat",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p

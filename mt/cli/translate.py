@@ -11,12 +11,15 @@ Output formats:
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
 from pathlib import Path
 
-from mt.data.sources import decode_utf8, read_lines, split_lines
+from tqdm import tqdm
+
+from mt.data.sources import decode_utf8, read_line_chunks, split_lines
 from mt.errors import MTError
 from mt.export.engine import load_export_translator
 
@@ -24,14 +27,7 @@ from mt.export.engine import load_export_translator
 # translates without importing torch (about 1.4 s of start-up).
 
 
-def read_input(path: str | None) -> list[str]:
-    """Every "\\n"-terminated line (a last line without "\\n" counts too), strictly UTF-8."""
-    if path is None:
-        return split_lines(decode_utf8(sys.stdin.buffer.read(), "<stdin>"))
-    return read_lines(path)
-
-
-def format_results(results, nbest: int, alignments: bool = False) -> list[str]:
+def format_results(results, nbest: int, alignments: bool = False, first_line: int = 0) -> list[str]:
     if alignments:
         from mt.decoding.attention_maps import format_alignment, hard_alignment
 
@@ -43,7 +39,11 @@ def format_results(results, nbest: int, alignments: bool = False) -> list[str]:
         ]
     if nbest == 1:
         return [r[0].text for r in results]
-    return [f"{i}\t{rank}\t{t.score:.4f}\t{t.text}" for i, r in enumerate(results) for rank, t in enumerate(r)]
+    return [
+        f"{i}\t{rank}\t{t.score:.4f}\t{t.text}"
+        for i, r in enumerate(results, start=first_line)
+        for rank, t in enumerate(r)
+    ]
 
 
 def write_heatmaps(results, folder: str, first_line: int = 0) -> None:
@@ -68,6 +68,7 @@ def check_args(args) -> None:
         ("--max-len-b", args.max_len_b, 1),
         ("--batch-tokens", args.batch_tokens, 1),
         ("--max-src-len", args.max_src_len, 1),
+        ("--chunk-lines", args.chunk_lines, 1),
     ):
         if value is not None and value < least:
             raise MTError(f"{flag} must be >= {least}")
@@ -140,34 +141,31 @@ def run(args) -> None:
         attention_head=args.attention_head,
     )
     interactive = args.interactive or (args.input is None and sys.stdin.isatty())
-    lines = None if interactive else read_input(args.input)  # a bad input fails before any output exists
+    if interactive:
+        chunks = (split_lines(decode_utf8(raw, "<stdin>")) or [""] for raw in sys.stdin.buffer)
+    else:
+        chunks = read_line_chunks(args.input, args.chunk_lines)
+    first = next(chunks, None)  # a bad first chunk fails before any output exists
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    done = 0
+    bar = tqdm(unit="line", disable=None if not (interactive or args.quiet) and sys.stderr.isatty() else True)
     try:
-        if interactive:
-            for number, raw in enumerate(sys.stdin.buffer):
-                results = translator.translate_nbest(split_lines(decode_utf8(raw, "<stdin>")) or [""], **options)
-                if args.attention_dir:
-                    write_heatmaps(results, args.attention_dir, number)
-                for text in format_results(results, args.nbest, args.alignments):
-                    out.write(text + "\n")
-                out.flush()
-        else:
-            show = not args.quiet and sys.stderr.isatty()
-            results = translator.translate_nbest(lines, progress=show, **options)
+        for chunk in itertools.chain([first] if first is not None else [], chunks):
+            results = translator.translate_nbest(chunk, **options)
             if args.attention_dir:
-                write_heatmaps(results, args.attention_dir)
-            out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments)))
-            if not args.quiet:
-                seconds = time.perf_counter() - start
-                models = (
-                    f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
-                )
-                print(
-                    f"translated {len(lines)} lines in {seconds:.1f}s (beam {settings.beam}{models})", file=sys.stderr
-                )
+                write_heatmaps(results, args.attention_dir, done)
+            out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments, done)))
+            out.flush()  # what is written stays written, whatever happens later
+            done += len(chunk)
+            bar.update(len(chunk))
     finally:
+        bar.close()
         if out is not sys.stdout:
             out.close()
+    if not args.quiet and not interactive:
+        models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
+        seconds = time.perf_counter() - start
+        print(f"translated {done} lines in {seconds:.1f}s (beam {settings.beam}{models})", file=sys.stderr)
     if translator.truncated:
         print(
             f"warning: {translator.truncated} lines were longer than {args.max_src_len} pieces and were truncated",

@@ -10,6 +10,8 @@ import hashlib
 import logging
 import os
 import socket
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +74,47 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
     text = decode_utf8(raw, str(path))
     return split_lines(text.removeprefix("\ufeff"))
+
+
+def read_line_chunks(path: str | os.PathLike | None, size: int) -> Iterator[list[str]]:
+    """The lines of a UTF-8 text file (or stdin, for None) in lists of up to size lines, read as they are
+    needed: memory stays flat with the input's length. Lines and errors as read_lines gives them (split on
+    "\n" only; a bad byte names its line), but an error after the first chunk comes after earlier chunks."""
+    if path is None:
+        yield from _chunks(sys.stdin.buffer, "<stdin>", size)
+        return
+    path = Path(path)
+    if not path.exists():
+        raise MTError(f"{path}: no such file")
+    if path.is_dir():
+        raise MTError(f"{path}: is a directory, expected a text file")
+    try:
+        f = path.open("rb")
+    except OSError as err:
+        raise MTError(f"{path}: cannot read ({err.strerror})") from None
+    with f:
+        head = f.read(8192)
+        if b"\x00" in head and not _looks_like_text(head):
+            raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
+        f.seek(0)
+        yield from _chunks(f, str(path), size, bom=True)
+
+
+def _chunks(stream, origin: str, size: int, bom: bool = False) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for number, raw in enumerate(stream, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise MTError(f"{origin}:{number}: invalid UTF-8 (byte 0x{raw[err.start]:02x})") from None
+        if bom and number == 1:
+            line = line.removeprefix("\ufeff")
+        chunk.append(line.removesuffix("\n"))
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _looks_like_text(head: bytes) -> bool:
