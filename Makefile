@@ -15,7 +15,7 @@ ALPHAS ?=
 CHOOSE_ON ?= valid
 SEEDS  ?= 3
 
-.PHONY: help venv train ensemble tokenizer test lint format eval bench bench-precision tensorboard clean
+.PHONY: help venv train ensemble tokenizer test lint format eval bench bench-precision bench-scale tensorboard clean
 
 help:
 	@echo "make train ARGS='<hydra overrides>'   train (creates .venv first if needed); NPROC=N for N processes"
@@ -30,6 +30,8 @@ help:
 	@echo "make bench [RUN=runs/multi30k.de-en/smoke]"
 	@echo "                                     training and decoding speed figures"
 	@echo "make bench-precision [STEPS=60]       bf16 vs fp32 trainer throughput, interleaved in one process"
+	@echo "make bench-scale [PAIRS='100000 1000000']"
+	@echo "                                     seconds per preparation stage and peak RSS by corpus size"
 	@echo "make tensorboard                     curves of every run under runs/"
 
 venv: $(STAMP)
@@ -97,6 +99,10 @@ STEPS ?= 60
 bench-precision: $(STAMP)
 	$(BIN)/python scripts/bench_precision.py --steps $(STEPS) experiment=smoke data=files data.dir=$(DATA) \
 		data.test_split=null $(ARGS)
+
+PAIRS ?= 100000 1000000
+bench-scale: $(STAMP)
+	$(BIN)/python scripts/bench_scale.py --pairs $(PAIRS) $(ARGS)
 
 tensorboard: $(STAMP)
 	$(BIN)/tensorboard --logdir runs

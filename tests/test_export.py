@@ -127,7 +127,7 @@ def test_the_ctranslate2_engine_translates_without_importing_torch(trained):
         "import sys\n"
         f"sys.argv = ['translate', '--engine', 'ctranslate2', '-c', {str(trained[1])!r}, '-q']\n"
         "from mt.cli import commands as cli\n"
-        "cli.translate_nbest()\n"
+        "cli.translate()\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], input="ein hund läuft\n\nein kind\n", capture_output=True,

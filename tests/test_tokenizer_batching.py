@@ -18,7 +18,7 @@ from mt.data.batching import (
     token_batches,
 )
 from mt.data.sources import ParallelCorpus
-from mt.data.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer
+from mt.data.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer, fingerprint
 
 from conftest import make_pairs
 
@@ -65,6 +65,32 @@ def test_reused_when_data_and_settings_match(tmp_path, corpus, monkeypatch):
     changed = ParallelCorpus(corpus.src, corpus.tgt[:-1] + ["changed"], "t")
     build_tokenizer(tok_cfg(vocab_size=90), changed, tmp_path)  # data changed: retrain
     assert calls == [1, 1]
+
+
+def test_a_new_run_directory_takes_the_tokenizer_from_the_cache(tmp_path, corpus, monkeypatch):
+    """A second run on the same corpus and settings, in another run directory, trains no tokenizer."""
+    cache = str(tmp_path / "cache")
+    first = build_tokenizer(tok_cfg(), corpus, tmp_path / "run1" / "tokenizer", cache)
+    calls = []
+    real_train = tokenizer_module.train_sentencepiece
+    monkeypatch.setattr(tokenizer_module, "train_sentencepiece", lambda *a, **k: calls.append(1) or real_train(*a, **k))
+    second = build_tokenizer(tok_cfg(), corpus, tmp_path / "run2" / "tokenizer", cache)
+    assert calls == [] and second.state_dict() == first.state_dict()
+    assert (tmp_path / "run2" / "tokenizer" / "meta.json").read_text() == (
+        tmp_path / "run1" / "tokenizer" / "meta.json"
+    ).read_text()
+    build_tokenizer(tok_cfg(vocab_size=90), corpus, tmp_path / "run3" / "tokenizer", cache)  # other settings: a miss
+    changed = ParallelCorpus(corpus.src, corpus.tgt[:-1] + ["changed"], "t")
+    build_tokenizer(tok_cfg(), changed, tmp_path / "run4" / "tokenizer", cache)  # other text: a miss
+    assert calls == [1, 1]
+    entries = sorted((tmp_path / "cache" / "tokenizers").iterdir())
+    assert len(entries) == 3 and not any(e.name.startswith(".tmp") for e in entries)
+    damaged = tmp_path / "cache" / "tokenizers" / fingerprint(tok_cfg(), corpus)[:24]
+    (damaged / "meta.json").write_text("{broken")  # a damaged entry is trained anew (once), not read
+    for run in ("run5", "run6", "run7"):
+        again = build_tokenizer(tok_cfg(), corpus, tmp_path / run / "tokenizer", cache)
+        assert again.state_dict() == first.state_dict()
+    assert len(calls) == 3
 
 
 def test_separate_vocabularies(tmp_path, corpus):

@@ -56,7 +56,7 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     if cfg.train.init_from:
         tokenizer = install_parent_tokenizer(cfg, train, out_dir / "tokenizer")
     else:
-        tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer")
+        tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer", d.cache_dir)
     return Prepared(train, valid, test, tokenizer)
 
 

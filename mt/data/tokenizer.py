@@ -9,6 +9,9 @@ import hashlib
 import io
 import json
 import logging
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import sentencepiece as spm
@@ -133,14 +136,31 @@ def fingerprint(tok_cfg, corpus) -> str:
     return hashlib.sha256((settings + corpus.digest()).encode()).hexdigest()
 
 
-def build_tokenizer(tok_cfg, corpus, folder: Path) -> Tokenizer:
-    """Train on the training corpus, or reuse the one in folder if data and settings match."""
-    src, tgt = corpus.src, corpus.tgt
+def build_tokenizer(tok_cfg, corpus, folder: Path, cache_dir: str | None = None) -> Tokenizer:
+    """The run's tokenizer in folder: reused if it was made from the same data and settings, else taken from
+    cache_dir/tokenizers (shared by runs, keyed like folder's meta.json), else trained and cached."""
     meta_path = folder / "meta.json"
     key = fingerprint(tok_cfg, corpus)
     if meta_path.exists() and json.loads(meta_path.read_text()).get("fingerprint") == key:
         log.info("tokenizer: reusing %s (same data and settings)", folder)
         return Tokenizer.load(folder)
+    cached = Path(cache_dir) / "tokenizers" / key[:24] if cache_dir else None
+    if cached is not None and _fingerprint_in(cached) == key:
+        tokenizer = Tokenizer.load(cached)
+        log.info("tokenizer: from the cache %s (same data and settings)", cached)
+    else:
+        tokenizer = _train(tok_cfg, corpus)
+        if cached is not None:
+            _store(tokenizer, key, cached)
+    tokenizer.save(folder)
+    meta_path.write_text(json.dumps(_meta(tokenizer, key), indent=2) + "\n")
+    log.info(
+        "tokenizer: vocab %d (src) / %d (tgt), saved in %s", tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, folder
+    )
+    return tokenizer
+
+
+def _train(tok_cfg, corpus) -> Tokenizer:
     log.info(
         "tokenizer: training sentencepiece %s, vocab %d, %s",
         tok_cfg.type,
@@ -148,13 +168,33 @@ def build_tokenizer(tok_cfg, corpus, folder: Path) -> Tokenizer:
         "joint" if tok_cfg.joint else "separate",
     )
     if tok_cfg.joint:
-        tokenizer = Tokenizer(train_sentencepiece(src + tgt, tok_cfg))
-    else:
-        tokenizer = Tokenizer(train_sentencepiece(src, tok_cfg), train_sentencepiece(tgt, tok_cfg))
-    tokenizer.save(folder)
-    meta = {"fingerprint": key, "src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size}
-    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-    log.info(
-        "tokenizer: vocab %d (src) / %d (tgt), saved in %s", tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, folder
-    )
-    return tokenizer
+        return Tokenizer(train_sentencepiece(corpus.src + corpus.tgt, tok_cfg))
+    return Tokenizer(train_sentencepiece(corpus.src, tok_cfg), train_sentencepiece(corpus.tgt, tok_cfg))
+
+
+def _meta(tokenizer: Tokenizer, key: str) -> dict:
+    return {"fingerprint": key, "src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size}
+
+
+def _fingerprint_in(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "meta.json").read_text()).get("fingerprint")
+    except (OSError, ValueError):
+        return None
+
+
+def _store(tokenizer: Tokenizer, key: str, cached: Path) -> None:
+    """Into the cache atomically (a folder written aside, then renamed): a half-written one is never read.
+    A cache that cannot be written costs the next run a tokenizer training, nothing more."""
+    tmp = None
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cached.parent, prefix=".tmp-"))
+        tokenizer.save(tmp)
+        (tmp / "meta.json").write_text(json.dumps(_meta(tokenizer, key), indent=2) + "\n")
+        shutil.rmtree(cached, ignore_errors=True)  # a stale or broken entry under this key
+        os.replace(tmp, cached)
+    except OSError as err:
+        log.warning("tokenizer: not cached in %s (%s)", cached, err.strerror or err)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
