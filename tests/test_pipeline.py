@@ -447,6 +447,7 @@ def test_a_tokenizer_that_does_not_fit_the_weights_is_refused(trained_run, tmp_p
 def test_a_reader_that_stops_early_gets_no_traceback(trained_run):
     """`translate ... | head -1`: the closed pipe ends translate quietly."""
     import subprocess
+    import threading
 
     from conftest import cli_path
 
@@ -457,8 +458,16 @@ def test_a_reader_that_stops_early_gets_no_traceback(trained_run):
         stderr=subprocess.PIPE,
         text=True,
     )
-    proc.stdin.write("ein hund läuft\n" * 20000)  # more output than a pipe buffer holds
-    proc.stdin.close()
+
+    def feed():  # as a shell pipeline does, beside the reader: translate streams, so it writes while it reads
+        try:
+            proc.stdin.write("ein hund läuft\n" * 20000)  # more output than a pipe buffer holds
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
     assert proc.stdout.readline() == "a dog runs\n"
     proc.stdout.close()
     assert proc.wait(timeout=300) in (0, 141)  # 141: it was still writing when the pipe closed
