@@ -1,8 +1,10 @@
 """Tiny data made by the tests themselves: a word-for-word "translation" task a small model learns fast."""
 
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,18 @@ def run_cli(*args, check=True, input_text=None, timeout=600):
     if check and result.returncode != 0:
         raise AssertionError(f"{args[0]} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def sigterm_after(command: list[str], log: Path, lines: int = 15) -> str:
+    """Start command, send SIGTERM once its log has `lines` lines, and return its output (exit status 130)."""
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < lines):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output
+    return output
 
 
 def train_tiny(corpus: Path, run_dir: Path, *overrides, check=True):

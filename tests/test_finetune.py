@@ -2,9 +2,6 @@
 refusals of options that contradict the parent; exact resume after SIGTERM."""
 
 import json
-import signal
-import subprocess
-import time
 
 import pytest
 import torch
@@ -23,7 +20,7 @@ from mt.training.finetune import inherit_parent, load_parent_weights
 from mt.training.loss import label_smoothed_loss
 from mt.training.trainer import Trainer
 
-from conftest import REPO, cli_path, run_cli, write_corpus
+from conftest import cli_path, run_cli, sigterm_after, write_corpus
 
 # Fine-tune settings small enough for a test; dropout off so that a step's loss is a pure function of weights.
 FINETUNE = [
@@ -157,15 +154,9 @@ def test_a_finetune_resumes_exactly_after_sigterm(trained_run, domain_corpus, tm
     common = ["train.max_steps=50", "train.save_every=1000", "train.valid_every=1000", "data.test_split=null"]
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     run_cli("mt-train", *finetune_args(parent, domain_corpus, straight, *common))
-    command = [cli_path("mt-train"), *finetune_args(parent, domain_corpus, stopped, *common)]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = stopped / "train.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 15):
-        time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=120)
-    assert process.returncode == 130, output
+    sigterm_after(
+        [cli_path("mt-train"), *finetune_args(parent, domain_corpus, stopped, *common)], stopped / "train.jsonl"
+    )
     assert 15 <= load_checkpoint(stopped / "checkpoints" / "last.pt")["trainer"]["progress"]["step"] < 50
     run_cli("mt-train", *finetune_args(parent, domain_corpus, stopped, *common))
     a = load_checkpoint(straight / "checkpoints" / "last.pt")["model"]

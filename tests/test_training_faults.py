@@ -14,7 +14,7 @@ from mt.checkpoint import load_checkpoint
 from mt.errors import MTError
 from mt.training.trainer import check_writable
 
-from conftest import REPO, TINY_TRAIN, cli_path, tiny_trainer, train_tiny
+from conftest import REPO, TINY_TRAIN, cli_path, sigterm_after, tiny_trainer, train_tiny
 
 
 def test_non_finite_updates_are_skipped_then_stop(tiny_corpus, tmp_path):
@@ -88,14 +88,7 @@ def test_sigterm_saves_and_resume_ends_with_the_same_weights(tiny_corpus, tmp_pa
         *TINY_TRAIN,
         *common,
     ]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = stopped / "train.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 15):
-        time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=120)
-    assert process.returncode == 130, output
+    output = sigterm_after(command, stopped / "train.jsonl")
     assert "interrupted by SIGTERM" in output and "run the same command again to resume" in output
     stopped_at = load_checkpoint(stopped / "checkpoints" / "last.pt")["trainer"]["progress"]["step"]
     assert 15 <= stopped_at < 60

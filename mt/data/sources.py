@@ -62,16 +62,8 @@ def decode_utf8(raw: bytes, origin: str) -> str:
 def read_lines(path: str | os.PathLike) -> list[str]:
     """Read a UTF-8 text file as a list of lines, with a clear error for every way it can be wrong."""
     path = Path(path)
-    if not path.exists():
-        raise MTError(f"{path}: no such file")
-    if path.is_dir():
-        raise MTError(f"{path}: is a directory, expected a text file")
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise MTError(f"{path}: cannot read ({err.strerror})") from None
-    if b"\x00" in raw[:8192] and not _looks_like_text(raw[:8192]):
-        raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
+    with _open_text_file(path) as f:
+        raw = f.read()
     text = decode_utf8(raw, str(path))
     return split_lines(text.removeprefix("\ufeff"))
 
@@ -84,20 +76,26 @@ def read_line_chunks(path: str | os.PathLike | None, size: int) -> Iterator[list
         yield from _chunks(sys.stdin.buffer, "<stdin>", size)
         return
     path = Path(path)
+    with _open_text_file(path) as f:
+        yield from _chunks(f, str(path), size, bom=True)
+
+
+def _open_text_file(path: Path):
+    """path opened for reading bytes, or a one-line error: missing, a directory, unreadable, or binary."""
     if not path.exists():
         raise MTError(f"{path}: no such file")
     if path.is_dir():
         raise MTError(f"{path}: is a directory, expected a text file")
     try:
         f = path.open("rb")
+        head = f.read(8192)
+        f.seek(0)
     except OSError as err:
         raise MTError(f"{path}: cannot read ({err.strerror})") from None
-    with f:
-        head = f.read(8192)
-        if b"\x00" in head and not _looks_like_text(head):
-            raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
-        f.seek(0)
-        yield from _chunks(f, str(path), size, bom=True)
+    if b"\x00" in head and not _looks_like_text(head):
+        f.close()
+        raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
+    return f
 
 
 def _chunks(stream, origin: str, size: int, bom: bool = False) -> Iterator[list[str]]:
