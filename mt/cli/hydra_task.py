@@ -42,17 +42,16 @@ def choose_experiment(argv: list[str], cuda: bool) -> tuple[list[str], str | Non
     )
 
 
-def start(hydra_main, choose_preset: bool = True) -> None:
+def start(hydra_main) -> None:
     """Take --debug, register the schema, choose the preset for the machine when none is given, refuse a bad
     override in one line, refuse a run directory that holds another run before Hydra writes its own files
     there, then run the Hydra task."""
     take_debug_flag(sys.argv)
     register_configs()
-    if choose_preset:
-        import torch  # here: --help answers without it
+    import torch  # here: --help answers without it
 
-        sys.argv[1:], message = choose_experiment(sys.argv[1:], torch.cuda.is_available())
-        CHOSEN[:] = [message] if message else []
+    sys.argv[1:], message = choose_experiment(sys.argv[1:], torch.cuda.is_available())
+    CHOSEN[:] = [message] if message else []
     cfg = check_overrides(sys.argv[1:])
     directory = run_dir_of(sys.argv[1:]) if cfg is not None else None
     if cfg is not None and fine_tune(cfg):

@@ -60,8 +60,7 @@ def inherit_parent(cfg: DictConfig, overrides: list[str]) -> DictConfig:
         if key in FREE_MODEL_OPTIONS and explicit:
             free[key] = getattr(model_options(mine, strict=False), key)
         elif explicit:
-            was = "arch" if key == "arch" else key
-            conflicts.append(f"model.{key}={mine.get(key)} (the parent's: {theirs.get(was)})")
+            conflicts.append(f"model.{key}={mine.get(key)} (the parent's: {theirs.get(key)})")
     if conflicts:
         raise MTError(
             f"train.init_from={cfg.train.init_from}: a fine-tune keeps its parent's tokenizer and architecture, "
