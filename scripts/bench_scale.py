@@ -3,9 +3,10 @@
 Builds a synthetic corpus of N pairs from Multi30k (pairs joined 1-3 at a time, every 7th with a made-up
 name on both sides for a long tail of rare words: ~25 words a side, like WMT14), then runs `mt-train
 experiment=smoke` to its first update and reads the stages off its log: reading and checking the data, the
-tokenizer, encoding, and the first update, with the run's peak RSS. Then the same again in a new run
-directory on the same corpus (the tokenizer and encodings come from the cache). Then `translate` on 2,000
-and 20,000 lines, with its peak RSS (streaming: it should not grow with the input).
+tokenizer, encoding (of the first pool of shards; the rest is encoded in the background while training), and
+the first update, with the peak RSS of the largest process and the peak memory of all together (PSS). Then
+the same again in a new run directory on the same corpus (the tokenizer and encodings come from the cache).
+Then `translate` on 2,000 and 20,000 lines, with its peak RSS (streaming: it should not grow with the input).
 
     .venv/bin/python scripts/bench_scale.py [--pairs 100000 1000000] [--work /tmp/bench_scale]
 
@@ -57,12 +58,37 @@ def synthetic_corpus(folder: Path, pairs: int, data: Path, seed: int = 1) -> Pat
     return folder
 
 
-def timed(command: list[str], log: Path) -> tuple[float, float]:
-    """Run command (output to log); its wall seconds and peak RSS in GB (of it or any earlier child)."""
+def timed(command: list[str], log: Path) -> tuple[float, float, float]:
+    """Run command (output to log); its wall seconds, the peak RSS in GB of its largest process (or of any
+    earlier child), and the peak of the memory its processes hold together (their PSS summed: a forked
+    helper's pages shared with its parent are counted once), sampled every 0.1 s."""
     start = time.perf_counter()
     with open(log, "w") as out:
-        subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, check=True)
-    return time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+        process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        together = 0.0
+        while process.poll() is None:
+            together = max(together, tree_pss_gb(process.pid))
+            time.sleep(0.1)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    return time.perf_counter() - start, largest, together
+
+
+def tree_pss_gb(pid: int) -> float:
+    """The proportional set size of pid and its descendants, in GB (Linux; 0 where /proc says nothing)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return total / 2**20
 
 
 def stages(log: Path, started: float) -> dict:
@@ -77,7 +103,7 @@ def stages(log: Path, started: float) -> dict:
             marks.setdefault("read", at)
         elif "] - tokenizer: vocab" in line or "] - tokenizer: reusing" in line:
             marks.setdefault("tokenizer", at)
-        elif "] - train filter:" in line:
+        elif "] - train filter:" in line or "] - train: the first pool" in line:
             marks.setdefault("encode", at)
         elif "] - step 1 |" in line:
             marks.setdefault("first_update", at)
@@ -100,8 +126,13 @@ def train_to_first_update(corpus: Path, run: Path, cache: Path, log: Path) -> di
         f"hydra.run.dir={run}",
     ]
     started = time.time()
-    seconds, rss = timed(command, log)
-    return {"wall_s": round(seconds, 1), "peak_rss_gb": round(rss, 2), **stages(log, started)}
+    seconds, rss, together = timed(command, log)
+    return {
+        "wall_s": round(seconds, 1),
+        "peak_rss_gb": round(rss, 2),
+        "peak_pss_gb": round(together, 2),
+        **stages(log, started),
+    }
 
 
 def main() -> None:
@@ -147,11 +178,12 @@ def main() -> None:
         row = {"translate_lines": lines, **result}
         print(json.dumps(row), flush=True)
         translate_rows.append(row)
-    print("\n| pairs | run | read | tokenizer | encode | first update | peak RSS |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| pairs | run | read | tokenizer | encode (first pool) | first update | peak RSS | peak PSS, all |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         cells = [f"{r[k]} s" if k in r else "-" for k in ("read", "tokenizer", "encode", "first_update")]
-        print(f"| {r['pairs']:,} | {r['run']} | " + " | ".join(cells) + f" | {r['peak_rss_gb']} GB |")
+        memory = f"{r['peak_rss_gb']} GB | {r['peak_pss_gb']} GB"
+        print(f"| {r['pairs']:,} | {r['run']} | " + " | ".join(cells) + f" | {memory} |")
     print("\n| translate lines (greedy) | wall | peak RSS |")
     print("| --- | --- | --- |")
     for r in translate_rows:
@@ -165,7 +197,7 @@ def one(corpus: str, run: str, cache: str) -> None:
 
 def translate_once(checkpoint: str, source: str) -> None:
     command = [str(BIN / "translate"), "-c", checkpoint, "-i", source, "-o", source + ".out", "--beam", "1", "-q"]
-    seconds, rss = timed(command, Path(source + ".log"))
+    seconds, rss, _ = timed(command, Path(source + ".log"))
     print(json.dumps({"wall_s": round(seconds, 1), "peak_rss_gb": round(rss, 3)}))
 
 

@@ -10,7 +10,8 @@ from hydra import compose, initialize_config_dir
 from mt.checkpoint import load_checkpoint
 from mt.config.model import build_model
 from mt.config.schema import CONFIG_DIR, register_configs
-from mt.data.batching import DataOrder, collate
+from mt.data.batching import collate
+from mt.data.order import DataOrder
 from mt.data.prepare import encode_splits, prepare
 from mt.data.tokenizer import PAD
 from mt.errors import MTError

@@ -13,7 +13,8 @@ from omegaconf import OmegaConf
 
 from mt.config.schema import TokenizerConfig
 from mt.data import subword_sampling
-from mt.data.batching import DataOrder, encode_corpus
+from mt.data.batching import encode_corpus
+from mt.data.order import DataOrder
 from mt.data.sources import ParallelCorpus
 from mt.data.subword_sampling import SampledSegmentations
 from mt.data.tokenizer import build_tokenizer

@@ -10,7 +10,6 @@ from mt.data import tokenizer as tokenizer_module
 from mt.data.batching import (
     EncodedCorpus,
     Ragged,
-    cached_encode,
     collate,
     encode_corpus,
     length_order,
@@ -193,22 +192,3 @@ def test_ragged_arrays_round_trip_select_and_memory_map(tmp_path):
     ragged.save(tmp_path / "r")
     loaded = Ragged.load(tmp_path / "r")
     assert isinstance(loaded.values, np.memmap) and loaded[3].tolist() == [9, 10]
-
-
-def test_encoded_corpus_is_cached_and_memory_mapped(tmp_path, corpus, monkeypatch):
-    from mt.data import batching
-
-    tok = build_tokenizer(tok_cfg(), corpus, tmp_path / "tok")
-    first, report = cached_encode(tok, corpus, 5, 0.0, str(tmp_path / "cache"))
-    assert report.too_long > 0 and report.kept == len(first)
-    monkeypatch.setattr(batching, "encode_corpus", lambda *a, **k: pytest.fail("encoded again"))
-    again, report_again = cached_encode(tok, corpus, 5, 0.0, str(tmp_path / "cache"))
-    assert report_again == report and isinstance(again.src.values, np.memmap)
-    assert all(
-        np.array_equal(first.src[i], again.src[i]) and np.array_equal(first.tgt[i], again.tgt[i])
-        for i in range(len(first))
-    )
-    assert np.array_equal(first.line_numbers, again.line_numbers)
-    monkeypatch.undo()
-    other, _ = cached_encode(tok, corpus, 6, 0.0, str(tmp_path / "cache"))  # other filter: other entry
-    assert len(other) > len(first) and len(list((tmp_path / "cache").iterdir())) == 2

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
+import itertools
 import logging
-import os
-import shutil
-import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -29,10 +25,10 @@ class Ragged:
 
     @classmethod
     def from_lists(cls, seqs: list) -> Ragged:
-        lengths = np.fromiter((len(x) for x in seqs), dtype=np.int64, count=len(seqs))
+        lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
         offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        values = np.fromiter((t for x in seqs for t in x), dtype=np.int32, count=int(offsets[-1]))
+        values = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int32, count=int(offsets[-1]))
         return cls(values, offsets)
 
     @classmethod
@@ -135,36 +131,6 @@ def filter_pairs(
     return EncodedCorpus(src, tgt, np.flatnonzero(keep) + 1), report
 
 
-def cached_encode(
-    tokenizer, corpus, max_len: int, max_ratio: float, cache_dir: str | None
-) -> tuple[EncodedCorpus, FilterReport]:
-    """encode_corpus, stored once under cache_dir and memory-mapped afterwards (by every run and
-    process with the same tokenizer, text and filters)."""
-    if not cache_dir:
-        return encode_corpus(tokenizer, corpus, max_len, max_ratio)
-    key = hashlib.sha256(repr((tokenizer.state_dict(), corpus.digest(), max_len, max_ratio)).encode()).hexdigest()
-    folder = Path(cache_dir) / key[:24]
-    if (folder / "report.json").exists():
-        report = FilterReport(**json.loads((folder / "report.json").read_text()))
-        encoded = EncodedCorpus(
-            Ragged.load(folder / "src"), Ragged.load(folder / "tgt"), np.load(folder / "lines.npy", mmap_mode="r")
-        )
-        log.info("encoded corpus: reusing %s", folder)
-        return encoded, report
-    encoded, report = encode_corpus(tokenizer, corpus, max_len, max_ratio)
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".tmp-"))
-    encoded.src.save(tmp / "src")
-    encoded.tgt.save(tmp / "tgt")
-    np.save(tmp / "lines.npy", encoded.line_numbers)
-    (tmp / "report.json").write_text(json.dumps(asdict(report)))
-    try:
-        os.replace(tmp, folder)  # atomic: a half-written cache is never read
-    except OSError:  # another process finished first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return encoded, report
-
-
 def length_order(src_lens, tgt_lens, noise=None) -> np.ndarray:
     """Sentence indices in an order where neighbours have similar source *and* target lengths.
 
@@ -263,38 +229,3 @@ def collate(corpus: EncodedCorpus, indices) -> Batch:
         padded_rows(corpus.tgt, indices, eos=True),
         int(tgt_lens.sum() + len(indices)),
     )
-
-
-class DataOrder:
-    """Which batches training takes, in which order: each epoch's batches are a pure function of
-    (seed, epoch), so a resumed run sees the same ones. `source.for_epoch(epoch)` gives the pairs an
-    epoch trains on (an EncodedCorpus, the same every epoch, or SampledSegmentations)."""
-
-    def __init__(self, source, max_tokens: int, seed: int):
-        self.source, self.max_tokens, self.seed = source, max_tokens, seed
-        self._cached: tuple[int, EncodedCorpus, list[np.ndarray]] | None = None
-
-    def epoch(self, epoch: int) -> tuple[EncodedCorpus, list[np.ndarray]]:
-        """The epoch's pairs and its batches (index arrays into those pairs)."""
-        if self._cached is None or self._cached[0] != epoch:
-            corpus = self.source.for_epoch(epoch)
-            rng = np.random.default_rng([self.seed, epoch])
-            self._cached = (epoch, corpus, token_batches(corpus.src_lens, corpus.tgt_lens, self.max_tokens, rng))
-        return self._cached[1], self._cached[2]
-
-    def epoch_length(self, epoch: int) -> int:
-        return len(self.epoch(epoch)[1])
-
-    def take(self, progress, count: int) -> list[tuple[EncodedCorpus, np.ndarray]]:
-        """The next `count` batches (one update's worth) as (pairs, indices), advancing
-        progress.epoch / batch_in_epoch."""
-        out = []
-        while len(out) < count:
-            corpus, batches = self.epoch(progress.epoch)
-            if progress.batch_in_epoch >= len(batches):
-                progress.epoch += 1
-                progress.batch_in_epoch = 0
-                continue
-            out.append((corpus, batches[progress.batch_in_epoch]))
-            progress.batch_in_epoch += 1
-        return out

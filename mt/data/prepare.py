@@ -15,9 +15,12 @@ from omegaconf import DictConfig, OmegaConf
 from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
 from mt.config.schema import to_dict, validate
-from mt.data.batching import EncodedCorpus, cached_encode, encode_corpus
-from mt.data.sources import ParallelCorpus, load_split
+from mt.data.batching import EncodedCorpus, encode_corpus
+from mt.data.order import ShardPools
+from mt.data.shards import EncodedShards
+from mt.data.sources import ParallelCorpus, load_split, load_training_split
 from mt.data.subword_sampling import SampledSegmentations
+from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import Tokenizer, build_tokenizer, fingerprint
 from mt.errors import MTError
 
@@ -26,7 +29,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Prepared:
-    train: ParallelCorpus | None  # None once encoded (encode_splits lets the text go)
+    train: ParallelCorpus | AlignedTextFiles
     valid: ParallelCorpus
     test: ParallelCorpus | None
     tokenizer: Tokenizer
@@ -37,7 +40,7 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     another run (other training data, tokenizer settings or model) is refused before anything in it changes."""
     validate(cfg)
     d = cfg.data
-    train = load_split(d, d.train_split)
+    train = load_training_split(d, cfg.tokenizer.max_sentences)
     valid = load_split(d, d.valid_split)
     test = load_split(d, d.test_split) if d.test_split else None
     refuse_another_run(cfg, out_dir, train)
@@ -57,6 +60,7 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
         tokenizer = install_parent_tokenizer(cfg, train, out_dir / "tokenizer")
     else:
         tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer", d.cache_dir)
+    train.forget_sample()
     return Prepared(train, valid, test, tokenizer)
 
 
@@ -105,14 +109,17 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
         )
 
 
-def encode_splits(cfg: DictConfig, data: Prepared) -> tuple[EncodedCorpus | SampledSegmentations, EncodedCorpus]:
-    """Training pairs encoded, filtered and cached (data.train's text is let go), or segmented anew
-    each epoch (train.subword_sampling); and the validation pairs."""
+def encode_splits(
+    cfg: DictConfig, data: Prepared, background: bool = True
+) -> tuple[ShardPools | SampledSegmentations, EncodedCorpus]:
+    """The training pairs, encoded and filtered shard by shard into the cache (the first pool now, the rest
+    by a background process while training starts; all now with background=False or without a cache), or
+    segmented anew each epoch (train.subword_sampling); and the validation pairs."""
     start, origin = time.perf_counter(), data.train.origin
     if cfg.train.subword_sampling:
         train = SampledSegmentations(
             data.tokenizer,
-            data.train,
+            data.train.in_memory(),
             cfg.train.subword_sampling,
             cfg.train.seed,
             cfg.data.max_len,
@@ -125,17 +132,33 @@ def encode_splits(cfg: DictConfig, data: Prepared) -> tuple[EncodedCorpus | Samp
             time.perf_counter() - start,
             first.tgt_lens.mean(),
         )
-        pairs = len(first)
+        log.info("train filter: %s", report)
+        if not len(first):
+            raise MTError(f"{origin}: no training pairs left after filtering ({report})")
     else:
-        train, report = cached_encode(
-            data.tokenizer, data.train, cfg.data.max_len, cfg.data.max_len_ratio, cfg.data.cache_dir
-        )
-        log.info("train: encoded in %.1fs", time.perf_counter() - start)
-        data.train = None  # from here on the encoded arrays suffice: let the text go (GBs for WMT-size data)
-        pairs = len(train)
-    log.info("train filter: %s", report)
-    if not pairs:
-        raise MTError(f"{origin}: no training pairs left after filtering ({report})")
+        d = cfg.data
+        shards = EncodedShards(data.tokenizer, data.train, d.max_len, d.max_len_ratio, d.cache_dir)
+        train = ShardPools(shards, max(1, d.pool_pairs // data.train.shard_lines), cfg.train.seed)
+        first_pool = train.plan(0)[0]
+        if background:
+            shards.start([s for pool in train.plan(0) for s in pool])  # in the order the first epoch takes them
+        else:
+            shards.encode_all()
+        for index in first_pool:
+            shards.get(index)
+        if shards.complete:
+            report = shards.report()
+            log.info("train: encoded in %.1fs", time.perf_counter() - start)
+            log.info("train filter: %s", report)
+            if not report.kept:
+                raise MTError(f"{origin}: no training pairs left after filtering ({report})")
+        else:
+            log.info(
+                "train: the first pool (%d of %d shards) encoded in %.1fs; the rest is encoded while training",
+                len(first_pool),
+                shards.count,
+                time.perf_counter() - start,
+            )
     valid, valid_report = encode_corpus(data.tokenizer, data.valid)
     if valid_report.empty:
         log.info("valid: %d pairs with an empty side are left out of the validation loss", valid_report.empty)

@@ -19,6 +19,10 @@ from mt.errors import MTError
 
 log = logging.getLogger(__name__)
 
+# Training pairs are encoded, cached and batched in shards of this many lines: memory for preparation is
+# bounded by a shard, and training starts once the first pool of shards is encoded.
+SHARD_LINES = 50_000
+
 
 @dataclass
 class ParallelCorpus:
@@ -26,9 +30,29 @@ class ParallelCorpus:
     tgt: list[str]
     origin: str  # where it came from, for messages
     _digest: str | None = field(default=None, repr=False, compare=False)
+    shard_lines: int = field(default=SHARD_LINES, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.src)
+
+    @property
+    def shards(self) -> int:
+        return -(-len(self) // self.shard_lines)
+
+    def shard(self, index: int) -> tuple[list[str], list[str]]:
+        """Shard index's lines of both sides (lines index * shard_lines onwards), as AlignedTextFiles gives them."""
+        start = index * self.shard_lines
+        return self.src[start : start + self.shard_lines], self.tgt[start : start + self.shard_lines]
+
+    def tokenizer_sample(self, side: str | None = None) -> list[str]:
+        """The lines a tokenizer is trained on: both sides (src then tgt) or one; sentencepiece samples them."""
+        return self.src + self.tgt if side is None else getattr(self, side)
+
+    def forget_sample(self) -> None:
+        """Nothing to let go: the sample is the corpus."""
+
+    def in_memory(self) -> ParallelCorpus:
+        return self
 
     def digest(self) -> str:
         """Identifies the text: what cached tokenizers and encodings were made from (computed once)."""
@@ -196,6 +220,20 @@ def load_hub(name: str, subset: str | None, split: str, src_lang: str, tgt_lang:
     if not src:
         raise MTError(f"{origin}: empty corpus")
     return ParallelCorpus([s or "" for s in src], [t or "" for t in tgt], origin)
+
+
+def load_training_split(data_cfg, sample_size: int):
+    """The training split: text files are scanned, not loaded (AlignedTextFiles, any size, with a tokenizer
+    sample of up to sample_size lines a side); a hub dataset is loaded as a ParallelCorpus."""
+    if data_cfg.source != "files":
+        return load_split(data_cfg, data_cfg.train_split)
+    from mt.data.text_files import AlignedTextFiles
+
+    folder, split = Path(data_cfg.dir), data_cfg.train_split
+    if not folder.is_dir():
+        raise MTError(f"data.dir={data_cfg.dir}: no such directory")
+    src, tgt = folder / f"{split}.{data_cfg.src_lang}", folder / f"{split}.{data_cfg.tgt_lang}"
+    return AlignedTextFiles(src, tgt, f"{folder / split}.{{{data_cfg.src_lang},{data_cfg.tgt_lang}}}", sample_size)
 
 
 def load_split(data_cfg, split: str) -> ParallelCorpus:

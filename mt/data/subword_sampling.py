@@ -10,10 +10,8 @@ be seeded reproducibly across processes: a resumed run and every DDP rank see th
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import multiprocessing
 import os
-import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
@@ -22,6 +20,7 @@ import numpy as np
 from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
 from mt.data.tokenizer import processor_from_proto
 from mt.errors import MTError
+from mt.host import die_with_parent
 
 LINES_PER_TASK = 2000  # below this a process does not pay for itself
 
@@ -116,16 +115,8 @@ def process_pool(workers: int):
         yield None
         return
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         yield pool
-
-
-def _die_with_parent(parent: int) -> None:
-    """In a pool's process: be sent SIGTERM when the parent dies, even by a signal it cannot catch;
-    otherwise the workers would wait on their queue forever."""
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # it died before the line above
-        os._exit(1)
 
 
 def _is_unigram(tokenizer) -> bool:

@@ -168,8 +168,11 @@ def _train(tok_cfg, corpus) -> Tokenizer:
         "joint" if tok_cfg.joint else "separate",
     )
     if tok_cfg.joint:
-        return Tokenizer(train_sentencepiece(corpus.src + corpus.tgt, tok_cfg))
-    return Tokenizer(train_sentencepiece(corpus.src, tok_cfg), train_sentencepiece(corpus.tgt, tok_cfg))
+        return Tokenizer(train_sentencepiece(corpus.tokenizer_sample(), tok_cfg))
+    return Tokenizer(
+        train_sentencepiece(corpus.tokenizer_sample("src"), tok_cfg),
+        train_sentencepiece(corpus.tokenizer_sample("tgt"), tok_cfg),
+    )
 
 
 def _meta(tokenizer: Tokenizer, key: str) -> dict:

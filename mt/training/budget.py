@@ -29,14 +29,14 @@ class Progress:
         return False
 
 
-def budget_used(p: Progress, tc, epoch_length: int) -> float:
+def budget_used(p: Progress, tc, epoch_fraction: float) -> float:
     """The share of the training budget used so far: of train.max_steps, train.max_time (training
     seconds, summed over resumed runs) or train.max_epochs, whichever runs out first."""
     shares = [p.step / tc.max_steps]
     if tc.max_time:
         shares.append(p.elapsed / tc.max_time)
     if tc.max_epochs:
-        shares.append((p.epoch + p.batch_in_epoch / epoch_length) / tc.max_epochs)
+        shares.append((p.epoch + epoch_fraction) / tc.max_epochs)
     return min(1.0, max(shares))
 
 
@@ -48,13 +48,13 @@ def updates_left(p: Progress, tc, seconds_per_update: float) -> int:
     return left
 
 
-def stop_reason(p: Progress, tc, epoch_length: int, signal_name: str | None) -> str | None:
+def stop_reason(p: Progress, tc, epoch_finished: bool, signal_name: str | None) -> str | None:
     """Why to stop now, or None."""
     if signal_name:
         return f"interrupted by {signal_name}"
     if p.step >= tc.max_steps:
         return f"reached train.max_steps={tc.max_steps}"
-    epochs_done = p.epoch + (p.batch_in_epoch >= epoch_length)
+    epochs_done = p.epoch + epoch_finished
     if tc.max_epochs and epochs_done >= tc.max_epochs:
         return f"reached train.max_epochs={tc.max_epochs}"
     if tc.max_time and p.elapsed >= tc.max_time:

@@ -14,6 +14,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from mt.checkpoint import average_checkpoint_files, save_final
 from mt.config.model import build_model
+from mt.data.order import ShardPools
 from mt.data.prepare import encode_splits, prepare
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha
@@ -110,10 +111,20 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     if not dist.is_main:
         barrier(dist)  # rank 0 trains (or checks) the tokenizer first; the others then reuse it
     data = prepare(cfg, out_dir, write_config=dist.is_main)
-    if dist.is_main:
+    if dist.is_main:  # with several ranks, rank 0 encodes every shard into the cache before the others read it
+        train, valid = encode_splits(cfg, data, background=not dist.enabled)
         barrier(dist)
+    else:
+        train, valid = encode_splits(cfg, data, background=False)
+    try:
+        train_with(cfg, data, train, valid, out_dir, dist, device)
+    finally:
+        if isinstance(train, ShardPools):
+            train.shards.close()  # a run that ends before its encoder leaves the rest to the next run
+
+
+def train_with(cfg: DictConfig, data, train, valid, out_dir: Path, dist: Dist, device: torch.device) -> None:
     tok = data.tokenizer
-    train, valid = encode_splits(cfg, data)
     model = build_model(cfg.model, tok)
     if cfg.train.init_from:
         load_parent_weights(model, cfg)  # a resumed fine-tune then takes its own last.pt's

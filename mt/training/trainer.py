@@ -19,7 +19,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mt import fastpath
 from mt.config.model import model_options
-from mt.data.batching import DataOrder, EncodedCorpus, collate
+from mt.data.batching import EncodedCorpus, collate
+from mt.data.order import DataOrder, ShardPools
 from mt.data.sources import ParallelCorpus
 from mt.data.subword_sampling import SampledSegmentations
 from mt.data.tokenizer import PAD
@@ -54,7 +55,7 @@ class Trainer:
         cfg,
         model,
         tokenizer,
-        train_data: EncodedCorpus | SampledSegmentations,
+        train_data: ShardPools | EncodedCorpus | SampledSegmentations,
         valid_data: EncodedCorpus,
         valid_text: ParallelCorpus,
         run_dir: Path,
@@ -190,13 +191,13 @@ class Trainer:
 
     def budget_used(self) -> float:
         p = self.progress
-        return budget_used(p, self.tc, self.data_order.epoch_length(p.epoch))
+        return budget_used(p, self.tc, self.data_order.epoch_fraction(p))
 
     def should_stop(self) -> str | None:
         """Why to stop now, or None. With several ranks, all stop when any would (signals and
         wall-clock time can differ between processes)."""
         p = self.progress
-        reason = stop_reason(p, self.tc, self.data_order.epoch_length(p.epoch), self.stop_request.signal_name)
+        reason = stop_reason(p, self.tc, self.data_order.epoch_finished(p), self.stop_request.signal_name)
         if self.dist.enabled and sum_across([float(reason is not None)], self.dist, self.device)[0] > 0:
             reason = reason or "another rank stopped"
         return reason
@@ -268,14 +269,16 @@ class Trainer:
         return self.progress
 
     def _log_start(self) -> None:
-        pairs, batches = self.data_order.epoch(self.progress.epoch)
-        sampling = (
-            f" (segmentation sampled per epoch, alpha {self.tc.subword_sampling:g})" if self.tc.subword_sampling else ""
-        )
-        log.info(
-            f"training: {len(pairs)} pairs{sampling}, {len(batches)} batches/epoch, peak lr {self.peak_lr:.2e}, "
-            f"{self.tc.precision} on {self.device}"
-        )
+        pools = self.data_order.pools
+        if pools.pool_count == 1:
+            pairs, batches = self.data_order.pool_batches(self.progress.epoch, 0)
+            sampling = f" (segmentation sampled per epoch, alpha {self.tc.subword_sampling:g})" * bool(
+                self.tc.subword_sampling
+            )
+            data = f"{len(pairs):,} pairs{sampling}, {len(batches):,} batches/epoch"
+        else:
+            data = f"{len(pools.shards.corpus):,} lines dealt into {pools.pool_count} pools an epoch"
+        log.info(f"training: {data}, peak lr {self.peak_lr:.2e}, {self.tc.precision} on {self.device}")
         parameters = sum(p.numel() for p in self.model.parameters())
         if self.device.type == "cpu" and parameters > 20e6:
             log.info(

@@ -1,0 +1,137 @@
+"""Which batches training takes, in which order.
+
+A corpus that fits one pool (data.pool_pairs) is batched as a whole each epoch. A bigger one is
+trained on pool by pool: each epoch deals its shards, shuffled, into pools of pool_pairs pairs drawn
+from all over the corpus, batches each pool by length and shuffles its batches - as OpenNMT-py's
+buckets and Marian's maxi-batches do, so that training starts after one pool is encoded and memory
+never holds more than a pool. Everything is a pure function of (seed, epoch): a resumed run takes
+the same batches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mt.data.batching import EncodedCorpus, Ragged, token_batches
+from mt.errors import MTError
+
+
+class ShardPools:
+    """The encoded shards (EncodedShards) of a corpus, dealt into pools for each epoch."""
+
+    def __init__(self, shards, pool_shards: int, seed: int):
+        self.shards, self.pool_shards, self.seed = shards, max(1, pool_shards), seed
+
+    @property
+    def pool_count(self) -> int:
+        return -(-self.shards.count // self.pool_shards)
+
+    def plan(self, epoch: int) -> list[list[int]]:
+        """The shards of each of the epoch's pools: in file order if they make one pool, else shuffled."""
+        n = self.shards.count
+        if n <= self.pool_shards:
+            return [list(range(n))]
+        order = np.random.default_rng([self.seed, epoch, 1]).permutation(n).tolist()
+        return [order[i : i + self.pool_shards] for i in range(0, n, self.pool_shards)]
+
+    def pool(self, epoch: int, index: int) -> EncodedCorpus:
+        parts = [self.shards.get(s)[0] for s in self.plan(epoch)[index]]
+        if len(parts) == 1:
+            return parts[0]
+        return EncodedCorpus(
+            Ragged.concatenate([p.src for p in parts]),
+            Ragged.concatenate([p.tgt for p in parts]),
+            np.concatenate([p.line_numbers for p in parts]),
+        )
+
+    def share(self, epoch: int, index: int) -> float:
+        """The pool's share of the epoch's lines (before filtering)."""
+        return float(sum(self.shards.lines[s] for s in self.plan(epoch)[index]) / self.shards.lines.sum())
+
+    def empty_error(self) -> MTError:
+        return MTError(f"{self.shards.corpus.origin}: no training pairs left after filtering ({self.shards.report()})")
+
+
+class WholeCorpus:
+    """An EncodedCorpus, or SampledSegmentations (segmented anew each epoch), as an epoch of one pool."""
+
+    pool_count = 1
+
+    def __init__(self, source):
+        self.source = source
+
+    def pool(self, epoch: int, index: int) -> EncodedCorpus:
+        return self.source.for_epoch(epoch)
+
+    def share(self, epoch: int, index: int) -> float:
+        return 1.0
+
+    def empty_error(self) -> MTError:
+        return MTError("no training pairs left after filtering")
+
+
+class DataOrder:
+    """The batches of each epoch, pool after pool; a position is (progress.epoch, progress.batch_in_epoch)."""
+
+    def __init__(self, source, max_tokens: int, seed: int):
+        self.pools = source if isinstance(source, ShardPools) else WholeCorpus(source)
+        self.max_tokens, self.seed = max_tokens, seed
+        self._current: tuple[int, int, EncodedCorpus, list[np.ndarray]] | None = None
+        self._counts: tuple[int, list[int]] = (-1, [])  # batches in each pool of an epoch, found so far
+
+    def pool_batches(self, epoch: int, index: int) -> tuple[EncodedCorpus, list[np.ndarray]]:
+        """A pool's pairs and its batches (index arrays into those pairs), shuffled."""
+        if self._current is None or self._current[:2] != (epoch, index):
+            corpus = self.pools.pool(epoch, index)
+            seed = [self.seed, epoch] if self.pools.pool_count == 1 else [self.seed, epoch, index]
+            batches = token_batches(corpus.src_lens, corpus.tgt_lens, self.max_tokens, np.random.default_rng(seed))
+            self._current = (epoch, index, corpus, batches)
+        return self._current[2], self._current[3]
+
+    def _count(self, epoch: int, index: int) -> int:
+        if self._counts[0] != epoch:
+            self._counts = (epoch, [])
+        counts = self._counts[1]
+        while len(counts) <= index:
+            counts.append(len(self.pool_batches(epoch, len(counts))[1]))
+        return counts[index]
+
+    def locate(self, epoch: int, batch: int) -> tuple[int, int]:
+        """(pool, batch within it) of the epoch's batch number `batch`; (pool_count, 0) past its end."""
+        for index in range(self.pools.pool_count):
+            n = self._count(epoch, index)
+            if batch < n:
+                return index, batch
+            batch -= n
+        return self.pools.pool_count, 0
+
+    def epoch_length(self, epoch: int) -> int:
+        return sum(self._count(epoch, i) for i in range(self.pools.pool_count))
+
+    def epoch_finished(self, progress) -> bool:
+        return self.locate(progress.epoch, progress.batch_in_epoch)[0] == self.pools.pool_count
+
+    def epoch_fraction(self, progress) -> float:
+        """How much of the current epoch is done, by its lines (exact at every pool's edge)."""
+        index, offset = self.locate(progress.epoch, progress.batch_in_epoch)
+        done = sum(self.pools.share(progress.epoch, i) for i in range(index))
+        if index == self.pools.pool_count:
+            return 1.0
+        return done + self.pools.share(progress.epoch, index) * (offset / self._count(progress.epoch, index))
+
+    def take(self, progress, count: int) -> list[tuple[EncodedCorpus, np.ndarray]]:
+        """The next `count` batches (one update's worth) as (pairs, indices), advancing
+        progress.epoch / batch_in_epoch."""
+        out = []
+        while len(out) < count:
+            index, offset = self.locate(progress.epoch, progress.batch_in_epoch)
+            if index == self.pools.pool_count:
+                if progress.batch_in_epoch == 0:
+                    raise self.pools.empty_error()
+                progress.epoch += 1
+                progress.batch_in_epoch = 0
+                continue
+            corpus, batches = self.pool_batches(progress.epoch, index)
+            out.append((corpus, batches[offset]))
+            progress.batch_in_epoch += 1
+        return out

@@ -1,0 +1,162 @@
+"""A line-aligned pair of text files of any size, never held in memory: one pass checks them (UTF-8,
+alignment), identifies their text, notes where every shard of lines starts and draws the tokenizer's
+sample; shards are then read back one at a time, by seeking.
+
+Lines are what read_lines gives: split on "\\n" only, a leading byte-order mark dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from mt.data.sources import SHARD_LINES, ParallelCorpus, _open_text_file, split_lines
+from mt.errors import MTError
+
+BLOCK_BYTES = 16 << 20  # read this much at a time: memory for the scan does not grow with the file
+BOM = "\ufeff".encode()
+
+
+class ScannedSide:
+    """One file's scan: its line count, the byte offset of every shard's first line, and its sample."""
+
+    def __init__(self, path: Path, lines: int, shard_starts: np.ndarray, end: int, sample: list[bytes]):
+        self.path, self.lines, self.shard_starts, self.end = path, lines, shard_starts, end
+        self.sample = sample
+
+    def read(self, shard: int) -> list[str]:
+        """The lines of one shard (decoded; an error names the file and line)."""
+        start = int(self.shard_starts[shard])
+        stop = int(self.shard_starts[shard + 1]) if shard + 1 < len(self.shard_starts) else self.end
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            raw = f.read(stop - start)
+        try:
+            return split_lines(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:  # the file changed since it was scanned
+            line = 1 + raw.count(b"\n", 0, err.start)
+            raise MTError(f"{self.path}: changed while in use (invalid UTF-8 in shard {shard}, line {line})") from None
+
+
+def scan_file(path: Path, shard_lines: int, sample_size: int, seed: int, digest, block_bytes: int = BLOCK_BYTES):
+    """Read path once, in blocks: check every byte is UTF-8 (the error names the line), count lines, note
+    where each shard of shard_lines lines starts, add the text to digest (a hashlib object, updated as
+    ParallelCorpus.digest updates it for one side) and keep a uniform sample of up to sample_size lines."""
+    digest.update(b"\x00side\x00")
+    scan = _Scan(path, shard_lines, sample_size, seed)
+    carry = b""
+    with _open_text_file(path) as f:
+        block = f.read(block_bytes)
+        if block.startswith(BOM):
+            block, scan.position = block[len(BOM) :], len(BOM)
+        while block:
+            block = carry + block
+            cut = block.rfind(b"\n") + 1  # the block's complete lines; the rest waits for the next read
+            carry, block = block[cut:], block[:cut]
+            scan.add(block)
+            digest.update(block)
+            block = f.read(block_bytes)
+    end = scan.position + len(carry)
+    if carry:  # a last line without its newline
+        scan.add(carry + b"\n")
+        digest.update(carry + b"\n")
+    return ScannedSide(path, scan.lines, np.array(scan.starts, dtype=np.int64), end, scan.sample)
+
+
+class _Scan:
+    """What scan_file has found so far."""
+
+    def __init__(self, path: Path, shard_lines: int, sample_size: int, seed: int):
+        self.path, self.shard_lines, self.sample_size = path, shard_lines, sample_size
+        self.rng = np.random.default_rng(seed)
+        self.lines = 0  # complete lines before the next block
+        self.position = 0  # the file offset of the next block's first byte
+        self.starts: list[int] = []  # each shard's first byte
+        self.sample: list[bytes] = []
+
+    def add(self, block: bytes) -> None:
+        """A block of whole lines: checked, shard starts noted, sampled."""
+        if not block:
+            return
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = self.lines + 1 + block.count(b"\n", 0, err.start)
+            raise MTError(f"{self.path}:{line}: invalid UTF-8 (byte 0x{block[err.start]:02x})") from None
+        ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)  # each line's "\n"
+        begins = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+        first_start = -self.lines % self.shard_lines  # a shard starts at every line number divisible by shard_lines
+        self.starts.extend((self.position + begins[first_start :: self.shard_lines]).tolist())
+        self._reservoir(block, begins, ends)
+        self.lines += len(ends)
+        self.position += len(block)
+
+    def _reservoir(self, block: bytes, begins: np.ndarray, ends: np.ndarray) -> None:
+        """Algorithm R over this block's lines: after it, the sample is a uniform draw of sample_size lines
+        from all lines so far (all of them while there are fewer)."""
+        count, size = len(ends), self.sample_size
+        fill = min(max(size - len(self.sample), 0), count)
+        self.sample.extend(block[begins[i] : ends[i]] for i in range(fill))
+        if fill == count:
+            return
+        index = np.arange(fill, count)
+        slots = self.rng.integers(0, self.lines + index + 1)  # line lines+i takes slot j if j < size
+        taken = slots < size
+        for i, slot in zip(index[taken].tolist(), slots[taken].tolist()):
+            self.sample[slot] = block[begins[i] : ends[i]]
+
+
+class AlignedTextFiles:
+    """The training split as two line-aligned files, scanned once: what a ParallelCorpus offers for
+    preparation (length, origin, digest, the tokenizer's sample, lines by shard) without holding the text."""
+
+    def __init__(
+        self, src_path: Path, tgt_path: Path, origin: str, sample_size: int, shard_lines: int = SHARD_LINES, seed=1
+    ):
+        self.origin, self.shard_lines = origin, shard_lines
+        text = hashlib.sha256()  # both sides, one after the other, as ParallelCorpus.digest hashes them
+        self.src_file = scan_file(src_path, shard_lines, sample_size, seed, text)
+        self.tgt_file = scan_file(tgt_path, shard_lines, sample_size, seed + 1, text)
+        self._digest = text.hexdigest()
+        if self.src_file.lines != self.tgt_file.lines:
+            raise MTError(
+                f"{src_path} has {self.src_file.lines} lines but {tgt_path} has {self.tgt_file.lines}: the files "
+                "must be line-aligned"
+            )
+        if not self.src_file.lines:
+            raise MTError(f"{src_path}: empty corpus")
+
+    def __len__(self) -> int:
+        return self.src_file.lines
+
+    def digest(self) -> str:
+        return self._digest
+
+    @property
+    def shards(self) -> int:
+        return len(self.src_file.shard_starts)
+
+    def shard(self, index: int) -> tuple[list[str], list[str]]:
+        """Shard index's lines of both sides (lines index * shard_lines onwards)."""
+        return self.src_file.read(index), self.tgt_file.read(index)
+
+    def tokenizer_sample(self, side: str | None = None) -> list[str]:
+        """The lines a tokenizer is trained on: every line of both sides (src then tgt, or of one side) while
+        they fit the sample size; else a uniform sample of that size from each side."""
+        sides = [self.src_file, self.tgt_file] if side is None else [getattr(self, f"{side}_file")]
+        return [line.decode("utf-8") for s in sides for line in s.sample]
+
+    def forget_sample(self) -> None:
+        """Let the tokenizer's sample go once the tokenizer is made (hundreds of MB on a big corpus)."""
+        self.src_file.sample, self.tgt_file.sample = [], []
+
+    def in_memory(self) -> ParallelCorpus:
+        """Every line, held as Python strings (what subword sampling's n-best tables are made from)."""
+        src, tgt = [], []
+        for index in range(self.shards):
+            s, t = self.shard(index)
+            src += s
+            tgt += t
+        return ParallelCorpus(src, tgt, self.origin, self._digest, self.shard_lines)
