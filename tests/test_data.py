@@ -4,8 +4,16 @@ import pytest
 
 from mt.config.schema import DataConfig
 from mt.data import sources as data
-from mt.data.sources import load_files, load_split, read_lines
+from mt.data.sources import load_files, load_split, load_training_split, read_lines
 from mt.errors import MTError
+
+# Both ways a split is read from files: loaded (valid and test), or scanned in blocks (the training split).
+LOADERS = {
+    "loaded": lambda folder, split: load_files(str(folder), split, "de", "en"),
+    "scanned": lambda folder, split: load_training_split(
+        DataConfig(source="files", dir=str(folder), train_split=split), sample_size=100
+    ),
+}
 
 
 def write(path, content: bytes):
@@ -34,30 +42,33 @@ def test_last_line_without_newline_and_bom(tmp_path):
         (lambda d: write(d / "train.de", b"\x00\x01\x02\x00" * 100), "binary file"),
     ],
 )
-def test_file_errors_name_the_file(tmp_path, setup, message):
+@pytest.mark.parametrize("loader", LOADERS)
+def test_file_errors_name_the_file(tmp_path, setup, message, loader):
     setup(tmp_path)
     (tmp_path / "train.en").write_text("good\n")
     with pytest.raises(MTError, match=message) as err:
-        load_files(str(tmp_path), "train", "de", "en")
-    assert "train.de" in str(err.value)
+        LOADERS[loader](tmp_path, "train")
+    assert "train.de" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_line_count_mismatch_and_empty_corpus(tmp_path):
+@pytest.mark.parametrize("loader", LOADERS)
+def test_line_count_mismatch_and_empty_corpus(tmp_path, loader):
     (tmp_path / "train.de").write_text("a\nb\n")
     (tmp_path / "train.en").write_text("a\n")
     with pytest.raises(MTError, match=r"train.de has 2 lines but .*train.en has 1"):
-        load_files(str(tmp_path), "train", "de", "en")
+        LOADERS[loader](tmp_path, "train")
     (tmp_path / "train.en").write_text("a\nb\n")
-    assert len(load_files(str(tmp_path), "train", "de", "en")) == 2
+    assert len(LOADERS[loader](tmp_path, "train")) == 2
     (tmp_path / "valid.de").write_text("")
     (tmp_path / "valid.en").write_text("")
     with pytest.raises(MTError, match="empty corpus"):
-        load_files(str(tmp_path), "valid", "de", "en")
+        LOADERS[loader](tmp_path, "valid")
 
 
-def test_missing_data_dir(tmp_path):
+@pytest.mark.parametrize("loader", LOADERS)
+def test_missing_data_dir(tmp_path, loader):
     with pytest.raises(MTError, match="no such directory"):
-        load_files(str(tmp_path / "nope"), "train", "de", "en")
+        LOADERS[loader](tmp_path / "nope", "train")
 
 
 def test_hub_offline_fails_fast_with_a_hint(monkeypatch):

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -202,3 +203,42 @@ def test_a_corpus_filtered_to_nothing_is_one_line(tok):
     order = DataOrder(ShardPools(_encoded_here(tok, nothing), pool_shards=1, seed=1), max_tokens=60, seed=1)
     with pytest.raises(MTError, match=r"^empty\.txt: no training pairs left after filtering \(kept 0 of 5 pairs"):
         order.take(Progress(), 1)
+
+
+def test_multi30k_streamed_in_shards_is_multi30k_loaded_and_encoded(tmp_path):
+    """The shipped corpus, scanned and encoded in 5 shards, equals it loaded whole and encoded at once:
+    the same pairs, ids, filter counts and line numbers, and the same tokenizer trained from either."""
+    from mt.data.sources import load_files
+
+    loaded = load_files("data/multi30k", "train", "de", "en")
+    scanned = AlignedTextFiles(
+        Path("data/multi30k/train.de"), Path("data/multi30k/train.en"), "m", sample_size=100_000, shard_lines=7000
+    )
+    assert scanned.digest() == loaded.digest() and scanned.tokenizer_sample() == loaded.tokenizer_sample()
+    cfg = OmegaConf.structured(TokenizerConfig(vocab_size=1000))
+    tok = build_tokenizer(cfg, scanned, tmp_path / "tok")
+    assert tok.src_proto == build_tokenizer(cfg, loaded, tmp_path / "tok2").src_proto
+    whole, report = encode_corpus(tok, loaded, 40, 1.5)
+    shards = EncodedShards(tok, scanned, 40, 1.5, str(tmp_path / "cache"))
+    shards.encode_all()
+    assert shards.count == 5 and shards.report() == report and report.bad_ratio > 0
+    expected = [(int(n), whole.src[i].tolist(), whole.tgt[i].tolist()) for i, n in enumerate(whole.line_numbers)]
+    assert concatenated(shards) == expected
+
+
+def test_a_scan_is_kept_until_its_files_change(tmp_path, monkeypatch):
+    from mt.data import text_files
+
+    pairs = make_pairs(30, seed=2)
+    first = aligned(tmp_path, [s for s, _ in pairs], [t for _, t in pairs], shard_lines=8, cache_dir=str(tmp_path))
+    monkeypatch.setattr(text_files, "scan_file", lambda *a, **k: pytest.fail("scanned again"))
+    again = AlignedTextFiles(tmp_path / "train.de", tmp_path / "train.en", "train", 1000, 8, cache_dir=str(tmp_path))
+    assert again.digest() == first.digest() and len(again) == 30
+    assert [again.shard(i) for i in range(4)] == [first.shard(i) for i in range(4)]
+    monkeypatch.undo()
+    assert again.tokenizer_sample() == first.tokenizer_sample()  # the sample needs the scan: done now
+
+    changed = tmp_path / "train.en"
+    changed.write_text(changed.read_text().replace("dog", "cat"))  # same size, in place: its time tells
+    after = AlignedTextFiles(tmp_path / "train.de", changed, "train", 1000, 8, cache_dir=str(tmp_path))
+    assert after.digest() != first.digest()

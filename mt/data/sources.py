@@ -233,7 +233,8 @@ def load_training_split(data_cfg, sample_size: int):
     if not folder.is_dir():
         raise MTError(f"data.dir={data_cfg.dir}: no such directory")
     src, tgt = folder / f"{split}.{data_cfg.src_lang}", folder / f"{split}.{data_cfg.tgt_lang}"
-    return AlignedTextFiles(src, tgt, f"{folder / split}.{{{data_cfg.src_lang},{data_cfg.tgt_lang}}}", sample_size)
+    origin = f"{folder / split}.{{{data_cfg.src_lang},{data_cfg.tgt_lang}}}"
+    return AlignedTextFiles(src, tgt, origin, sample_size, cache_dir=data_cfg.cache_dir)
 
 
 def load_split(data_cfg, split: str) -> ParallelCorpus:

@@ -8,12 +8,18 @@ Lines are what read_lines gives: split on "\\n" only, a leading byte-order mark 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from mt.data.sources import SHARD_LINES, ParallelCorpus, _open_text_file, split_lines
 from mt.errors import MTError
+
+log = logging.getLogger(__name__)
 
 BLOCK_BYTES = 16 << 20  # read this much at a time: memory for the scan does not grow with the file
 BOM = "\ufeff".encode()
@@ -22,7 +28,7 @@ BOM = "\ufeff".encode()
 class ScannedSide:
     """One file's scan: its line count, the byte offset of every shard's first line, and its sample."""
 
-    def __init__(self, path: Path, lines: int, shard_starts: np.ndarray, end: int, sample: list[bytes]):
+    def __init__(self, path: Path, lines: int, shard_starts: np.ndarray, end: int, sample: list[bytes] | None):
         self.path, self.lines, self.shard_starts, self.end = path, lines, shard_starts, end
         self.sample = sample
 
@@ -110,15 +116,33 @@ class _Scan:
 
 class AlignedTextFiles:
     """The training split as two line-aligned files, scanned once: what a ParallelCorpus offers for
-    preparation (length, origin, digest, the tokenizer's sample, lines by shard) without holding the text."""
+    preparation (length, origin, digest, the tokenizer's sample, lines by shard) without holding the text.
+
+    With a cache_dir the scan's findings are kept there, keyed by the files' paths, sizes and modification
+    times: a later run on the same unchanged files skips the scan (26 s for 5.5 GB on 2 cores), and scans
+    again only if it needs the tokenizer's sample."""
 
     def __init__(
-        self, src_path: Path, tgt_path: Path, origin: str, sample_size: int, shard_lines: int = SHARD_LINES, seed=1
+        self,
+        src_path: Path,
+        tgt_path: Path,
+        origin: str,
+        sample_size: int,
+        shard_lines: int = SHARD_LINES,
+        seed: int = 1,
+        cache_dir: str | None = None,
     ):
         self.origin, self.shard_lines = origin, shard_lines
+        self._scan_args = (src_path, tgt_path, sample_size, seed)
+        self._saved = _scan_record_path(src_path, tgt_path, shard_lines, cache_dir)
+        if self._saved is None or not self._load_scan():
+            self._scan()
+
+    def _scan(self) -> None:
+        src_path, tgt_path, sample_size, seed = self._scan_args
         text = hashlib.sha256()  # both sides, one after the other, as ParallelCorpus.digest hashes them
-        self.src_file = scan_file(src_path, shard_lines, sample_size, seed, text)
-        self.tgt_file = scan_file(tgt_path, shard_lines, sample_size, seed + 1, text)
+        self.src_file = scan_file(src_path, self.shard_lines, sample_size, seed, text)
+        self.tgt_file = scan_file(tgt_path, self.shard_lines, sample_size, seed + 1, text)
         self._digest = text.hexdigest()
         if self.src_file.lines != self.tgt_file.lines:
             raise MTError(
@@ -127,6 +151,25 @@ class AlignedTextFiles:
             )
         if not self.src_file.lines:
             raise MTError(f"{src_path}: empty corpus")
+        if self._saved is not None:
+            record = {"digest": self._digest}
+            for name, side in (("src", self.src_file), ("tgt", self.tgt_file)):
+                record[name] = {"lines": side.lines, "end": side.end, "shard_starts": side.shard_starts.tolist()}
+            _write_atomically(self._saved, json.dumps(record))
+
+    def _load_scan(self) -> bool:
+        try:
+            record = json.loads(self._saved.read_text())
+        except (OSError, ValueError):
+            return False
+        src_path, tgt_path = self._scan_args[:2]
+        self._digest = record["digest"]
+        for name, path in (("src", src_path), ("tgt", tgt_path)):
+            side = record[name]
+            starts = np.array(side["shard_starts"], dtype=np.int64)
+            setattr(self, f"{name}_file", ScannedSide(path, side["lines"], starts, side["end"], None))
+        log.info("data: %s as scanned before (unchanged since)", self.origin)
+        return True
 
     def __len__(self) -> int:
         return self.src_file.lines
@@ -145,6 +188,8 @@ class AlignedTextFiles:
     def tokenizer_sample(self, side: str | None = None) -> list[str]:
         """The lines a tokenizer is trained on: every line of both sides (src then tgt, or of one side) while
         they fit the sample size; else a uniform sample of that size from each side."""
+        if self.src_file.sample is None:  # the scan was read from the cache: scan again for the sample
+            self._scan()
         sides = [self.src_file, self.tgt_file] if side is None else [getattr(self, f"{side}_file")]
         return [line.decode("utf-8") for s in sides for line in s.sample]
 
@@ -160,3 +205,27 @@ class AlignedTextFiles:
             src += s
             tgt += t
         return ParallelCorpus(src, tgt, self.origin, self._digest, self.shard_lines)
+
+
+def _scan_record_path(src: Path, tgt: Path, shard_lines: int, cache_dir: str | None) -> Path | None:
+    """Where a scan of these files, as they are now, is kept (None without a cache or a file to stat)."""
+    if not cache_dir:
+        return None
+    try:
+        stats = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ino) for p in (src, tgt)]
+    except OSError:
+        return None  # the scan says what is wrong
+    key = hashlib.sha256(repr((stats, shard_lines)).encode()).hexdigest()[:24]
+    return Path(cache_dir) / "scans" / f"{key}.json"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """A cache that cannot be written costs the next run a scan, nothing more."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as err:
+        log.warning("data: scan not cached in %s (%s)", path.parent, err.strerror or err)
