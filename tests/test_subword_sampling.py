@@ -16,7 +16,7 @@ from mt.data import subword_sampling
 from mt.data.batching import encode_corpus
 from mt.data.order import DataOrder
 from mt.data.sources import ParallelCorpus
-from mt.data.subword_sampling import SampledSegmentations
+from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.tokenizer import build_tokenizer
 from mt.errors import MTError
 from mt.training.budget import Progress
@@ -139,3 +139,61 @@ def test_resume_with_sampling_gives_the_losses_of_one_run(tiny_corpus, tmp_path)
     assert {r["step"]: r["loss"] for r in records(resumed)} == {r["step"]: r["loss"] for r in records(straight)}
     stopped = next(r for r in records(straight) if r["step"] == 25)
     assert 0 < stopped["epoch"] < records(straight)[-1]["epoch"]  # resumed mid-run, across epochs
+
+
+def sampled_pools(tok, corpus, seed=1, workers=1, alpha=0.2):
+    return SampledPools(tok, corpus, alpha=alpha, seed=seed, pool_shards=2, workers=workers)
+
+
+def test_a_corpus_bigger_than_a_pool_is_sampled_pool_by_pool_and_resumes_alike(tmp_path, monkeypatch):
+    """Each pool's segmentation is drawn when it comes up: every line once an epoch, spelled as in the text,
+    the same from a fresh instance (a resumed run), with processes or without, and another next epoch."""
+    corpus, tok = corpus_and_tokenizer(tmp_path)
+    corpus.shard_lines = 60  # 7 shards: 4 pools of 2 shards
+    pools = sampled_pools(tok, corpus)
+    try:
+        assert pools.pool_count == 4
+        lines, texts = [], []
+        for index in range(4):
+            pool = pools.pool(0, index)
+            lines += pool.line_numbers.tolist()
+            texts += tok.decode_tgt([list(pool.tgt[i]) for i in range(len(pool))])
+        assert sorted(lines) == list(range(1, 401))
+        assert texts == [corpus.tgt[n - 1] for n in lines]
+        epoch0 = pieces(pools.pool(0, 2))
+        assert pieces(pools.pool(1, 2)) != epoch0
+    finally:
+        pools.close()
+    monkeypatch.setattr(subword_sampling, "LINES_PER_TASK", 32)  # the pools' 120 lines in 4 tasks
+    fresh = sampled_pools(tok, corpus, workers=2)
+    try:
+        assert pieces(fresh.pool(0, 2)) == epoch0
+    finally:
+        fresh.close()
+    sharp = sampled_pools(tok, corpus, alpha=100.0)
+    try:
+        best = encode_corpus(tok, corpus)[0]
+        pool = sharp.pool(0, 1)
+        assert pieces(pool) == [tuple(best.tgt[n - 1]) for n in pool.line_numbers]
+    finally:
+        sharp.close()
+
+
+def batch_pieces(taken) -> list:
+    return [[pairs.tgt[int(k)].tolist() for k in indices] for pairs, indices in taken]
+
+
+def test_data_order_over_sampled_pools_resumes_mid_epoch(tmp_path):
+    corpus, tok = corpus_and_tokenizer(tmp_path)
+    corpus.shard_lines = 60
+    straight, resumed = sampled_pools(tok, corpus), sampled_pools(tok, corpus)
+    try:
+        order = DataOrder(straight, max_tokens=300, seed=1)
+        length = order.epoch_length(1)
+        order.take(Progress(epoch=1), length // 2)
+        ahead = order.take(Progress(epoch=1, batch_in_epoch=length // 2), 6)
+        again = DataOrder(resumed, max_tokens=300, seed=1).take(Progress(epoch=1, batch_in_epoch=length // 2), 6)
+        assert batch_pieces(ahead) == batch_pieces(again) and len(ahead) == 6
+    finally:
+        straight.close()
+        resumed.close()

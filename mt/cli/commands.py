@@ -60,7 +60,7 @@ def translate_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--chunk-lines",
         type=int,
-        default=10_000,
+        default=2_000,
         help="read, translate and write this many lines at a time (sorted by length within): memory stays flat",
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")

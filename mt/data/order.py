@@ -16,23 +16,32 @@ from mt.data.batching import EncodedCorpus, Ragged, token_batches
 from mt.errors import MTError
 
 
+def deal(shards: int, pool_shards: int, seed: int, epoch: int) -> list[list[int]]:
+    """The shards of each of an epoch's pools: in file order if they make one pool, else shuffled."""
+    if shards <= pool_shards:
+        return [list(range(shards))]
+    order = np.random.default_rng([seed, epoch, 1]).permutation(shards).tolist()
+    return [order[i : i + pool_shards] for i in range(0, shards, pool_shards)]
+
+
+def shard_lines(corpus) -> np.ndarray:
+    """The lines of each shard of a corpus (AlignedTextFiles or ParallelCorpus)."""
+    return np.minimum(corpus.shard_lines, len(corpus) - np.arange(corpus.shards) * corpus.shard_lines)
+
+
 class ShardPools:
     """The encoded shards (EncodedShards) of a corpus, dealt into pools for each epoch."""
 
     def __init__(self, shards, pool_shards: int, seed: int):
         self.shards, self.pool_shards, self.seed = shards, max(1, pool_shards), seed
+        self.corpus = shards.corpus
 
     @property
     def pool_count(self) -> int:
         return -(-self.shards.count // self.pool_shards)
 
     def plan(self, epoch: int) -> list[list[int]]:
-        """The shards of each of the epoch's pools: in file order if they make one pool, else shuffled."""
-        n = self.shards.count
-        if n <= self.pool_shards:
-            return [list(range(n))]
-        order = np.random.default_rng([self.seed, epoch, 1]).permutation(n).tolist()
-        return [order[i : i + self.pool_shards] for i in range(0, n, self.pool_shards)]
+        return deal(self.shards.count, self.pool_shards, self.seed, epoch)
 
     def pool(self, epoch: int, index: int) -> EncodedCorpus:
         parts = [self.shards.get(s)[0] for s in self.plan(epoch)[index]]
@@ -49,7 +58,10 @@ class ShardPools:
         return float(sum(self.shards.lines[s] for s in self.plan(epoch)[index]) / self.shards.lines.sum())
 
     def empty_error(self) -> MTError:
-        return MTError(f"{self.shards.corpus.origin}: no training pairs left after filtering ({self.shards.report()})")
+        return MTError(f"{self.corpus.origin}: no training pairs left after filtering ({self.shards.report()})")
+
+    def close(self) -> None:
+        self.shards.close()
 
 
 class WholeCorpus:
@@ -74,7 +86,7 @@ class DataOrder:
     """The batches of each epoch, pool after pool; a position is (progress.epoch, progress.batch_in_epoch)."""
 
     def __init__(self, source, max_tokens: int, seed: int):
-        self.pools = source if isinstance(source, ShardPools) else WholeCorpus(source)
+        self.pools = source if hasattr(source, "plan") else WholeCorpus(source)  # pools, or one corpus
         self.max_tokens, self.seed = max_tokens, seed
         self._current: tuple[int, int, EncodedCorpus, list[np.ndarray]] | None = None
         self._counts: tuple[int, list[int]] = (-1, [])  # batches in each pool of an epoch, found so far

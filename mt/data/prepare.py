@@ -19,7 +19,7 @@ from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.order import ShardPools
 from mt.data.shards import EncodedShards
 from mt.data.sources import ParallelCorpus, load_split, load_training_split
-from mt.data.subword_sampling import SampledSegmentations
+from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import Tokenizer, build_tokenizer, fingerprint
 from mt.errors import MTError
@@ -111,34 +111,38 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
 
 def encode_splits(
     cfg: DictConfig, data: Prepared, background: bool = True
-) -> tuple[ShardPools | SampledSegmentations, EncodedCorpus]:
+) -> tuple[ShardPools | SampledSegmentations | SampledPools, EncodedCorpus]:
     """The training pairs, encoded and filtered shard by shard into the cache (the first pool now, the rest
     by a background process while training starts; all now with background=False or without a cache), or
     segmented anew each epoch (train.subword_sampling); and the validation pairs."""
     start, origin = time.perf_counter(), data.train.origin
+    pool_shards = max(1, cfg.data.pool_pairs // data.train.shard_lines)
     if cfg.train.subword_sampling:
-        train = SampledSegmentations(
-            data.tokenizer,
-            data.train.in_memory(),
-            cfg.train.subword_sampling,
-            cfg.train.seed,
-            cfg.data.max_len,
-            cfg.data.max_len_ratio,
-            workers=torch.get_num_threads(),  # the CPU share this run may use (train.threads, OMP_NUM_THREADS)
-        )
-        first, report = train.with_report(0)
+        workers = torch.get_num_threads()  # the CPU share this run may use (train.threads, OMP_NUM_THREADS)
+        options = dict(max_len=cfg.data.max_len, max_ratio=cfg.data.max_len_ratio, workers=workers)
+        if data.train.shards <= pool_shards:  # one pool: every sentence's candidates found once, held
+            train = SampledSegmentations(
+                data.tokenizer, data.train.in_memory(), cfg.train.subword_sampling, cfg.train.seed, **options
+            )
+            first, report = train.with_report(0)
+        else:
+            train = SampledPools(
+                data.tokenizer, data.train, cfg.train.subword_sampling, cfg.train.seed, pool_shards, **options
+            )
+            first, report = train.with_report(0, 0)
         log.info(
-            "train: epoch 0 sampled in %.1fs (%.1f target pieces per sentence)",
+            "train: %s sampled in %.1fs (%.1f target pieces per sentence)",
+            "epoch 0" if train.pool_count == 1 else f"the first of {train.pool_count} pools",
             time.perf_counter() - start,
             first.tgt_lens.mean(),
         )
         log.info("train filter: %s", report)
-        if not len(first):
+        if not len(first) and train.pool_count == 1:
             raise MTError(f"{origin}: no training pairs left after filtering ({report})")
     else:
         d = cfg.data
         shards = EncodedShards(data.tokenizer, data.train, d.max_len, d.max_len_ratio, d.cache_dir)
-        train = ShardPools(shards, max(1, d.pool_pairs // data.train.shard_lines), cfg.train.seed)
+        train = ShardPools(shards, pool_shards, cfg.train.seed)
         first_pool = train.plan(0)[0]
         if background:
             shards.start([s for pool in train.plan(0) for s in pool])  # in the order the first epoch takes them

@@ -13,11 +13,12 @@ import contextlib
 import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 
 from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
+from mt.data.order import deal, shard_lines
 from mt.data.tokenizer import processor_from_proto
 from mt.errors import MTError
 from mt.host import die_with_parent
@@ -65,6 +66,8 @@ class SampledSegmentations:
     """The training corpus segmented anew for each epoch. The candidates are found by `workers`
     processes."""
 
+    pool_count = 1  # the whole corpus each epoch
+
     def __init__(
         self,
         tokenizer,
@@ -95,6 +98,87 @@ class SampledSegmentations:
             src, tgt = self.src.draw(self.alpha, rng), self.tgt.draw(self.alpha, rng)
             self._cached = (epoch, *filter_pairs(src, tgt, self.max_len, self.max_ratio))
         return self._cached[1], self._cached[2]
+
+
+class SampledPools:
+    """Subword sampling for a corpus bigger than one pool (data.pool_pairs): each pool's segmentations are
+    sampled when the pool comes up - its lines' n best found then, by `workers` processes, while the pool
+    before it trains - and one drawn per line from (seed, epoch, pool). Memory holds a pool's candidates,
+    never the corpus's; a resumed run draws the same pieces."""
+
+    def __init__(
+        self,
+        tokenizer,
+        corpus,
+        alpha: float,
+        seed: int,
+        pool_shards: int,
+        max_len: int = 0,
+        max_ratio: float = 0.0,
+        candidates: int = 16,
+        workers: int = 1,
+    ):
+        if not _is_unigram(tokenizer):
+            raise MTError("train.subword_sampling needs a unigram tokenizer (tokenizer.type=unigram)")
+        self.corpus, self.alpha, self.seed, self.pool_shards = corpus, alpha, seed, max(1, pool_shards)
+        self.max_len, self.max_ratio, self.candidates = max_len, max_ratio, candidates
+        self.protos = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
+        self.lines = shard_lines(corpus)
+        self._pool_context = process_pool(workers)
+        self._workers = self._pool_context.__enter__()
+        self._ahead = ThreadPoolExecutor(1)  # samples the next pool while this one trains
+        self._next: tuple[tuple[int, int], Future] | None = None
+        self._last: tuple[tuple[int, int], tuple[EncodedCorpus, FilterReport]] | None = None
+
+    @property
+    def pool_count(self) -> int:
+        return -(-self.corpus.shards // self.pool_shards)
+
+    def plan(self, epoch: int) -> list[list[int]]:
+        return deal(self.corpus.shards, self.pool_shards, self.seed, epoch)
+
+    def share(self, epoch: int, index: int) -> float:
+        return float(sum(self.lines[s] for s in self.plan(epoch)[index]) / self.lines.sum())
+
+    def empty_error(self) -> MTError:
+        return MTError(f"{self.corpus.origin}: no training pairs left after filtering")
+
+    def pool(self, epoch: int, index: int) -> EncodedCorpus:
+        return self.with_report(epoch, index)[0]
+
+    def with_report(self, epoch: int, index: int) -> tuple[EncodedCorpus, FilterReport]:
+        """The pool's pairs, sampled (or taken from the work ahead), and what the filters dropped; the
+        pool after it is started."""
+        if self._last is not None and self._last[0] == (epoch, index):
+            return self._last[1]
+        if self._next is not None and self._next[0] == (epoch, index):
+            result = self._next[1].result()
+        else:
+            result = self._sample(epoch, index)
+        self._last = ((epoch, index), result)
+        after = (epoch, index + 1) if index + 1 < self.pool_count else (epoch + 1, 0)
+        self._next = (after, self._ahead.submit(self._sample, *after))
+        return result
+
+    def _sample(self, epoch: int, index: int) -> tuple[EncodedCorpus, FilterReport]:
+        src, tgt, numbers = [], [], []
+        for shard in self.plan(epoch)[index]:
+            s, t = self.corpus.shard(shard)
+            src += s
+            tgt += t
+            numbers.append(shard * self.corpus.shard_lines + np.arange(1, len(s) + 1))
+        rng = np.random.default_rng([self.seed, epoch, index])
+        drawn = [
+            SegmentationCandidates.of_lines(proto, lines, self.candidates, self._workers).draw(self.alpha, rng)
+            for proto, lines in zip(self.protos, (src, tgt))
+        ]
+        encoded, report = filter_pairs(*drawn, self.max_len, self.max_ratio)
+        encoded.line_numbers = np.concatenate(numbers)[encoded.line_numbers - 1]
+        return encoded, report
+
+    def close(self) -> None:
+        self._ahead.shutdown(wait=True, cancel_futures=True)
+        self._pool_context.__exit__(None, None, None)
 
 
 def _nbest_part(proto: bytes, lines: list[str], n: int) -> tuple[Ragged, np.ndarray]:

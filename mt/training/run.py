@@ -14,7 +14,6 @@ from torch.utils.tensorboard import SummaryWriter
 
 from mt.checkpoint import average_checkpoint_files, save_final
 from mt.config.model import build_model
-from mt.data.order import ShardPools
 from mt.data.prepare import encode_splits, prepare
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha
@@ -119,8 +118,8 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     try:
         train_with(cfg, data, train, valid, out_dir, dist, device)
     finally:
-        if isinstance(train, ShardPools):
-            train.shards.close()  # a run that ends before its encoder leaves the rest to the next run
+        if hasattr(train, "close"):
+            train.close()  # its helper processes; a run that ends before its encoder leaves the rest to the next
 
 
 def train_with(cfg: DictConfig, data, train, valid, out_dir: Path, dist: Dist, device: torch.device) -> None:

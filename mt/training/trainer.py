@@ -277,7 +277,7 @@ class Trainer:
             )
             data = f"{len(pairs):,} pairs{sampling}, {len(batches):,} batches/epoch"
         else:
-            data = f"{len(pools.shards.corpus):,} lines dealt into {pools.pool_count} pools an epoch"
+            data = f"{len(pools.corpus):,} lines dealt into {pools.pool_count} pools an epoch"
         log.info(f"training: {data}, peak lr {self.peak_lr:.2e}, {self.tc.precision} on {self.device}")
         parameters = sum(p.numel() for p in self.model.parameters())
         if self.device.type == "cpu" and parameters > 20e6:
