@@ -22,13 +22,12 @@ import numpy as np
 from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
 from mt.data.order import shard_lines
 from mt.errors import MTError
-from mt.host import die_with_parent
+from mt.host import start_background_worker
 
 log = logging.getLogger(__name__)
 
 FORMAT = 2  # of the cached shards: part of their key
 POLL_SECONDS = 0.02
-NICE = 15  # the background encoder's scheduling priority, below the trainer's
 
 
 def encode_shard(tokenizer, corpus, index: int, max_len: int, max_ratio: float) -> tuple[EncodedCorpus, FilterReport]:
@@ -86,10 +85,7 @@ class EncodedShards:
             _store(self._path(index), encoded, report)
 
     def _encode_in_child(self, order: list[int], errors, parent: int) -> None:
-        die_with_parent(parent)
-        # Below the trainer: on a machine with few cores, training threads that share them with the encoder
-        # wait on each other (one 2-core update took 14 s instead of 0.3); the encoder takes what is idle.
-        os.nice(NICE)
+        start_background_worker(parent)
         start = time.perf_counter()
         try:
             for index in order:

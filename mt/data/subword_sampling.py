@@ -21,7 +21,7 @@ from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
 from mt.data.order import deal, shard_lines
 from mt.data.tokenizer import processor_from_proto
 from mt.errors import MTError
-from mt.host import die_with_parent
+from mt.host import die_with_parent, start_background_worker
 
 LINES_PER_TASK = 2000  # below this a process does not pay for itself
 
@@ -124,7 +124,7 @@ class SampledPools:
         self.max_len, self.max_ratio, self.candidates = max_len, max_ratio, candidates
         self.protos = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
         self.lines = shard_lines(corpus)
-        self._pool_context = process_pool(workers)
+        self._pool_context = process_pool(max(1, workers), background=True)  # never in the trainer's process
         self._workers = self._pool_context.__enter__()
         self._ahead = ThreadPoolExecutor(1)  # samples the next pool while this one trains
         self._next: tuple[tuple[int, int], Future] | None = None
@@ -191,15 +191,17 @@ def _nbest_part(proto: bytes, lines: list[str], n: int) -> tuple[Ragged, np.ndar
 
 
 @contextlib.contextmanager
-def process_pool(workers: int):
+def process_pool(workers: int, background: bool = False):
     """A pool of `workers` forked processes that die with this one, or None where one would not help
-    (one worker) or cannot be had that way (not Linux). Forked, as a DataLoader's workers are: they
-    only run sentencepiece."""
-    if workers < 2 or sys.platform != "linux":
+    (one worker, unless it is to work in the background) or cannot be had that way (not Linux). Forked, as
+    a DataLoader's workers are: they only run sentencepiece. Background workers run below the trainer's
+    priority, as the encoder of the training data does."""
+    if workers < 2 - background or sys.platform != "linux":
         yield None
         return
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+    start = start_background_worker if background else die_with_parent
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=start, initargs=(os.getpid(),)) as pool:
         yield pool
 
 
