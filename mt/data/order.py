@@ -29,19 +29,31 @@ def shard_lines(corpus) -> np.ndarray:
     return np.minimum(corpus.shard_lines, len(corpus) - np.arange(corpus.shards) * corpus.shard_lines)
 
 
-class ShardPools:
-    """The encoded shards (EncodedShards) of a corpus, dealt into pools for each epoch."""
+class DealtShards:
+    """A corpus's shards dealt into pools for each epoch: what every source of pools shares."""
 
-    def __init__(self, shards, pool_shards: int, seed: int):
-        self.shards, self.pool_shards, self.seed = shards, max(1, pool_shards), seed
-        self.corpus = shards.corpus
+    def __init__(self, corpus, pool_shards: int, seed: int):
+        self.corpus, self.pool_shards, self.seed = corpus, max(1, pool_shards), seed
+        self.lines = shard_lines(corpus)
 
     @property
     def pool_count(self) -> int:
-        return -(-self.shards.count // self.pool_shards)
+        return -(-self.corpus.shards // self.pool_shards)
 
     def plan(self, epoch: int) -> list[list[int]]:
-        return deal(self.shards.count, self.pool_shards, self.seed, epoch)
+        return deal(self.corpus.shards, self.pool_shards, self.seed, epoch)
+
+    def share(self, epoch: int, index: int) -> float:
+        """The pool's share of the epoch's lines (before filtering)."""
+        return float(sum(self.lines[s] for s in self.plan(epoch)[index]) / self.lines.sum())
+
+
+class ShardPools(DealtShards):
+    """The encoded shards (EncodedShards) of a corpus, dealt into pools for each epoch."""
+
+    def __init__(self, shards, pool_shards: int, seed: int):
+        super().__init__(shards.corpus, pool_shards, seed)
+        self.shards = shards
 
     def pool(self, epoch: int, index: int) -> EncodedCorpus:
         parts = [self.shards.get(s)[0] for s in self.plan(epoch)[index]]
@@ -52,10 +64,6 @@ class ShardPools:
             Ragged.concatenate([p.tgt for p in parts]),
             np.concatenate([p.line_numbers for p in parts]),
         )
-
-    def share(self, epoch: int, index: int) -> float:
-        """The pool's share of the epoch's lines (before filtering)."""
-        return float(sum(self.shards.lines[s] for s in self.plan(epoch)[index]) / self.shards.lines.sum())
 
     def empty_error(self) -> MTError:
         return MTError(f"{self.corpus.origin}: no training pairs left after filtering ({self.shards.report()})")

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
-from mt.data.order import shard_lines
 from mt.errors import MTError
 from mt.host import start_background_worker
 
@@ -47,7 +46,6 @@ class EncodedShards:
     def __init__(self, tokenizer, corpus, max_len: int, max_ratio: float, cache_dir: str | None):
         self.tokenizer, self.corpus, self.max_len, self.max_ratio = tokenizer, corpus, max_len, max_ratio
         self.count = corpus.shards
-        self.lines = shard_lines(corpus)
         key = repr((tokenizer.state_dict(), corpus.digest(), max_len, max_ratio, corpus.shard_lines, FORMAT))
         self.folder = Path(cache_dir) / hashlib.sha256(key.encode()).hexdigest()[:24] if cache_dir else None
         self._memory: dict[int, tuple[EncodedCorpus, FilterReport]] = {}

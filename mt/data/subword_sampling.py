@@ -18,7 +18,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 import numpy as np
 
 from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
-from mt.data.order import deal, shard_lines
+from mt.data.order import DealtShards
 from mt.data.tokenizer import processor_from_proto
 from mt.errors import MTError
 from mt.host import die_with_parent, start_background_worker
@@ -79,8 +79,7 @@ class SampledSegmentations:
         candidates: int = 16,
         workers: int = 1,
     ):
-        if not _is_unigram(tokenizer):
-            raise MTError("train.subword_sampling needs a unigram tokenizer (tokenizer.type=unigram)")
+        require_unigram(tokenizer)
         self.alpha, self.seed, self.max_len, self.max_ratio = alpha, seed, max_len, max_ratio
         with process_pool(workers) as pool:
             src_proto, tgt_proto = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
@@ -100,7 +99,7 @@ class SampledSegmentations:
         return self._cached[1], self._cached[2]
 
 
-class SampledPools:
+class SampledPools(DealtShards):
     """Subword sampling for a corpus bigger than one pool (data.pool_pairs): each pool's segmentations are
     sampled when the pool comes up - its lines' n best found then, by `workers` processes, while the pool
     before it trains - and one drawn per line from (seed, epoch, pool). Memory holds a pool's candidates,
@@ -118,27 +117,15 @@ class SampledPools:
         candidates: int = 16,
         workers: int = 1,
     ):
-        if not _is_unigram(tokenizer):
-            raise MTError("train.subword_sampling needs a unigram tokenizer (tokenizer.type=unigram)")
-        self.corpus, self.alpha, self.seed, self.pool_shards = corpus, alpha, seed, max(1, pool_shards)
-        self.max_len, self.max_ratio, self.candidates = max_len, max_ratio, candidates
+        require_unigram(tokenizer)
+        super().__init__(corpus, pool_shards, seed)
+        self.alpha, self.max_len, self.max_ratio, self.candidates = alpha, max_len, max_ratio, candidates
         self.protos = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
-        self.lines = shard_lines(corpus)
         self._pool_context = process_pool(max(1, workers), background=True)  # never in the trainer's process
         self._workers = self._pool_context.__enter__()
         self._ahead = ThreadPoolExecutor(1)  # samples the next pool while this one trains
         self._next: tuple[tuple[int, int], Future] | None = None
         self._last: tuple[tuple[int, int], tuple[EncodedCorpus, FilterReport]] | None = None
-
-    @property
-    def pool_count(self) -> int:
-        return -(-self.corpus.shards // self.pool_shards)
-
-    def plan(self, epoch: int) -> list[list[int]]:
-        return deal(self.corpus.shards, self.pool_shards, self.seed, epoch)
-
-    def share(self, epoch: int, index: int) -> float:
-        return float(sum(self.lines[s] for s in self.plan(epoch)[index]) / self.lines.sum())
 
     def empty_error(self) -> MTError:
         return MTError(f"{self.corpus.origin}: no training pairs left after filtering")
@@ -203,6 +190,11 @@ def process_pool(workers: int, background: bool = False):
     start = start_background_worker if background else die_with_parent
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=start, initargs=(os.getpid(),)) as pool:
         yield pool
+
+
+def require_unigram(tokenizer) -> None:
+    if not _is_unigram(tokenizer):
+        raise MTError("train.subword_sampling needs a unigram tokenizer (tokenizer.type=unigram)")
 
 
 def _is_unigram(tokenizer) -> bool:
