@@ -2,6 +2,7 @@
 shards encoded into the cache (here or by a background process); batches dealt pool by pool."""
 
 import hashlib
+import json
 import os
 import signal
 import time
@@ -23,7 +24,7 @@ from mt.data.tokenizer import build_tokenizer
 from mt.errors import MTError
 from mt.training.budget import Progress
 
-from conftest import make_pairs
+from conftest import make_pairs, train_tiny
 
 AWKWARD = ["ein Haus\r", "", "zwei\u2028Häuser", "   ", "drei\x00Häuser", "ende"]
 
@@ -242,3 +243,23 @@ def test_a_scan_is_kept_until_its_files_change(tmp_path, monkeypatch):
     changed.write_text(changed.read_text().replace("dog", "cat"))  # same size, in place: its time tells
     after = AlignedTextFiles(tmp_path / "train.de", changed, "train", 1000, 8, cache_dir=str(tmp_path))
     assert after.digest() != first.digest()
+
+
+@pytest.mark.parametrize("sampling", [0.0, 0.2])
+def test_a_run_over_several_pools_resumes_to_the_losses_of_one_run(tiny_corpus, tmp_path, sampling):
+    """600 pairs in shards of 100, pools of 200: stopped mid-pool and resumed, the same updates as one run,
+    with the shards encoded in the background (and, with subword sampling, pools sampled as they come)."""
+    common = ["train.log_every=1", "train.save_every=5", "train.valid_every=1000", "data.test_split=null"]
+    common += ["data.shard_lines=100", "data.pool_pairs=200", "train.max_tokens=300", f"data.cache_dir={tmp_path}"]
+    common += [f"train.subword_sampling={sampling}", "train.max_epochs=4"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    first = train_tiny(tiny_corpus, straight, "train.max_steps=60", *common)
+    assert "600 lines dealt into 3 pools an epoch" in first.stdout + first.stderr
+    train_tiny(tiny_corpus, resumed, "train.max_steps=25", *common)
+    train_tiny(tiny_corpus, resumed, "train.max_steps=60", *common)
+
+    def records(run):
+        return [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
+
+    assert {r["step"]: r["loss"] for r in records(resumed)} == {r["step"]: r["loss"] for r in records(straight)}
+    assert records(straight)[-1]["epoch"] >= 2  # across epochs, whose pools differ

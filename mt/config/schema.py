@@ -36,6 +36,7 @@ class DataConfig:
     cache_dir: str | None = "data/cache"  # encoded corpora, memory-mapped and shared by runs; null = off
     # training pairs batched together: a bigger corpus is trained on pool by pool, each drawn from all over it
     pool_pairs: int = 400_000
+    shard_lines: int = 50_000  # the training corpus is encoded and cached in shards of this many lines
 
 
 @dataclass
@@ -167,6 +168,7 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(d.src_lang != d.tgt_lang, "data.src_lang", "must differ from data.tgt_lang")
     _check(d.max_len > 0, "data.max_len", "must be positive")
     _check(d.pool_pairs > 0, "data.pool_pairs", "must be positive")
+    _check(d.shard_lines > 0, "data.shard_lines", "must be positive")
     _check(d.max_len_ratio >= 0, "data.max_len_ratio", "must be >= 0")
     _check(t.type in ("unigram", "bpe"), "tokenizer.type", f"must be 'unigram' or 'bpe', got {t.type!r}")
     _check(t.vocab_size >= 8, "tokenizer.vocab_size", "must be at least 8")

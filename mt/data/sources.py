@@ -19,8 +19,8 @@ from mt.errors import MTError
 
 log = logging.getLogger(__name__)
 
-# Training pairs are encoded, cached and batched in shards of this many lines: memory for preparation is
-# bounded by a shard, and training starts once the first pool of shards is encoded.
+# Training pairs are encoded, cached and batched in shards of this many lines (data.shard_lines): memory for
+# preparation is bounded by a shard, and training starts once the first pool of shards is encoded.
 SHARD_LINES = 50_000
 
 
@@ -226,7 +226,9 @@ def load_training_split(data_cfg, sample_size: int):
     """The training split: text files are scanned, not loaded (AlignedTextFiles, any size, with a tokenizer
     sample of up to sample_size lines a side); a hub dataset is loaded as a ParallelCorpus."""
     if data_cfg.source != "files":
-        return load_split(data_cfg, data_cfg.train_split)
+        corpus = load_split(data_cfg, data_cfg.train_split)
+        corpus.shard_lines = data_cfg.shard_lines
+        return corpus
     from mt.data.text_files import AlignedTextFiles
 
     folder, split = Path(data_cfg.dir), data_cfg.train_split
@@ -234,7 +236,7 @@ def load_training_split(data_cfg, sample_size: int):
         raise MTError(f"data.dir={data_cfg.dir}: no such directory")
     src, tgt = folder / f"{split}.{data_cfg.src_lang}", folder / f"{split}.{data_cfg.tgt_lang}"
     origin = f"{folder / split}.{{{data_cfg.src_lang},{data_cfg.tgt_lang}}}"
-    return AlignedTextFiles(src, tgt, origin, sample_size, cache_dir=data_cfg.cache_dir)
+    return AlignedTextFiles(src, tgt, origin, sample_size, data_cfg.shard_lines, cache_dir=data_cfg.cache_dir)
 
 
 def load_split(data_cfg, split: str) -> ParallelCorpus:
