@@ -103,3 +103,28 @@ def test_local_hugging_face_dataset_folder(tmp_path, monkeypatch):
     (raw / "train.jsonl").write_text('{"translation": {"de": "hallo", "en": "hello"}}\n')
     corpus = load_split(DataConfig(source="hub", name=str(raw)), "train")
     assert (corpus.src, corpus.tgt) == (["hallo"], ["hello"])
+
+
+@pytest.mark.parametrize("layout", ["columns", "translation"])
+def test_a_hub_training_split_is_read_in_slices_as_it_would_be_loaded(tmp_path, monkeypatch, layout):
+    """The training split from the Arrow table, a slice at a time: the lines, shards, digest and tokenizer
+    sample of the same split loaded whole; a uniform sample of each side when it is bigger than the sample."""
+    import datasets
+
+    from mt.data import hub_split
+
+    monkeypatch.setattr(data, "_hub_cache", {})
+    monkeypatch.setattr(hub_split, "SLICE_ROWS", 7)
+    de = [f"satz {i}" if i % 9 else None for i in range(40)]  # a missing value is an empty line
+    en = [f"sentence {i}" for i in range(40)]
+    pairs = [{"de": d, "en": e} for d, e in zip(de, en)]
+    rows = {"de": de, "en": en} if layout == "columns" else {"translation": pairs}
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "saved"))
+    cfg = DataConfig(source="hub", name=str(tmp_path / "saved"), shard_lines=15)
+    loaded, sliced = load_split(cfg, "train"), load_training_split(cfg, sample_size=100)
+    assert isinstance(sliced, hub_split.HubSplit) and sliced.shards == 3 and len(sliced) == 40
+    assert sliced.digest() == loaded.digest() and sliced.tokenizer_sample() == loaded.src + loaded.tgt
+    assert [line for i in range(3) for line in sliced.shard(i)[0]] == loaded.src
+    assert sliced.in_memory().tgt == loaded.tgt and loaded.src[0] == ""
+    sample = load_training_split(cfg, sample_size=5).tokenizer_sample("tgt")
+    assert len(set(sample)) == 5 and set(sample) <= set(en)

@@ -199,36 +199,47 @@ def _load_hub_dataset(name: str, subset: str | None):
 _hub_cache: dict = {}
 
 
-def load_hub(name: str, subset: str | None, split: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
-    """One split of a Hugging Face dataset with a column per language or a 'translation' dict."""
+def hub_table(name: str, subset: str | None, split: str, src_lang: str, tgt_lang: str):
+    """One split of a Hugging Face dataset (Arrow: memory-mapped where it was saved or cached), checked for
+    a column per language or a 'translation' dict; and its name for messages."""
     if (name, subset) not in _hub_cache:
         _hub_cache[name, subset] = _load_hub_dataset(name, subset)
     dataset = _hub_cache[name, subset]
     if split not in dataset:
         raise MTError(f"dataset {name!r} has no split {split!r} (it has: {', '.join(dataset)})")
-    table = dataset[split]
-    origin = f"{name}[{split}]"
-    if "translation" in table.column_names:
-        pairs = table["translation"]
-        src = [p[src_lang] for p in pairs]
-        tgt = [p[tgt_lang] for p in pairs]
-    else:
+    table, origin = dataset[split], f"{name}[{split}]"
+    if "translation" not in table.column_names:
         for lang in (src_lang, tgt_lang):
             if lang not in table.column_names:
                 raise MTError(f"{origin}: no column {lang!r} (columns: {', '.join(table.column_names)})")
-        src, tgt = table[src_lang], table[tgt_lang]
-    if not src:
+    if not len(table):
         raise MTError(f"{origin}: empty corpus")
-    return ParallelCorpus([s or "" for s in src], [t or "" for t in tgt], origin)
+    return table, origin
+
+
+def hub_lines(table, start: int, stop: int, lang: str) -> list[str]:
+    """Rows start..stop of one language, a missing value as an empty line."""
+    rows = table[start:stop]
+    values = [pair[lang] for pair in rows["translation"]] if "translation" in rows else rows[lang]
+    return [value or "" for value in values]
+
+
+def load_hub(name: str, subset: str | None, split: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
+    """One split of a Hugging Face dataset with a column per language or a 'translation' dict, in memory."""
+    table, origin = hub_table(name, subset, split, src_lang, tgt_lang)
+    return ParallelCorpus(hub_lines(table, 0, len(table), src_lang), hub_lines(table, 0, len(table), tgt_lang), origin)
 
 
 def load_training_split(data_cfg, sample_size: int):
-    """The training split: text files are scanned, not loaded (AlignedTextFiles, any size, with a tokenizer
-    sample of up to sample_size lines a side); a hub dataset is loaded as a ParallelCorpus."""
+    """The training split, read a slice at a time, never held as Python strings: text files scanned in blocks
+    (AlignedTextFiles), or a Hugging Face dataset's Arrow table (HubSplit); with a tokenizer sample of up to
+    sample_size lines a side."""
     if data_cfg.source != "files":
-        corpus = load_split(data_cfg, data_cfg.train_split)
-        corpus.shard_lines = data_cfg.shard_lines
-        return corpus
+        from mt.data.hub_split import HubSplit
+
+        d = data_cfg
+        table, origin = hub_table(d.name, d.subset, d.train_split, d.src_lang, d.tgt_lang)
+        return HubSplit(table, d.src_lang, d.tgt_lang, origin, sample_size, d.shard_lines)
     from mt.data.text_files import AlignedTextFiles
 
     folder, split = Path(data_cfg.dir), data_cfg.train_split

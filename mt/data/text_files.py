@@ -68,19 +68,18 @@ def scan_file(path: Path, shard_lines: int, sample_size: int, seed: int, digest,
     if carry:  # a last line without its newline
         scan.add(carry + b"\n")
         digest.update(carry + b"\n")
-    return ScannedSide(path, scan.lines, np.array(scan.starts, dtype=np.int64), end, scan.sample)
+    return ScannedSide(path, scan.lines, np.array(scan.starts, dtype=np.int64), end, scan.reservoir.items)
 
 
 class _Scan:
     """What scan_file has found so far."""
 
     def __init__(self, path: Path, shard_lines: int, sample_size: int, seed: int):
-        self.path, self.shard_lines, self.sample_size = path, shard_lines, sample_size
-        self.rng = np.random.default_rng(seed)
+        self.path, self.shard_lines = path, shard_lines
+        self.reservoir = Reservoir(sample_size, seed)
         self.lines = 0  # complete lines before the next block
         self.position = 0  # the file offset of the next block's first byte
         self.starts: list[int] = []  # each shard's first byte
-        self.sample: list[bytes] = []
 
     def add(self, block: bytes) -> None:
         """A block of whole lines: checked, shard starts noted, sampled."""
@@ -95,23 +94,30 @@ class _Scan:
         begins = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
         first_start = -self.lines % self.shard_lines  # a shard starts at every line number divisible by shard_lines
         self.starts.extend((self.position + begins[first_start :: self.shard_lines]).tolist())
-        self._reservoir(block, begins, ends)
+        self.reservoir.add(len(ends), lambda i: block[begins[i] : ends[i]])
         self.lines += len(ends)
         self.position += len(block)
 
-    def _reservoir(self, block: bytes, begins: np.ndarray, ends: np.ndarray) -> None:
-        """Algorithm R over this block's lines: after it, the sample is a uniform draw of sample_size lines
-        from all lines so far (all of them while there are fewer)."""
-        count, size = len(ends), self.sample_size
-        fill = min(max(size - len(self.sample), 0), count)
-        self.sample.extend(block[begins[i] : ends[i]] for i in range(fill))
-        if fill == count:
-            return
-        index = np.arange(fill, count)
-        slots = self.rng.integers(0, self.lines + index + 1)  # line lines+i takes slot j if j < size
-        taken = slots < size
-        for i, slot in zip(index[taken].tolist(), slots[taken].tolist()):
-            self.sample[slot] = block[begins[i] : ends[i]]
+
+class Reservoir:
+    """Algorithm R, a batch of items at a time: after each batch, `items` is a uniform draw of `size` from
+    all items seen (all of them while there are fewer), the same for the same seed however they were batched."""
+
+    def __init__(self, size: int, seed: int):
+        self.size, self.rng, self.seen = size, np.random.default_rng(seed), 0
+        self.items: list = []
+
+    def add(self, count: int, item) -> None:
+        """The next count items, item(i) giving the i-th of them (only those drawn are made)."""
+        fill = min(max(self.size - len(self.items), 0), count)
+        self.items.extend(item(i) for i in range(fill))
+        if fill < count:
+            index = np.arange(fill, count)
+            slots = self.rng.integers(0, self.seen + index + 1)  # item seen+i takes slot j if j < size
+            taken = slots < self.size
+            for i, slot in zip(index[taken].tolist(), slots[taken].tolist()):
+                self.items[slot] = item(i)
+        self.seen += count
 
 
 class AlignedTextFiles:
