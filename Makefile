@@ -31,7 +31,7 @@ help:
 	@echo "                                     training and decoding speed figures"
 	@echo "make bench-precision [STEPS=60]       bf16 vs fp32 trainer throughput, interleaved in one process"
 	@echo "make bench-scale [PAIRS='100000 1000000']"
-	@echo "                                     seconds per preparation stage and peak RSS by corpus size"
+	@echo "                                     seconds per preparation stage and peak memory by corpus size"
 	@echo "make tensorboard                     curves of every run under runs/"
 
 venv: $(STAMP)

@@ -46,7 +46,7 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for both languages (needed to tie embeddings)
     character_coverage: float = 1.0
     byte_fallback: bool = True  # unseen characters become UTF-8 byte pieces, never <unk>
-    # sentences a side sampled to train sentencepiece: 500k take ~30 s and ~1.2 GB on 2 cores
+    # sentences sentencepiece is trained on, drawn uniformly from the training text (500k: ~40 s, 1.2 GB)
     max_sentences: int = 500_000
 
 
