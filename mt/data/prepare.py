@@ -16,9 +16,10 @@ from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
 from mt.config.schema import to_dict, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
+from mt.data.hub_split import HubSplit
 from mt.data.order import ShardPools
 from mt.data.shards import EncodedShards
-from mt.data.sources import ParallelCorpus, load_split, load_training_split
+from mt.data.sources import ParallelCorpus, hub_table, load_split
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import Tokenizer, build_tokenizer, fingerprint
@@ -62,6 +63,22 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
         tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer", d.cache_dir)
     train.forget_sample()
     return Prepared(train, valid, test, tokenizer)
+
+
+def load_training_split(data_cfg, sample_size: int):
+    """The training split, read a slice at a time, never held as Python strings: text files scanned in blocks
+    (AlignedTextFiles), or a Hugging Face dataset's Arrow table (HubSplit); with a tokenizer sample of up to
+    sample_size lines a side."""
+    if data_cfg.source != "files":
+        d = data_cfg
+        table, origin = hub_table(d.name, d.subset, d.train_split, d.src_lang, d.tgt_lang)
+        return HubSplit(table, d.src_lang, d.tgt_lang, origin, sample_size, d.shard_lines)
+    folder, split = Path(data_cfg.dir), data_cfg.train_split
+    if not folder.is_dir():
+        raise MTError(f"data.dir={data_cfg.dir}: no such directory")
+    src, tgt = folder / f"{split}.{data_cfg.src_lang}", folder / f"{split}.{data_cfg.tgt_lang}"
+    origin = f"{folder / split}.{{{data_cfg.src_lang},{data_cfg.tgt_lang}}}"
+    return AlignedTextFiles(src, tgt, origin, sample_size, data_cfg.shard_lines, cache_dir=data_cfg.cache_dir)
 
 
 def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Path) -> Tokenizer:

@@ -230,26 +230,6 @@ def load_hub(name: str, subset: str | None, split: str, src_lang: str, tgt_lang:
     return ParallelCorpus(hub_lines(table, 0, len(table), src_lang), hub_lines(table, 0, len(table), tgt_lang), origin)
 
 
-def load_training_split(data_cfg, sample_size: int):
-    """The training split, read a slice at a time, never held as Python strings: text files scanned in blocks
-    (AlignedTextFiles), or a Hugging Face dataset's Arrow table (HubSplit); with a tokenizer sample of up to
-    sample_size lines a side."""
-    if data_cfg.source != "files":
-        from mt.data.hub_split import HubSplit
-
-        d = data_cfg
-        table, origin = hub_table(d.name, d.subset, d.train_split, d.src_lang, d.tgt_lang)
-        return HubSplit(table, d.src_lang, d.tgt_lang, origin, sample_size, d.shard_lines)
-    from mt.data.text_files import AlignedTextFiles
-
-    folder, split = Path(data_cfg.dir), data_cfg.train_split
-    if not folder.is_dir():
-        raise MTError(f"data.dir={data_cfg.dir}: no such directory")
-    src, tgt = folder / f"{split}.{data_cfg.src_lang}", folder / f"{split}.{data_cfg.tgt_lang}"
-    origin = f"{folder / split}.{{{data_cfg.src_lang},{data_cfg.tgt_lang}}}"
-    return AlignedTextFiles(src, tgt, origin, sample_size, data_cfg.shard_lines, cache_dir=data_cfg.cache_dir)
-
-
 def load_split(data_cfg, split: str) -> ParallelCorpus:
     """Load one split as configured (data.source = files | hub)."""
     if data_cfg.source == "files":
