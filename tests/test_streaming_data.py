@@ -263,3 +263,21 @@ def test_a_run_over_several_pools_resumes_to_the_losses_of_one_run(tiny_corpus, 
 
     assert {r["step"]: r["loss"] for r in records(resumed)} == {r["step"]: r["loss"] for r in records(straight)}
     assert records(straight)[-1]["epoch"] >= 2  # across epochs, whose pools differ
+
+
+def test_a_resumed_position_is_found_without_building_the_pools_before_it(corpus, tok, monkeypatch):
+    """The epoch's pool sizes travel in Progress (and so in checkpoints): resuming in the last pool builds
+    that pool only, and takes the batches one run takes."""
+    pools = ShardPools(_encoded_here(tok, corpus), pool_shards=2, seed=3)
+    straight, progress = DataOrder(pools, max_tokens=60, seed=3), Progress(epoch=1)
+    first_two = straight._count(1, 0) + straight._count(1, 1)
+    straight.take(progress, first_two + 2)
+    saved = Progress(**vars(progress))
+    assert saved.pool_batches[:2] == [straight._count(1, 0), straight._count(1, 1)]
+    ahead = [p.line_numbers[i].tolist() for p, i in straight.take(progress, 3)]
+
+    built = []
+    real_pool = pools.pool
+    monkeypatch.setattr(pools, "pool", lambda epoch, index: built.append(index) or real_pool(epoch, index))
+    again = [p.line_numbers[i].tolist() for p, i in DataOrder(pools, max_tokens=60, seed=3).take(saved, 3)]
+    assert again == ahead and built == [2]

@@ -128,12 +128,23 @@ class DataOrder:
     def epoch_length(self, epoch: int) -> int:
         return sum(self._count(epoch, i) for i in range(self.pools.pool_count))
 
+    def where(self, progress) -> tuple[int, int]:
+        """locate for progress's position. The batch counts of the epoch's pools found so far travel in
+        progress.pool_batches (saved in checkpoints): a resumed run finds its place without building the
+        pools before it again (for sampled pools, a sampling each)."""
+        known = progress.pool_batches
+        if self._counts[0] != progress.epoch or len(self._counts[1]) < len(known):
+            self._counts = (progress.epoch, list(known))
+        place = self.locate(progress.epoch, progress.batch_in_epoch)
+        progress.pool_batches = list(self._counts[1])
+        return place
+
     def epoch_finished(self, progress) -> bool:
-        return self.locate(progress.epoch, progress.batch_in_epoch)[0] == self.pools.pool_count
+        return self.where(progress)[0] == self.pools.pool_count
 
     def epoch_fraction(self, progress) -> float:
         """How much of the current epoch is done, by its lines (exact at every pool's edge)."""
-        index, offset = self.locate(progress.epoch, progress.batch_in_epoch)
+        index, offset = self.where(progress)
         done = sum(self.pools.share(progress.epoch, i) for i in range(index))
         if index == self.pools.pool_count:
             return 1.0
@@ -144,12 +155,13 @@ class DataOrder:
         progress.epoch / batch_in_epoch."""
         out = []
         while len(out) < count:
-            index, offset = self.locate(progress.epoch, progress.batch_in_epoch)
+            index, offset = self.where(progress)
             if index == self.pools.pool_count:
                 if progress.batch_in_epoch == 0:
                     raise self.pools.empty_error()
                 progress.epoch += 1
                 progress.batch_in_epoch = 0
+                progress.pool_batches = []
                 continue
             corpus, batches = self.pool_batches(progress.epoch, index)
             out.append((corpus, batches[offset]))
