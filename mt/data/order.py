@@ -35,13 +35,17 @@ class DealtShards:
     def __init__(self, corpus, pool_shards: int, seed: int):
         self.corpus, self.pool_shards, self.seed = corpus, max(1, pool_shards), seed
         self.lines = shard_lines(corpus)
+        self._plan: tuple[int, list[list[int]]] = (-1, [])
 
     @property
     def pool_count(self) -> int:
         return -(-self.corpus.shards // self.pool_shards)
 
     def plan(self, epoch: int) -> list[list[int]]:
-        return deal(self.corpus.shards, self.pool_shards, self.seed, epoch)
+        """deal's pools for the epoch, kept: the budget asks for them every update."""
+        if self._plan[0] != epoch:
+            self._plan = (epoch, deal(self.corpus.shards, self.pool_shards, self.seed, epoch))
+        return self._plan[1]
 
     def share(self, epoch: int, index: int) -> float:
         """The pool's share of the epoch's lines (before filtering)."""

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Prepared:
-    train: ParallelCorpus | AlignedTextFiles
+    train: ParallelCorpus | AlignedTextFiles | HubSplit
     valid: ParallelCorpus
     test: ParallelCorpus | None
     tokenizer: Tokenizer
@@ -69,16 +69,16 @@ def load_training_split(data_cfg, sample_size: int):
     """The training split, read a slice at a time, never held as Python strings: text files scanned in blocks
     (AlignedTextFiles), or a Hugging Face dataset's Arrow table (HubSplit); with a tokenizer sample of up to
     sample_size lines a side."""
-    if data_cfg.source != "files":
-        d = data_cfg
+    d = data_cfg
+    if d.source != "files":
         table, origin = hub_table(d.name, d.subset, d.train_split, d.src_lang, d.tgt_lang)
         return HubSplit(table, d.src_lang, d.tgt_lang, origin, sample_size, d.shard_lines)
-    folder, split = Path(data_cfg.dir), data_cfg.train_split
+    folder, split = Path(d.dir), d.train_split
     if not folder.is_dir():
-        raise MTError(f"data.dir={data_cfg.dir}: no such directory")
-    src, tgt = folder / f"{split}.{data_cfg.src_lang}", folder / f"{split}.{data_cfg.tgt_lang}"
-    origin = f"{folder / split}.{{{data_cfg.src_lang},{data_cfg.tgt_lang}}}"
-    return AlignedTextFiles(src, tgt, origin, sample_size, data_cfg.shard_lines, cache_dir=data_cfg.cache_dir)
+        raise MTError(f"data.dir={d.dir}: no such directory")
+    src, tgt = folder / f"{split}.{d.src_lang}", folder / f"{split}.{d.tgt_lang}"
+    origin = f"{folder / split}.{{{d.src_lang},{d.tgt_lang}}}"
+    return AlignedTextFiles(src, tgt, origin, sample_size, d.shard_lines, cache_dir=d.cache_dir)
 
 
 def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Path) -> Tokenizer:
@@ -137,24 +137,27 @@ def encode_splits(
     if cfg.train.subword_sampling:
         workers = torch.get_num_threads()  # the CPU share this run may use (train.threads, OMP_NUM_THREADS)
         options = dict(max_len=cfg.data.max_len, max_ratio=cfg.data.max_len_ratio, workers=workers)
-        if data.train.shards <= pool_shards:  # one pool: every sentence's candidates found once, held
+        one_pool = data.train.shards <= pool_shards
+        if one_pool:  # every sentence's candidates found once, held
             train = SampledSegmentations(
                 data.tokenizer, data.train.in_memory(), cfg.train.subword_sampling, cfg.train.seed, **options
             )
             first, report = train.with_report(0)
+            what = "epoch 0"
         else:
             train = SampledPools(
                 data.tokenizer, data.train, cfg.train.subword_sampling, cfg.train.seed, pool_shards, **options
             )
             first, report = train.with_report(0, 0)
+            what = f"the first of {train.pool_count} pools"
         log.info(
             "train: %s sampled in %.1fs (%.1f target pieces per sentence)",
-            "epoch 0" if train.pool_count == 1 else f"the first of {train.pool_count} pools",
+            what,
             time.perf_counter() - start,
             first.tgt_lens.mean(),
         )
         log.info("train filter: %s", report)
-        if not len(first) and train.pool_count == 1:
+        if not len(first) and one_pool:  # one pool of many may be empty: DataOrder says so if all are
             raise MTError(f"{origin}: no training pairs left after filtering ({report})")
     else:
         d = cfg.data

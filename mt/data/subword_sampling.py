@@ -66,8 +66,6 @@ class SampledSegmentations:
     """The training corpus segmented anew for each epoch. The candidates are found by `workers`
     processes."""
 
-    pool_count = 1  # the whole corpus each epoch
-
     def __init__(
         self,
         tokenizer,

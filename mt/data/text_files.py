@@ -227,6 +227,7 @@ def _scan_record_path(src: Path, tgt: Path, shard_lines: int, cache_dir: str | N
 
 def _write_atomically(path: Path, text: str) -> None:
     """A cache that cannot be written costs the next run a scan, nothing more."""
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -235,3 +236,5 @@ def _write_atomically(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as err:
         log.warning("data: scan not cached in %s (%s)", path.parent, err.strerror or err)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
