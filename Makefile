@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)" || echo "note: $(TORCH) not available; pip will pick a torch from pyproject's range"
-	$(BIN)/python -m pip install -q -e ".[dev,export]"
+	$(BIN)/python -m pip install -q -e ".[dev,export,serve]"
 	@touch $(STAMP)
 
 train: $(STAMP)

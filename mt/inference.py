@@ -77,7 +77,9 @@ def load_translator(
     device = decoding_device(device)
     model, tokenizer, cfg = load_for_decoding(checkpoints, device, ensemble)
     settings = DecodeSettings.from_config(cfg.decode, **decode_choices)
-    return Translator(model, tokenizer, settings, device, max_src_len)
+    translator = Translator(model, tokenizer, settings, device, max_src_len)
+    translator.languages = (cfg.data.src_lang, cfg.data.tgt_lang)
+    return translator
 
 
 def check_vocabulary(path, expected: dict, weights: dict, tokenizer) -> None:

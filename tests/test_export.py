@@ -64,6 +64,28 @@ def test_beam_search_agrees_on_nearly_every_sentence(trained):
         assert abs(ours[i][0].score - theirs[i][0].score) < 1e-4, (ours[i][0], theirs[i][0])
 
 
+def test_prefixes_and_sampling_pass_through_to_ctranslate2(trained):
+    """A forced prefix decodes greedily to the same pieces in both engines; sampling at its greedy limits
+    is greedy; real sampling draws varied samples, nbest of them a line."""
+    _, exported, sentences = trained
+    prefixes = [["", "a", "the dog", "Ein ☃"][i % 4] for i in range(len(sentences))]
+    checkpoint = trained[0]
+    model, tokenizer, cfg = load_for_inference([str(checkpoint)])
+    greedy = DecodeSettings.from_config(cfg.decode, beam=1)
+    ours = Translator(model, tokenizer, greedy).translate_nbest(sentences, prefixes=prefixes)
+    engine = CTranslate2Translator(str(exported), greedy, compute_type="fp32")
+    theirs = engine.translate_nbest(sentences, prefixes=prefixes)
+    assert [o[0].tgt_pieces for o in ours] == [t[0].tgt_pieces for t in theirs]
+    assert all(t[0].text.startswith(p) for p, t in zip(prefixes, theirs))
+    for limit in (dict(temperature=0.0), dict(topk=1)):
+        sampled = engine.with_settings(greedy.updated(strategy="sample", **limit)).translate_nbest(sentences)
+        assert [x[0].text for x in sampled] == [t[0].text for t in engine.translate_nbest(sentences)]
+    sampling = engine.with_settings(greedy.updated(strategy="sample", nbest=3, temperature=1.5, seed=2))
+    first = sampling.translate_nbest(sentences)
+    assert [len(x) for x in first] == [3] * len(sentences)
+    assert len({t.text for x in first for t in x}) > len(sentences)
+
+
 def test_translate_with_the_ctranslate2_engine_keeps_line_alignment(trained):
     _, exported, _ = trained
     lines = ["ein hund läuft", "", "eine katze\tschläft", "   ", "klein\u2028rot", "nul\x00byte", "ein " * 300]

@@ -29,9 +29,24 @@ def translate_parser() -> argparse.ArgumentParser:
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--input", "-i", help="input file (default: stdin)")
     p.add_argument("--output", "-o", help="output file (default: stdout)")
+    p.add_argument(
+        "--strategy",
+        choices=["greedy", "beam", "sample"],
+        help="greedy, beam search, or sampling (default: the checkpoint's: beam search, greedy where its beam is 1)",
+    )
     p.add_argument("--beam", type=int, help="beam size; 1 = greedy (default: the checkpoint's decode.beam)")
     p.add_argument("--alpha", type=float, help="length penalty exponent (default: the checkpoint's)")
-    p.add_argument("--nbest", type=int, default=1, help="write this many hypotheses per line (tab-separated)")
+    p.add_argument(
+        "--nbest", type=int, default=1, help="hypotheses (samples, when sampling) to write per line, tab-separated"
+    )
+    p.add_argument("--temperature", type=float, help="sampling: divide the logits by T (< 1 sharper; default 1)")
+    p.add_argument("--topk", type=int, help="sampling: draw among the K most likely tokens only (default 0: all)")
+    p.add_argument("--topp", type=float, help="sampling: draw within the top-P probability mass (default 1: all)")
+    p.add_argument("--seed", type=int, help="sampling: seed (default 0); each line's draws come from it and its number")
+    p.add_argument(
+        "--prefix",
+        help="file of target prefixes, one per input line (empty: none): each translation starts with its prefix",
+    )
     p.add_argument("--batch-tokens", type=int, help="source tokens per batch (default: the checkpoint's)")
     p.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")
     p.add_argument("--max-len-b", type=int)
@@ -103,6 +118,42 @@ def export_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
     return p
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mt-serve",
+        description="Serve a trained model over HTTP: POST /translate, GET /health, and a web page at /.",
+    )
+    model = p.add_mutually_exclusive_group(required=True)
+    model.add_argument("--checkpoint", "-c", nargs="+", help="checkpoint file(s); several are averaged")
+    model.add_argument("--export", help="a directory written by mt-export: served by CTranslate2, without torch")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
+    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16", "int8"], help="as translate --dtype")
+    p.add_argument("--beam", type=int, help="the default beam size (default: the checkpoint's decode.beam)")
+    p.add_argument("--alpha", type=float, help="the default length penalty (default: the checkpoint's)")
+    p.add_argument("--batch-tokens", type=int, help="source tokens a batch of requests holds at most")
+    p.add_argument(
+        "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its batch"
+    )
+    p.add_argument("--max-lines", type=int, default=64, help="lines a request may hold")
+    p.add_argument("--max-line-chars", type=int, default=2000, help="characters a line may hold")
+    p.add_argument("--max-bytes", type=int, default=256 * 1024, help="bytes a request body may hold")
+    p.add_argument("--max-beam", type=int, default=8, help="the largest beam (and nbest) a request may ask for")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+@report_errors
+def serve(argv: list[str] | None = None) -> None:
+    """mt-serve (mt.cli.serve)."""
+    args = serve_parser().parse_args(argv)
+    from mt.cli.serve import run
+
+    run(args)
 
 
 @report_errors

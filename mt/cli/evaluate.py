@@ -68,7 +68,9 @@ def decode_grid(
     """Per (beam, alpha) of grid (None = the checkpoint's): its label, its settings, its translations."""
     outputs = []
     for beam, alpha in grid:
-        settings = DecodeSettings.from_config(cfg.decode, beam=beam, alpha=alpha, precision=args.dtype)
+        settings = DecodeSettings.from_config(
+            cfg.decode, strategy="search", beam=beam, alpha=alpha, precision=args.dtype
+        )
         results = Translator(model, tokenizer, settings, device).translate_nbest(sources, progress=sys.stderr.isatty())
         chosen = {"beam": settings.beam, "alpha": settings.alpha}
         outputs.append(

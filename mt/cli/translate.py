@@ -7,6 +7,10 @@ Output formats:
   --nbest K     K lines per input line: "<line number, 0-based>\\t<rank>\\t<score>\\t<translation>"
   --alignments  "<translation>\\t<alignment>", the alignment as source-target piece index pairs
                 ("0-0 2-1 ..."), the most-attended source piece of each target piece (EOS included)
+
+Strategies: greedy, beam search, and sampling (--strategy sample --temperature T --topk K --topp P
+--seed S; --nbest N draws N samples a line, ranked in the order drawn). --prefix FILE forces a target
+prefix per line with any of them.
 """
 
 from __future__ import annotations
@@ -59,10 +63,26 @@ def write_heatmaps(results, folder: str, first_line: int = 0) -> None:
             (out / f"{i:06d}.svg").write_text(svg, encoding="utf-8")
 
 
+SAMPLING_FLAGS = ("temperature", "topk", "topp", "seed")
+
+
 def check_args(args) -> None:
     if args.beam is not None and args.beam < 1:
         raise MTError("--beam must be >= 1")
+    sampling = args.strategy == "sample"
+    for name in SAMPLING_FLAGS:
+        if getattr(args, name) is not None and not sampling:
+            raise MTError(f"--{name} is a sampling setting: add --strategy sample")
+    if args.topp is not None and not 0 < args.topp <= 1:
+        raise MTError("--topp must be in (0, 1]")
+    if args.strategy == "greedy" and args.beam not in (None, 1):
+        raise MTError("--strategy greedy decodes with beam 1: drop --beam, or use --strategy beam")
+    if args.prefix and (args.interactive or (args.input is None and sys.stdin.isatty())):
+        raise MTError("--prefix reads one prefix per input line: give the input as a file or a pipe, not a terminal")
     for flag, value, least in (
+        ("--temperature", args.temperature, 0),
+        ("--topk", args.topk, 0),
+        ("--seed", args.seed, 0),
         ("--alpha", args.alpha, 0),
         ("--max-len-a", args.max_len_a, 0),
         ("--max-len-b", args.max_len_b, 1),
@@ -72,7 +92,7 @@ def check_args(args) -> None:
     ):
         if value is not None and value < least:
             raise MTError(f"{flag} must be >= {least}")
-    if args.nbest < 1 or (args.nbest > (args.beam or args.nbest)):
+    if args.nbest < 1 or (not sampling and args.nbest > (args.beam or args.nbest)):
         raise MTError("--nbest must be between 1 and --beam")
     if args.device is None:
         args.device = "cuda" if cuda_available(args.engine) else "cpu"
@@ -94,6 +114,16 @@ def check_args(args) -> None:
         raise MTError("--alignments and --attention-dir need --engine torch (CTranslate2 exports no attention)")
 
 
+def describe(settings) -> str:
+    """The strategy in a few words, for the summary line."""
+    if settings.sampling:
+        shape = [f"temperature {settings.temperature:g}"]
+        shape += [f"top-k {settings.topk}"] if settings.topk else []
+        shape += [f"top-p {settings.topp:g}"] if settings.topp < 1 else []
+        return f"sampling, {', '.join(shape)}, seed {settings.seed}"
+    return "greedy" if settings.beam == 1 else f"beam {settings.beam}"
+
+
 def cuda_available(engine: str) -> bool:
     if engine == "ctranslate2":
         from mt.export.engine import cuda_available
@@ -107,25 +137,51 @@ def cuda_available(engine: str) -> bool:
 def load_translator(args):
     """The engine's translator, decoding with the checkpoint's (or export's) settings and the flags on top."""
     choices = dict(
-        beam=args.beam,
+        strategy="sample" if args.strategy == "sample" else "search",
+        beam=1 if args.strategy == "greedy" else args.beam,
         alpha=args.alpha,
         max_len_a=args.max_len_a,
         max_len_b=args.max_len_b,
         nbest=args.nbest,
         batch_tokens=args.batch_tokens,
+        **{name: getattr(args, name) for name in SAMPLING_FLAGS},
     )
     if args.engine == "ctranslate2":
-        return load_export_translator(args.checkpoint[0], args.device, args.dtype, args.max_src_len, **choices)
-    from mt.inference import load_translator as load_torch_translator
+        translator = load_export_translator(args.checkpoint[0], args.device, args.dtype, args.max_src_len, **choices)
+    else:
+        from mt.inference import load_translator as load_torch_translator
 
-    return load_torch_translator(
-        args.checkpoint,
-        args.device,
-        ensemble=args.ensemble,
-        max_src_len=args.max_src_len,
-        precision=args.dtype or "fp32",
-        **choices,
-    )
+        translator = load_torch_translator(
+            args.checkpoint,
+            args.device,
+            ensemble=args.ensemble,
+            max_src_len=args.max_src_len,
+            precision=args.dtype or "fp32",
+            **choices,
+        )
+    if args.strategy == "beam" and translator.settings.beam == 1:  # a checkpoint that decodes greedily
+        translator = translator.with_settings(translator.settings.updated(beam=max(DEFAULT_BEAM, args.nbest)))
+    return translator
+
+
+DEFAULT_BEAM = 5  # --strategy beam without --beam, for a checkpoint whose own beam is 1
+
+
+def prefix_chunks(args, chunk_lines: int):
+    """The --prefix file's lines in the chunks the input comes in, or endless None without --prefix."""
+    if not args.prefix:
+        return itertools.repeat(None)
+    return read_line_chunks(args.prefix, chunk_lines)
+
+
+def aligned(chunk: list[str], prefixes: list[str] | None, args, first_line: int) -> list[str] | None:
+    """The chunk's prefixes, or a one-line error where the --prefix file has fewer or more lines."""
+    if not args.prefix or (prefixes is not None and len(prefixes) == len(chunk)):
+        return prefixes
+    if prefixes is not None and len(prefixes) > len(chunk):
+        raise MTError(f"{args.prefix}: more prefix lines than the {first_line + len(chunk)} input lines (one each)")
+    have = first_line + len(prefixes or [])
+    raise MTError(f"{args.prefix}: {have} prefix lines for {first_line + len(chunk)} or more input lines (one each)")
 
 
 def run(args) -> None:
@@ -146,18 +202,23 @@ def run(args) -> None:
     else:
         chunks = read_line_chunks(args.input, args.chunk_lines)
     first = next(chunks, None)  # a bad first chunk fails before any output exists
+    prefixes = prefix_chunks(args, args.chunk_lines)
+    first_prefixes = aligned(first, next(prefixes, None), args, 0) if first is not None else None
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     done = 0
     bar = tqdm(unit="line", disable=None if not (interactive or args.quiet) and sys.stderr.isatty() else True)
     try:
         for chunk in itertools.chain([first] if first is not None else [], chunks):
-            results = translator.translate_nbest(chunk, **options)
+            chunk_prefixes = first_prefixes if done == 0 else aligned(chunk, next(prefixes, None), args, done)
+            results = translator.translate_nbest(chunk, prefixes=chunk_prefixes, first_line=done, **options)
             if args.attention_dir:
                 write_heatmaps(results, args.attention_dir, done)
             out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments, done)))
             out.flush()  # what is written stays written, whatever happens later
             done += len(chunk)
             bar.update(len(chunk))
+        if args.prefix and next(prefixes, None):
+            raise MTError(f"{args.prefix}: more prefix lines than the {done} input lines (one each)")
     finally:
         bar.close()
         if out is not sys.stdout:
@@ -165,7 +226,7 @@ def run(args) -> None:
     if not args.quiet and not interactive:
         models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
         seconds = time.perf_counter() - start
-        print(f"translated {done} lines in {seconds:.1f}s (beam {settings.beam}{models})", file=sys.stderr)
+        print(f"translated {done} lines in {seconds:.1f}s ({describe(settings)}{models})", file=sys.stderr)
     if translator.truncated:
         print(
             f"warning: {translator.truncated} lines were longer than {args.max_src_len} pieces and were truncated",

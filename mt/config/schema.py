@@ -110,6 +110,9 @@ class TrainConfig:
 
 @dataclass
 class DecodeConfig:
+    # How `translate`, `mt-serve` and the Python API decode with this run's checkpoints. Validation, the
+    # test score and mt-evaluate always search (greedy or beam): a score of random samples means little.
+    strategy: str = "search"  # search (greedy / beam search) | sample
     beam: int = 5
     alpha: float = 0.6  # GNMT length penalty exponent
     max_len_a: float = 1.2  # output at most a * source length + b pieces
@@ -119,6 +122,10 @@ class DecodeConfig:
     # At the end of training, decode valid with each of these alphas and keep the best as the final
     # checkpoint's decode.alpha (final.pt: test score, translate, mt-evaluate); empty = keep alpha
     alpha_candidates: list[float] = field(default_factory=list)
+    temperature: float = 1.0  # sampling: divides the logits (< 1 sharper, > 1 flatter; 0 = greedy)
+    topk: int = 0  # sampling: draw among the k most likely tokens only; 0 = all
+    topp: float = 1.0  # sampling: draw within the smallest set of tokens holding this probability
+    seed: int = 0  # sampling: each line's draws are seeded by this and the line's number
 
 
 @dataclass

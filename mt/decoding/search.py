@@ -1,10 +1,15 @@
-"""Greedy and beam search over any model with the incremental decoding interface:
+"""Greedy search, sampling and beam search over any model with the incremental decoding interface:
 
     state = model.start_state(src)          # encode once
     logits, state = model.step(tokens, state)  # one token per hypothesis -> next-token logits
     state = state.select(index)              # reorder / drop hypotheses (batch dim 0)
 
 (mt/model/state.py holds the state; the Transformer and the RNN both implement the interface.)
+
+Two loops: `path_search` follows one path per decoder row, and greedy search and sampling differ only
+in the step that chooses the next token (`most_likely`, sampling.Sampler); `beam_search` keeps `beam`
+hypotheses per sentence (`expand` chooses on the device, `BeamBooks` keeps the books on the host).
+Both force a target prefix first when a sentence has one (mt/decoding/prefix.py).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import torch
 
 from mt import fastpath
 from mt.data.tokenizer import BOS, EOS, PAD
+from mt.decoding.prefix import Prefixes, force, limits_with_prefix
 
 
 @dataclass
@@ -48,21 +54,71 @@ def packed_copy(tensors, device: torch.device) -> tuple[torch.Tensor, ...]:
     return tuple(part.reshape(t.shape).to(t.dtype) for part, t in zip(parts, tensors))
 
 
+def most_likely(logits: torch.Tensor, rows: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy's choice: each row's most likely next token and its log-probability."""
+    best_lp, token = fastpath.top_log_probs(logits, 1)
+    return best_lp.squeeze(1), token.squeeze(1)
+
+
 @torch.no_grad()
-def greedy_search(model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: int = 10) -> list[Hypothesis]:
-    """Pick the most likely token each step. Finished sentences leave the batch (a few at a time)."""
+def greedy_search(
+    model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: int = 10, prefixes: Prefixes | None = None
+) -> list[Hypothesis]:
+    """Pick the most likely token each step (after the sentence's prefix, if it has one)."""
+    return path_search(model, src, most_likely, max_len_a, max_len_b, prefixes=prefixes)
+
+
+@torch.no_grad()
+def sample_search(
+    model,
+    src: torch.Tensor,
+    sampler,
+    samples: int = 1,
+    max_len_a: float = 1.2,
+    max_len_b: int = 10,
+    prefixes: Prefixes | None = None,
+) -> list[list[Hypothesis]]:
+    """`samples` outputs per sentence, each token drawn by the sampler (mt/decoding/sampling.py)."""
+    found = path_search(model, src, sampler, max_len_a, max_len_b, copies=samples, prefixes=prefixes)
+    return [found[i : i + samples] for i in range(0, len(found), samples)]
+
+
+def path_search(
+    model,
+    src: torch.Tensor,
+    choose,
+    max_len_a: float = 1.2,
+    max_len_b: int = 10,
+    copies: int = 1,
+    prefixes: Prefixes | None = None,
+) -> list[Hypothesis]:
+    """The loop of every search that follows one path per decoder row (greedy, sampling): each step the
+    model scores the next token, `choose(logits, rows, t)` picks one per live row (rows: the original
+    row of each), a row inside its prefix takes the prefix's token instead, and finished rows leave the
+    batch (a few at a time). Each sentence decodes as `copies` rows (sentence i: rows i*copies...);
+    prefixes holds one per sentence. Returns one Hypothesis per row, its score the sum of the model's
+    log-probabilities."""
     batch, device = src.size(0), src.device
-    limits = max_output_lengths(src, max_len_a, max_len_b)
+    rows = batch * copies
+    limits = max_output_lengths(src, max_len_a, max_len_b).repeat_interleave(copies)
+    if prefixes is not None:
+        prefixes = prefixes.repeat(copies)
+        limits = limits_with_prefix(limits, prefixes, max_len_b)
     max_len = int(limits.max())
     state = model.start_state(src)
-    alive = torch.arange(batch, device=device)  # original row of each decoder row
-    running = torch.ones(batch, dtype=torch.bool, device=device)  # False: finished, not yet dropped
-    tokens = torch.full((batch,), BOS, dtype=torch.long, device=device)
-    output = torch.full((batch, max_len), EOS, dtype=torch.long, device=device)
-    scores = torch.zeros(batch, device=device)
+    if copies > 1:
+        state = state.select(torch.arange(batch, device=device).repeat_interleave(copies))
+    alive = torch.arange(rows, device=device)  # original row of each decoder row
+    running = torch.ones(rows, dtype=torch.bool, device=device)  # False: finished, not yet dropped
+    tokens = torch.full((rows,), BOS, dtype=torch.long, device=device)
+    output = torch.full((rows, max_len), EOS, dtype=torch.long, device=device)
+    scores = torch.zeros(rows, device=device)
     for t in range(max_len):
         logits, state = model.step(tokens, state)
-        best_lp, tokens = (x.squeeze(1) for x in fastpath.top_log_probs(logits, 1))
+        best_lp, tokens = choose(logits, alive, t)
+        if prefixes is not None and t < prefixes.longest:
+            forced, token = prefixes.at(t)
+            best_lp, tokens = (x.squeeze(1) for x in force(best_lp[:, None], tokens[:, None], logits, forced, token))
         output[alive, t] = tokens.where(running, EOS)  # a finished row's output already ends in EOS
         scores.index_add_(0, alive, best_lp.where(running, 0.0))
         running &= (tokens != EOS) & (t + 1 < limits[alive])
@@ -72,6 +128,7 @@ def greedy_search(model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: i
         if fastpath.worth_dropping(running.numel() - still, running.numel(), device):
             keep = running.nonzero().squeeze(1)
             alive, tokens, running, state = alive[keep], tokens[keep], running[keep], state.select(keep)
+            prefixes = prefixes.select(keep) if prefixes is not None else None
     hyps = []
     for row, seq in enumerate(output.tolist()):
         length = seq.index(EOS) if EOS in seq else len(seq)
@@ -94,14 +151,17 @@ class Expansion:
     keep_tok: torch.Tensor  # (live, beam)
 
 
-def expand(logits: torch.Tensor, cum_lp: torch.Tensor, at_limit: torch.Tensor) -> Expansion:
+def expand(logits: torch.Tensor, cum_lp: torch.Tensor, at_limit: torch.Tensor, forced=None) -> Expansion:
     """Extend every hypothesis by every token and choose: logits (live * beam, V) of the next token,
     cum_lp (live, beam) the hypotheses' log-probabilities, at_limit (live,) whether this step is the
-    sentence's last."""
+    sentence's last; forced, if given, (which sentences are inside their prefix, its token there)."""
     live, beam = cum_lp.shape
     # 2 * beam candidates: enough that `beam` survive even if up to `beam` of them end in EOS.
     # The best 2 * beam of a sentence are among the best 2 * beam of each of its hypotheses.
     row_lp, row_tok = fastpath.top_log_probs(logits, 2 * beam)  # (live * beam, 2 * beam)
+    if forced is not None:  # every hypothesis of a sentence inside its prefix continues it
+        inside, token = (x.repeat_interleave(beam) for x in forced)
+        row_lp, row_tok = force(row_lp, row_tok, logits, inside, token)
     candidates = (cum_lp[:, :, None] + row_lp.view(live, beam, -1)).view(live, -1)  # (live, beam * 2beam)
     top_lp, top_idx = candidates.topk(2 * beam, dim=-1)
     origin, next_tok = top_idx // (2 * beam), row_tok.view(live, -1).gather(1, top_idx)
@@ -175,18 +235,20 @@ def beam_search(
     max_len_a: float = 1.2,
     max_len_b: int = 10,
     nbest: int = 1,
+    prefixes: Prefixes | None = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: every sentence x beam in one tensor batch, scored with the GNMT
     length penalty. A sentence is done once its best finished hypothesis cannot be beaten
     by any live one (or at its length limit); done sentences leave the batch (a few at a time).
-    Returns nbest hypotheses per sentence, best first.
+    Returns nbest hypotheses per sentence, best first. A sentence with a prefix carries it as its one
+    hypothesis until the prefix ends, then searches freely.
 
     The loop: the model scores the next token (model.step), `expand` chooses on the device, the
     books (BeamBooks) record finished hypotheses and decide which sentences are done on the host,
     and the model state follows the chosen hypotheses.
     """
     batch, device = src.size(0), src.device
-    limits = max_output_lengths(src, max_len_a, max_len_b)
+    limits = limits_with_prefix(max_output_lengths(src, max_len_a, max_len_b), prefixes, max_len_b)
     state = model.start_state(src)
     # Every row of the decoder batch is (sentence, beam): start with `beam` copies of each sentence.
     state = state.select(torch.arange(batch, device=device).repeat_interleave(beam))
@@ -200,7 +262,8 @@ def beam_search(
     for t in range(int(books.limits.max())):
         live = len(books.sentence)
         logits, state = model.step(tokens, state)
-        step = expand(logits, cum_lp, at_limit=t + 1 >= limits[sentence])
+        forced = prefixes.at(t) if prefixes is not None and t < prefixes.longest else None
+        step = expand(logits, cum_lp, at_limit=t + 1 >= limits[sentence], forced=forced)
         top_lp, origin, next_tok, ends, keep_origin, keep_tok, best_live = on_host(
             step.top_lp[:, :beam],
             step.origin[:, :beam],
@@ -223,6 +286,7 @@ def beam_search(
             still = still_h.to(device)
             rows = rows.view(live, beam)[still].view(-1)
             sentence, cum_lp, tokens = sentence[still], cum_lp[still], tokens[still]
+            prefixes = prefixes.select(still) if prefixes is not None else None
             state = state.select(rows)
         else:  # beams moved within their sentences only
             state = state.reorder_same_source(rows)

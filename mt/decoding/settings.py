@@ -3,34 +3,91 @@ mt/decoding/translator.py (PyTorch) and mt/export/engine.py (CTranslate2), which
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import copy
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
+
+from mt.errors import MTError
 
 if TYPE_CHECKING:
     import torch
 
+STRATEGIES = ("search", "sample")
+
 
 @dataclass(frozen=True)
 class DecodeSettings:
-    """How to decode: the search and its limits, batching and precision. Built once, from a config's
-    decode section plus any choices of the caller (a command-line flag, validation's beam), and
-    handed to the Translator: validation, the test score, `translate` and `mt-evaluate` decode alike."""
+    """How to decode: the strategy and its limits, batching and precision. Built once, from a config's
+    decode section plus any choices of the caller (a command-line flag, validation's beam, a server
+    request), and handed to the Translator: validation, the test score, `translate`, `mt-evaluate` and
+    `mt-serve` decode alike. A value out of range is a one-line MTError naming the field.
 
+    strategy "search" is greedy search (beam 1) or beam search; "sample" draws each token at random
+    from the model's distribution (sharpened or flattened by temperature, cut to the top-k tokens and
+    to the nucleus of top-p probability), nbest independent samples per line, each line's draws
+    seeded by (seed, its line number): the same line gives the same samples in any batch."""
+
+    strategy: str = "search"  # search (greedy / beam) | sample
     beam: int = 1  # 1 = greedy
     alpha: float = 0.6  # GNMT length penalty exponent (beam search)
     max_len_a: float = 1.2  # output at most a * source length + b pieces
     max_len_b: int = 10
-    nbest: int = 1  # hypotheses returned per sentence (<= beam)
+    nbest: int = 1  # hypotheses returned per sentence (<= beam); with sampling, samples per sentence
     batch_tokens: int = 16000  # source tokens per batch for greedy; divided by the beam size for beam search
     precision: str = "fp32"  # fp32 | bf16 | fp16
+    temperature: float = 1.0  # sampling: divides the logits; 0 = always the most likely token (greedy)
+    topk: int = 0  # sampling: draw among the k most likely tokens only; 0 = all
+    topp: float = 1.0  # sampling: draw within the smallest set of tokens holding this much probability
+    seed: int = 0  # sampling: with each line's number, seeds that line's draws
+
+    def __post_init__(self):
+        checks = (
+            ("strategy", self.strategy in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
+            ("beam", self.beam >= 1, ">= 1"),
+            ("nbest", self.nbest >= 1, ">= 1"),
+            ("nbest", self.strategy == "sample" or self.nbest <= self.beam, "at most the beam size"),
+            ("alpha", self.alpha >= 0, ">= 0"),
+            ("max_len_a", self.max_len_a >= 0, ">= 0"),
+            ("max_len_b", self.max_len_b >= 1, ">= 1"),
+            ("batch_tokens", self.batch_tokens >= 1, ">= 1"),
+            ("precision", self.precision in ("fp32", "bf16", "fp16"), "fp32, bf16 or fp16"),
+            ("temperature", self.temperature >= 0, ">= 0"),
+            ("topk", self.topk >= 0, ">= 0 (0: no cut)"),
+            ("topp", 0 < self.topp <= 1, "in (0, 1]"),
+            ("seed", self.seed >= 0, ">= 0"),
+        )
+        for name, ok, rule in checks:
+            if not ok:
+                raise MTError(f"decode setting {name}={getattr(self, name)!r}: must be {rule}")
+
+    @property
+    def sampling(self) -> bool:
+        return self.strategy == "sample"
+
+    @property
+    def rows_per_line(self) -> int:
+        """Decoder rows one source line occupies: beam hypotheses, or nbest samples."""
+        return self.nbest if self.sampling else self.beam
 
     @classmethod
     def from_config(cls, decode_cfg, **choices) -> DecodeSettings:
         """decode_cfg's values (cfg.decode, or a checkpoint's), each choice that is not None taking precedence."""
         values = {f.name: decode_cfg[f.name] for f in fields(cls) if f.name in decode_cfg}
         values.update({k: v for k, v in choices.items() if v is not None})
-        values["beam"] = max(values.get("beam", 1), values.get("nbest", 1))
+        if values.get("strategy", "search") == "search":
+            values["beam"] = max(values.get("beam", 1), values.get("nbest", 1))
         return cls(**values)
+
+    def updated(self, **choices) -> DecodeSettings:
+        """These settings with each choice that is not None in place (validated like the rest)."""
+        return replace(self, **{k: v for k, v in choices.items() if v is not None})
+
+
+def line_seed(seed: int, line_number: int) -> int:
+    """The seed of one input line's sampling draws: a hash of (the settings' seed, the line's number)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, line_number]).generate_state(1)[0])
 
 
 @dataclass
@@ -42,9 +99,22 @@ class Translation:
     attention: torch.Tensor | None = None  # (T, S) cross-attention, when asked for
 
 
+def verbatim(prefix: str, prefix_decoded: str, text: str) -> str:
+    """The output text beginning with the prefix exactly as the caller wrote it: the tokenizer normalises
+    (spaces, unknown characters shown as ⁇), and a user who forced words expects to read them back."""
+    if not prefix or not text.startswith(prefix_decoded):
+        return text
+    rest = text[len(prefix_decoded) :]
+    if prefix[-1:].isspace() and rest[:1] == " ":
+        rest = rest[1:]
+    return prefix + rest
+
+
 class LineTranslator:
     """What both engines offer callers: `translate(lines)` gives the best translation of every line as text;
     `translate_nbest(lines)` gives settings.nbest Translations per line (text, score, pieces, attention)."""
+
+    languages: tuple[str, str] = ("", "")  # (source, target) language codes, where the model's config names them
 
     def translate(self, lines: list[str] | str) -> list[str] | str:
         """The best translation of every line, in order (an empty line gives an empty one). One string in,
@@ -55,3 +125,12 @@ class LineTranslator:
 
     def translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
         raise NotImplementedError
+
+    def with_settings(self, settings: DecodeSettings) -> LineTranslator:
+        """A translator sharing this one's model and tokenizer, decoding with other settings (a server's
+        request), where the precision stays the one the model was loaded in."""
+        if settings.precision != self.settings.precision:
+            raise MTError(f"precision {settings.precision} differs from the loaded model's {self.settings.precision}")
+        other = copy.copy(self)
+        other.settings = settings
+        return other

@@ -16,8 +16,11 @@ from tqdm import tqdm
 from mt import fastpath
 from mt.data.batching import pad_sequences, token_batches
 from mt.data.tokenizer import BOS, EOS, PAD
-from mt.decoding.search import Hypothesis, beam_search, greedy_search
-from mt.decoding.settings import DecodeSettings, LineTranslator, Translation
+from mt.decoding.prefix import Prefixes
+from mt.decoding.sampling import Sampler, uniforms
+from mt.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths, sample_search
+from mt.decoding.settings import DecodeSettings, LineTranslator, Translation, line_seed, verbatim
+from mt.errors import MTError
 from mt.precision import autocast, low_precision_copy
 
 log = logging.getLogger(__name__)
@@ -40,30 +43,43 @@ class Translator(LineTranslator):
         attention_layer: int | None = None,
         attention_head: int | None = None,
         progress: bool = False,
+        prefixes: list[str] | None = None,
+        seeds: list[int] | None = None,
+        first_line: int = 0,
     ) -> list[list[Translation]]:
         """settings.nbest translations for every line, in input order. An empty line gives empty translations.
 
+        prefixes: one target prefix per line ("" for none), forced at the start of its translations and
+        kept there verbatim. seeds (sampling): each line's seed; by default line_seed(settings.seed, its
+        number), lines numbered from first_line (a file read in chunks numbers its lines across them).
         With attention_layer set, each translation carries that decoder layer's cross-attention
         (one head, or the mean over heads), from a forced pass over the chosen hypothesis.
         """
-        beam, nbest = self.settings.beam, self.settings.nbest
+        s = self.settings
+        check_aligned(lines, prefixes, "prefixes")
+        check_aligned(lines, seeds, "seeds")
         ids, cut = self.tokenizer.encode_src_truncated(lines, self.max_src_len)
         self.truncated += cut
+        prefix_ids = self.tokenizer.encode_tgt(prefixes) if prefixes else [[] for _ in lines]
+        if s.sampling and seeds is None:
+            seeds = [line_seed(s.seed, first_line + i) for i in range(len(lines))]
         results: list[list[Translation] | None] = [None] * len(lines)
         todo = [i for i, seq in enumerate(ids) if seq]
         for i in set(range(len(lines))) - set(todo):
-            results[i] = [Translation("", 0.0, [], [])] * nbest
+            results[i] = [Translation("", 0.0, [], [])] * s.nbest
         lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
-        # Beam search decodes beam rows per sentence: keep the rows per batch, not the sentences, constant.
-        budget = max(1, self.settings.batch_tokens // beam)
+        # Beam search and sampling decode several rows per sentence: keep the rows per batch constant.
+        budget = max(1, s.batch_tokens // s.rows_per_line)
         batches = token_batches(lengths, lengths, budget) if todo else []
         bar = tqdm(total=len(todo), unit="sent", disable=None if progress else True, leave=False)
         for batch in batches:
             rows = [todo[j] for j in batch]
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)
-            found = self._search(src)
+            forced = Prefixes.of([prefix_ids[r] for r in rows], self.device)
+            found = self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None)
             for row, hyps in zip(rows, found):
-                results[row] = [self._finish(ids[row], h) for h in hyps]
+                prefix = (prefixes[row], self.tokenizer.decode_tgt([prefix_ids[row]])[0]) if prefixes else None
+                results[row] = [self._finish(ids[row], h, prefix) for h in hyps]
             if attention_layer is not None:
                 best = [hyps[0] for hyps in found]
                 for row, weights in zip(rows, self._attention(src, best, attention_layer, attention_head)):
@@ -78,12 +94,19 @@ class Translator(LineTranslator):
             return autocast(self.device, self.settings.precision)
         return contextlib.nullcontext()
 
-    def _search(self, src) -> list[list[Hypothesis]]:
+    def _search(self, src, prefixes: Prefixes | None, seeds: list[int] | None) -> list[list[Hypothesis]]:
         s = self.settings
         with torch.inference_mode(), self._autocast():
+            if s.sampling:
+                steps = int(max_output_lengths(src, s.max_len_a, s.max_len_b).max()) + s.max_len_b
+                if prefixes is not None:
+                    steps += prefixes.longest
+                draws = uniforms(seeds, s.nbest, steps).to(src.device)
+                sampler = Sampler(draws, s.temperature, s.topk, s.topp)
+                return sample_search(self.model, src, sampler, s.nbest, s.max_len_a, s.max_len_b, prefixes)
             if s.beam == 1:
-                return [[h] for h in greedy_search(self.model, src, s.max_len_a, s.max_len_b)]
-            return beam_search(self.model, src, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest)
+                return [[h] for h in greedy_search(self.model, src, s.max_len_a, s.max_len_b, prefixes)]
+            return beam_search(self.model, src, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, prefixes)
 
     def _attention(self, src, hyps: list[Hypothesis], layer: int, head: int | None) -> list[torch.Tensor]:
         """(T+1, S+1) cross-attention of each hypothesis (EOS included on both sides)."""
@@ -96,8 +119,17 @@ class Translator(LineTranslator):
         src_lens = (src != PAD).sum(1).tolist()
         return [weights[i, : len(h.tokens) + 1, : src_lens[i]].cpu() for i, h in enumerate(hyps)]
 
-    def _finish(self, src_ids: list[int], hyp: Hypothesis) -> Translation:
+    def _finish(self, src_ids: list[int], hyp: Hypothesis, prefix: tuple[str, str] | None = None) -> Translation:
+        """prefix: (as the caller wrote it, as the tokenizer decodes it), for a line that has one."""
         text = self.tokenizer.decode_tgt([hyp.tokens])[0]
+        if prefix is not None:
+            text = verbatim(prefix[0], prefix[1], text)
         return Translation(
             text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]), self.tokenizer.tgt_pieces(hyp.tokens + [EOS])
         )
+
+
+def check_aligned(lines: list[str], values: list | None, name: str) -> None:
+    """One value per line, or a one-line error."""
+    if values is not None and len(values) != len(lines):
+        raise MTError(f"{name}: {len(values)} given for {len(lines)} lines (one per line)")

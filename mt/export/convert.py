@@ -100,6 +100,7 @@ def export(checkpoints: list[str], output: Path, quantization: str = "none", for
             "checkpoints": [str(Path(c).resolve()) for c in checkpoints],
             "quantization": quantization,
             "arch": cfg.model.arch,
+            "languages": [cfg.data.src_lang, cfg.data.tgt_lang],
             "joint_vocabulary": tokenizer.joint,
         }
         (staging / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

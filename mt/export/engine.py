@@ -4,6 +4,10 @@ discipline of `translate`. Nothing here imports torch: `translate --engine ctran
 
 Greedy search gives the same pieces as ours. Beam search scores with CTranslate2's length penalty,
 score / length^alpha, where ours uses GNMT's ((5 + length) / 6)^alpha: with alpha 0 they agree.
+Sampling passes the same temperature, top-k and top-p to CTranslate2's sampler. Its draws are not
+reproducible: set_random_seed does not reach the threads that decode (measured: the same call twice gave
+other samples), where the torch engine seeds each line apart. Target prefixes are CTranslate2's
+target_prefix.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mt.data.tokenizer import EOS, Tokenizer
-from mt.decoding.settings import DecodeSettings, LineTranslator, Translation
+from mt.decoding.settings import DecodeSettings, LineTranslator, Translation, verbatim
 from mt.errors import MTError
 from mt.host import cpu_cores
 
@@ -62,7 +66,9 @@ def load_export_translator(
     _, info = load_export(folder)
     settings = DecodeSettings.from_config(info["decode"], **decode_choices)
     device = device or ("cuda" if cuda_available() else "cpu")
-    return CTranslate2Translator(folder, settings, device, compute_type, max_src_len)
+    translator = CTranslate2Translator(folder, settings, device, compute_type, max_src_len)
+    translator.languages = tuple(info.get("languages", ("", "")))
+    return translator
 
 
 class CTranslate2Translator(LineTranslator):
@@ -77,7 +83,7 @@ class CTranslate2Translator(LineTranslator):
         """compute_type: None (as exported), fp32, bf16, fp16 or int8."""
         ct2 = import_ctranslate2()
         self.tokenizer, self.info = load_export(folder)
-        self.settings, self.max_src_len = settings, max_src_len
+        self.settings, self.max_src_len, self.device = settings, max_src_len, device
         try:
             self.engine = ct2.Translator(
                 folder,
@@ -95,13 +101,21 @@ class CTranslate2Translator(LineTranslator):
         attention_layer: int | None = None,
         attention_head: int | None = None,
         progress: bool = False,
+        prefixes: list[str] | None = None,
+        seeds: list[int] | None = None,
+        first_line: int = 0,
     ) -> list[list[Translation]]:
-        """settings.nbest translations for every line, in input order; an empty line gives empty ones."""
+        """settings.nbest translations for every line, in input order; an empty line gives empty ones.
+        prefixes: one target prefix per line ("" for none). seeds and first_line are the torch engine's
+        (per-line sampling seeds); CTranslate2's sampler takes no seed that holds (see above)."""
         if attention_layer is not None:
             raise MTError("--alignments and --attention-dir need the torch engine (CTranslate2 exports no attention)")
+        if prefixes is not None and len(prefixes) != len(lines):
+            raise MTError(f"prefixes: {len(prefixes)} given for {len(lines)} lines (one per line)")
         s = self.settings
         ids, cut = self.tokenizer.encode_src_truncated(lines, self.max_src_len)
         self.truncated += cut
+        prefix_ids = self.tokenizer.encode_tgt(prefixes) if prefixes else [[] for _ in lines]
         results: list[list[Translation]] = [[Translation("", 0.0, [], [])] * s.nbest for _ in lines]
         # Our length limit, a * |x| + b with |x| counting EOS, differs per sentence and CTranslate2 takes one
         # limit per call: one call per source length (computed as search.max_output_lengths does, in fp32).
@@ -114,29 +128,50 @@ class CTranslate2Translator(LineTranslator):
         )
         for length, rows in sorted(by_length.items()):
             limit = int(np.float32(length) * np.float32(s.max_len_a)) + s.max_len_b
+            limit = max([limit] + [len(prefix_ids[r]) + s.max_len_b for r in rows])  # room after a prefix
+            copies = s.nbest if s.sampling else 1  # samples: each line as many times
+            sources = [self.tokenizer.src_pieces(ids[r]) for r in rows for _ in range(copies)]
+            targets = [self.tokenizer.tgt_pieces(prefix_ids[r]) or None for r in rows for _ in range(copies)]
             found = self.engine.translate_batch(
-                [self.tokenizer.src_pieces(ids[r]) for r in rows],
-                beam_size=s.beam,
-                length_penalty=s.alpha,
-                num_hypotheses=s.nbest,
+                sources,
+                target_prefix=targets if prefixes else None,
                 max_decoding_length=limit,
                 max_input_length=0,
                 return_scores=True,
                 max_batch_size=s.batch_tokens,
                 batch_type="tokens",
+                **self._strategy(),
             )
-            for row, result in zip(rows, found):
-                results[row] = [
-                    self._finish(ids[row], pieces, score) for pieces, score in zip(result.hypotheses, result.scores)
+            for i, row in enumerate(rows):
+                hyps = [
+                    (p, sc)
+                    for result in found[i * copies : (i + 1) * copies]
+                    for p, sc in zip(result.hypotheses, result.scores)
                 ]
+                prefix = (prefixes[row], self.tokenizer.decode_tgt([prefix_ids[row]])[0]) if prefixes else None
+                results[row] = [self._finish(ids[row], pieces, score, prefix) for pieces, score in hyps]
             bar.update(len(rows))
         bar.close()
         return results
 
-    def _finish(self, src_ids: list[int], pieces: list[str], score: float) -> Translation:
+    def _strategy(self) -> dict:
+        """CTranslate2's options for the settings' search or sampling."""
+        s = self.settings
+        if not s.sampling:
+            return dict(beam_size=s.beam, length_penalty=s.alpha, num_hypotheses=s.nbest)
+        greedy = s.temperature == 0  # CTranslate2 takes top-1 for the limit T -> 0
+        return dict(
+            beam_size=1,
+            sampling_topk=1 if greedy else s.topk,
+            sampling_topp=s.topp,
+            sampling_temperature=1.0 if greedy else s.temperature,
+        )
+
+    def _finish(self, src_ids: list[int], pieces: list[str], score: float, prefix=None) -> Translation:
         tgt_ids = [self.tokenizer.tgt.piece_to_id(p) for p in pieces]
+        text = self.tokenizer.decode_tgt([tgt_ids])[0]
         return Translation(
-            self.tokenizer.decode_tgt([tgt_ids])[0],
+            verbatim(*prefix, text) if prefix else text,
             score,
             self.tokenizer.src_pieces(src_ids + [EOS]),
             pieces + [self.tokenizer.tgt.id_to_piece(EOS)],

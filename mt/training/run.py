@@ -43,7 +43,9 @@ def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, test,
     test split once with final.pt; write test.hyp, results.json and test/bleu, test/chrf at the last
     step to TensorBoard. Returns final.pt."""
     final = chosen.parent / "final.pt"
-    settings = DecodeSettings.from_config(cfg.decode, precision=decode_precision(device, cfg.train.precision))
+    settings = DecodeSettings.from_config(
+        cfg.decode, strategy="search", precision=decode_precision(device, cfg.train.precision)
+    )
     sweep = []
     if cfg.decode.alpha_candidates or test is not None:  # nothing to decode: final.pt is a copy
         model, tokenizer, _ = load_for_inference(chosen)

@@ -1,0 +1,79 @@
+"""mt-serve: load a model once, then answer HTTP requests until stopped (Ctrl-C).
+
+mt-serve --checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt
+curl -s localhost:8000/translate -H 'Content-Type: application/json' -d '{"lines": ["Ein Hund."]}'
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from mt.errors import MTError
+from mt.serve.limits import ServeLimits
+
+
+def import_server():
+    """(uvicorn, create_app), or a one-line error saying how to install them (an optional extra)."""
+    try:
+        import uvicorn
+
+        from mt.serve.app import create_app
+    except ImportError as err:
+        raise MTError(
+            f"mt-serve needs FastAPI and uvicorn ({err.name} is missing): pip install -e '.[serve]'"
+        ) from None
+    return uvicorn, create_app
+
+
+def check_args(args) -> None:
+    for flag, value, least in (
+        ("--port", args.port, 0),
+        ("--max-lines", args.max_lines, 1),
+        ("--max-line-chars", args.max_line_chars, 1),
+        ("--max-bytes", args.max_bytes, 64),
+        ("--max-beam", args.max_beam, 1),
+        ("--max-wait-ms", args.max_wait_ms, 0),
+        ("--batch-tokens", args.batch_tokens, 1),
+    ):
+        if value is not None and value < least:
+            raise MTError(f"{flag} must be >= {least}")
+
+
+def load(args):
+    """The translator and what /health says of it."""
+    choices = dict(beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens)
+    if args.export:
+        from mt.export.engine import load_export_translator
+
+        translator = load_export_translator(args.export, args.device, args.dtype, **choices)
+        return translator, {"engine": "ctranslate2", "device": translator.device, "model": args.export}
+    if args.dtype == "int8":
+        raise MTError("--dtype int8 needs an export directory (--export; see mt-export)")
+    from mt.inference import load_translator
+
+    translator = load_translator(args.checkpoint, args.device, precision=args.dtype or "fp32", **choices)
+    return translator, {"engine": "torch", "device": str(translator.device), "model": " ".join(args.checkpoint)}
+
+
+def run(args) -> None:
+    check_args(args)
+    uvicorn, create_app = import_server()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    translator, about = load(args)
+    limits = ServeLimits(
+        max_lines=args.max_lines,
+        max_bytes=args.max_bytes,
+        max_line_chars=args.max_line_chars,
+        max_beam=args.max_beam,
+        max_nbest=args.max_beam,
+    )
+    app = create_app(translator, limits, about, max_wait=args.max_wait_ms / 1000)
+    source, target = translator.languages
+    print(
+        f"mt-serve: {about['model']} ({source}-{target}, {about['engine']} on {about['device']}) "
+        f"at http://{args.host}:{args.port}/ (Ctrl-C to stop)",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)

@@ -1,0 +1,110 @@
+"""The HTTP application: POST /translate, GET /health and the web page at GET /, over one translator
+(either engine) and the batcher that decodes requests together."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import asdict
+from importlib import resources
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException
+
+from mt.decoding.settings import DecodeSettings, LineTranslator, line_seed
+from mt.errors import MTError
+from mt.serve.batcher import Batcher
+from mt.serve.limits import RequestError, ServeLimits, TranslateRequest, parse_request
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BEAM = 5  # "strategy": "beam" on a server whose own settings are greedy
+SAMPLING_FIELDS = ("temperature", "topk", "topp", "seed")
+
+
+def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeSettings:
+    """The server's settings with the request's choices on top, or a RequestError."""
+    sampling = request.strategy == "sample" or (request.strategy is None and base.sampling)
+    for name in SAMPLING_FIELDS:
+        if getattr(request, name) is not None and not sampling:
+            raise RequestError(422, f'{name}: a sampling setting; add "strategy": "sample"')
+    choices = dict(alpha=request.alpha, nbest=request.nbest, **{n: getattr(request, n) for n in SAMPLING_FIELDS})
+    if request.strategy == "greedy":
+        if request.beam not in (None, 1):
+            raise RequestError(422, 'beam: greedy decodes with beam 1; use "strategy": "beam"')
+        choices.update(strategy="search", beam=1)
+    elif request.strategy == "beam":
+        choices.update(strategy="search", beam=request.beam or max(base.beam, DEFAULT_BEAM, request.nbest or 1))
+    elif request.strategy == "sample":
+        choices.update(strategy="sample")
+    else:
+        choices.update(beam=request.beam)
+    if not sampling and choices.get("beam") is None and (request.nbest or 1) > base.beam:
+        choices["beam"] = request.nbest  # "nbest": 3 alone asks for a beam that can hold 3
+    try:
+        return base.updated(**choices)
+    except MTError as err:
+        raise RequestError(422, str(err).removeprefix("decode setting ")) from None
+
+
+def create_app(translator: LineTranslator, limits: ServeLimits, about: dict, max_wait: float = 0.005) -> FastAPI:
+    """about: what /health reports of the model (engine, device, checkpoint)."""
+    batcher = Batcher(translator, max_wait=max_wait, budget_pieces=translator.settings.batch_tokens)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        batcher.close()
+
+    app = FastAPI(title="mt-serve", summary="Machine translation", docs_url="/docs", redoc_url=None, lifespan=lifespan)
+    app.state.batcher = batcher
+    source, target = translator.languages
+    page = resources.files("mt.serve").joinpath("page.html").read_text(encoding="utf-8")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, err: HTTPException):
+        return JSONResponse({"error": str(err.detail)}, status_code=err.status_code)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index():
+        return page
+
+    @app.get("/health")
+    async def health():
+        return {
+            "status": "ok",
+            "languages": {"source": source, "target": target},
+            **about,
+            "settings": asdict(translator.settings),
+            "limits": asdict(limits),
+            "batches": batcher.batches,
+            "lines_translated": batcher.lines_decoded,
+        }
+
+    @app.post(
+        "/translate",
+        openapi_extra={
+            "requestBody": {"content": {"application/json": {"schema": TranslateRequest.model_json_schema()}}}
+        },
+    )
+    async def translate(request: Request):
+        try:
+            ask = parse_request(await request.body(), limits)
+            settings = request_settings(translator.settings, ask)
+            pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
+        except RequestError as err:
+            return JSONResponse({"error": str(err)}, status_code=err.status)
+        seeds = [line_seed(settings.seed, i) for i in range(len(ask.lines))] if settings.sampling else None
+        future = batcher.submit(ask.lines, settings, ask.prefixes, seeds, pieces)
+        try:
+            results = await asyncio.wrap_future(future)
+        except Exception as err:  # noqa: BLE001 - one request fails, the server goes on
+            return JSONResponse({"error": f"decoding failed: {str(err).splitlines()[0][:300]}"}, status_code=500)
+        answer = {"translations": [found[0].text for found in results], "settings": asdict(settings)}
+        if ask.scores or settings.nbest > 1:
+            answer["hypotheses"] = [[{"text": t.text, "score": t.score} for t in found] for found in results]
+        return answer
+
+    return app

@@ -1,0 +1,87 @@
+"""What one request may ask of the server, and the request's checks: every way a request can be wrong
+is one line that names the field, answered with a 4xx, before anything is decoded."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    max_lines: int = 64  # lines per request
+    max_bytes: int = 256 * 1024  # request body
+    max_line_chars: int = 2000  # characters per line (and per prefix)
+    max_beam: int = 8
+    max_nbest: int = 8
+    max_temperature: float = 10.0
+
+
+class TranslateRequest(BaseModel):
+    """POST /translate's body. Every field but lines is optional: the server's settings stand in."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    lines: list[str] = Field(description="source lines; one translation comes back for each, in order")
+    prefixes: list[str] | None = Field(None, description="a target prefix per line (empty: none), kept verbatim")
+    strategy: Literal["greedy", "beam", "sample"] | None = None
+    beam: int | None = Field(None, ge=1)
+    alpha: float | None = Field(None, ge=0, le=5)
+    nbest: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0)
+    topk: int | None = Field(None, ge=0)
+    topp: float | None = Field(None, gt=0, le=1)
+    seed: int | None = Field(None, ge=0, lt=2**32)
+    scores: bool = Field(False, description="also return each line's hypotheses with their scores")
+
+
+class RequestError(Exception):
+    """A request the server refuses: its HTTP status and the one line that says why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def parse_request(body: bytes, limits: ServeLimits) -> TranslateRequest:
+    """The request in body, or a RequestError naming what is wrong."""
+    if len(body) > limits.max_bytes:
+        raise RequestError(413, f"request body is {len(body)} bytes; the limit is {limits.max_bytes}")
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RequestError(400, f"invalid JSON: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise RequestError(422, 'the body must be a JSON object, e.g. {"lines": ["Guten Morgen."]}')
+    try:
+        request = TranslateRequest.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise RequestError(422, f"{where}: {first['msg']}") from None
+    check_limits(request, limits)
+    return request
+
+
+def check_limits(request: TranslateRequest, limits: ServeLimits) -> None:
+    if len(request.lines) > limits.max_lines:
+        raise RequestError(422, f"lines: {len(request.lines)} lines; the limit is {limits.max_lines} a request")
+    if request.prefixes is not None and len(request.prefixes) != len(request.lines):
+        raise RequestError(422, f"prefixes: {len(request.prefixes)} for {len(request.lines)} lines (one per line)")
+    for field in ("lines", "prefixes"):
+        for i, text in enumerate(getattr(request, field) or []):
+            if len(text) > limits.max_line_chars:
+                raise RequestError(
+                    422, f"{field}.{i}: {len(text)} characters; the limit is {limits.max_line_chars} a line"
+                )
+    for field, most in (
+        ("beam", limits.max_beam),
+        ("nbest", limits.max_nbest),
+        ("temperature", limits.max_temperature),
+    ):
+        value = getattr(request, field)
+        if value is not None and value > most:
+            raise RequestError(422, f"{field}: {value} is over this server's limit of {most}")

@@ -1,0 +1,253 @@
+"""Sampling (temperature, top-k, top-p) and target prefixes, against ground truth: the limits that must
+equal greedy search, the distribution the draws must follow, per-line seeds that no batch changes, and
+a prefix-constrained beam search equal to a textbook beam search that continues the prefix."""
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+import mt
+from mt.data.tokenizer import BOS, EOS
+from mt.decoding.prefix import Prefixes
+from mt.decoding.sampling import Sampler, uniforms
+from mt.decoding.search import beam_search, greedy_search, length_penalty, sample_search
+from mt.decoding.settings import DecodeSettings, line_seed, verbatim
+from mt.errors import MTError
+from mt.model import Transformer
+
+from conftest import pad_ids, reversal_task, run_cli
+
+VOCAB = 20
+
+
+@pytest.fixture(scope="module")
+def untrained():
+    """An untrained model: uncertain, diverse next-token distributions (what sampling must respect)."""
+    torch.manual_seed(3)
+    model = Transformer(VOCAB, VOCAB, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2, dropout=0.0)
+    sources = [s for s, _ in reversal_task(10, VOCAB, seed=7)]
+    return model.eval(), sources
+
+
+def sampler_for(sources, seeds, samples=1, steps=40, **shape):
+    return Sampler(uniforms(seeds, samples, steps), **shape)
+
+
+def tokens_of(found):
+    return [[h.tokens for h in hyps] for hyps in found]
+
+
+@pytest.mark.parametrize("shape", [dict(temperature=0.0), dict(temperature=1e-4), dict(topk=1), dict(topp=1e-6)])
+def test_sampling_at_its_limits_is_greedy_search(untrained, shape):
+    model, sources = untrained
+    src = pad_ids(sources, suffix=[EOS])
+    greedy = greedy_search(model, src, 1.0, 5)
+    sampled = sample_search(model, src, sampler_for(sources, range(len(sources)), **shape), 1, 1.0, 5)
+    assert [h[0].tokens for h in sampled] == [g.tokens for g in greedy]
+    assert [h[0].score for h in sampled] == pytest.approx([g.score for g in greedy], abs=1e-5)
+
+
+def test_a_lines_samples_depend_on_its_seed_only(untrained):
+    model, sources = untrained
+    seeds = [line_seed(11, i) for i in range(len(sources))]
+    together = sample_search(model, pad_ids(sources, suffix=[EOS]), sampler_for(sources, seeds, 3), 3, 1.0, 5)
+    order = list(reversed(range(len(sources))))
+    shuffled = sample_search(
+        model,
+        pad_ids([sources[i] for i in order], suffix=[EOS]),
+        sampler_for(sources, [seeds[i] for i in order], 3),
+        3,
+        1.0,
+        5,
+    )
+    alone = [
+        sample_search(model, pad_ids([s], suffix=[EOS]), sampler_for([s], [seed], 3), 3, 1.0, 5)[0]
+        for s, seed in zip(sources, seeds)
+    ]
+    assert tokens_of(together) == tokens_of([shuffled[order.index(i)] for i in range(len(sources))])
+    assert tokens_of(together) == tokens_of(alone)
+    distinct = {tuple(h.tokens) for hyps in together for h in hyps}
+    assert len(distinct) > len(sources)  # samples of one line differ: this is no greedy search in disguise
+    other = sample_search(model, pad_ids(sources, suffix=[EOS]), sampler_for(sources, [s + 1 for s in seeds], 3), 3)
+    assert tokens_of(other) != tokens_of(together)
+
+
+@torch.no_grad()
+def first_token_probs(model, src_ids, temperature=1.0):
+    memory, mask = model.encode(torch.tensor([src_ids + [EOS]]))
+    logits = model.logits(model.decode(torch.tensor([[BOS]]), memory, mask))[0, -1]
+    return (logits / temperature).softmax(-1)
+
+
+@pytest.mark.parametrize("shape", [dict(), dict(temperature=2.0), dict(topk=3), dict(topp=0.5)])
+def test_first_tokens_follow_the_shaped_distribution(untrained, shape):
+    """4,000 draws of one sentence's first token against the distribution the shape defines."""
+    model, sources = untrained
+    draws = 4000
+    probs = first_token_probs(model, sources[0], shape.get("temperature", 1.0))
+    if "topk" in shape:
+        cut = probs.topk(shape["topk"]).indices
+        probs = torch.zeros_like(probs).index_fill(0, cut, 1.0) * probs
+    if "topp" in shape:
+        sorted_p, order = probs.sort(descending=True)
+        keep = (sorted_p.cumsum(0) - sorted_p) < shape["topp"]
+        probs = torch.zeros_like(probs).index_fill(0, order[keep], 1.0) * probs
+    probs = probs / probs.sum()
+    src = pad_ids([sources[0]], suffix=[EOS])
+    with torch.no_grad():
+        logits = model.step(torch.tensor([BOS]), model.start_state(src))[0].expand(draws, -1)
+        _, picked = Sampler(uniforms([5], draws, 1), **shape)(logits, torch.arange(draws), 0)
+    counts = Counter(picked.tolist())
+    assert all(probs[tok] > 0 for tok in counts)  # nothing outside the top-k / nucleus
+    for tok in range(VOCAB):  # each frequency within 4.5 standard deviations of its probability
+        p = float(probs[tok])
+        assert abs(counts.get(tok, 0) / draws - p) <= 4.5 * math.sqrt(p * (1 - p) / draws) + 1e-9
+
+
+def test_a_forced_prefix_starts_every_output(untrained):
+    model, sources = untrained
+    prefixes = [[5, 6, 7], [], [9], [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]] + [[8, 4]] * (len(sources) - 4)
+    src = pad_ids(sources, suffix=[EOS])
+    forced = Prefixes.of(prefixes, src.device)
+    outputs = {
+        "greedy": [[h] for h in greedy_search(model, src, 1.0, 5, forced)],
+        "beam": beam_search(model, src, 3, 0.6, 1.0, 5, nbest=3, prefixes=forced),
+        "sample": sample_search(model, src, sampler_for(sources, range(10), 2, steps=60), 2, 1.0, 5, forced),
+    }
+    free = greedy_search(model, src, 1.0, 5)
+    for name, found in outputs.items():
+        for prefix, hyps in zip(prefixes, found):
+            for h in hyps:
+                assert h.tokens[: len(prefix)] == prefix, name  # the 11-token one is over the length limit
+    assert tokens_of(outputs["greedy"])[1] == [free[1].tokens]  # no prefix: free decoding
+    # A prefix that is greedy's own start changes nothing.
+    own = [g.tokens[:2] for g in free]
+    again = greedy_search(model, src, 1.0, 5, Prefixes.of(own, src.device))
+    assert [g.tokens for g in again] == [g.tokens for g in free]
+
+
+@torch.no_grad()
+def continued_beam(model, src_ids, prefix, beam, alpha, max_len_a=1.0, max_len_b=3):
+    """Textbook beam search that starts from the prefix, scored as the model scores it (no cache)."""
+    memory, mask = model.encode(torch.tensor([src_ids + [EOS]]))
+
+    def next_log_probs(tokens):
+        return model.logits(model.decode(torch.tensor([[BOS] + tokens]), memory, mask))[0, -1].log_softmax(-1)
+
+    prefix_lp = sum(float(next_log_probs(prefix[:i])[tok]) for i, tok in enumerate(prefix))
+    limit = max(int((len(src_ids) + 1) * max_len_a) + max_len_b, len(prefix) + max_len_b)
+    beams, finished = [(list(prefix), prefix_lp)], []
+    for t in range(len(prefix), limit):
+        candidates = []
+        for tokens, lp in beams:
+            top = next_log_probs(tokens).topk(2 * beam)
+            candidates += [(tokens, tok, lp + v) for v, tok in zip(top.values.tolist(), top.indices.tolist())]
+        candidates.sort(key=lambda c: -c[2])
+        beams = []
+        for rank, (tokens, tok, lp) in enumerate(candidates[: 2 * beam]):
+            if tok == EOS or t + 1 >= limit:
+                if rank < beam:
+                    done = tokens + ([] if tok == EOS else [tok])
+                    finished.append((done, lp / float(length_penalty(torch.tensor(t + 1), alpha))))
+            elif len(beams) < beam:
+                beams.append((tokens + [tok], lp))
+        if not beams:
+            break
+        best_finished = max((f[1] for f in finished), default=float("-inf"))
+        if beams[0][1] / float(length_penalty(torch.tensor(limit), alpha)) <= best_finished:
+            break
+    return max(finished, key=lambda f: f[1])
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_search_under_a_prefix_equals_scoring_its_continuations(untrained, alpha):
+    model, sources = untrained
+    prefixes = [[5, 6], [9], [7, 7, 7], [4]] + [[10 + i] for i in range(len(sources) - 4)]
+    src = pad_ids(sources, suffix=[EOS])
+    found = beam_search(model, src, 4, alpha, 1.0, 3, prefixes=Prefixes.of(prefixes, src.device))
+    for src_ids, prefix, hyps in zip(sources, prefixes, found):
+        tokens, score = continued_beam(model, src_ids, prefix, 4, alpha)
+        assert hyps[0].tokens == tokens
+        assert hyps[0].score == pytest.approx(score, abs=1e-4)
+
+
+def test_the_prefix_comes_back_as_written():
+    assert verbatim("Zwei  Hunde ", "Zwei Hunde", "Zwei Hunde laufen.") == "Zwei  Hunde laufen."
+    assert verbatim("Ein ☃", "Ein ⁇", "Ein ⁇ schmilzt.") == "Ein ☃ schmilzt."
+    assert verbatim("", "", "A dog.") == "A dog."
+
+
+def test_out_of_range_settings_are_one_line_errors():
+    for bad, field in (
+        (dict(strategy="nucleus"), "strategy"),
+        (dict(strategy="sample", temperature=-1.0), "temperature"),
+        (dict(strategy="sample", topp=0.0), "topp"),
+        (dict(strategy="sample", topk=-2), "topk"),
+        (dict(beam=2, nbest=3), "nbest"),
+    ):
+        with pytest.raises(MTError, match=f"decode setting {field}=") as err:
+            DecodeSettings(**bad)
+        assert "\n" not in str(err.value)
+    assert DecodeSettings(strategy="sample", nbest=4).rows_per_line == 4  # samples need no beam
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    return mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+
+
+def test_the_translator_samples_each_line_alike_in_any_batch(translator, tiny_corpus):
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:16]
+    sampling = DecodeSettings(strategy="sample", nbest=3, seed=4, temperature=1.5)
+    big = translator.with_settings(sampling).translate_nbest(lines)
+    small = translator.with_settings(sampling.updated(batch_tokens=30)).translate_nbest(lines)
+    seeds = [line_seed(4, i) for i in range(len(lines))]
+    reverse = translator.with_settings(sampling).translate_nbest(lines[::-1], seeds=seeds[::-1])[::-1]
+    later = translator.with_settings(sampling).translate_nbest(lines[8:], first_line=8)  # a later chunk of a file
+    text = [[t.text for t in found] for found in big]
+    assert text == [[t.text for t in found] for found in small]
+    assert text == [[t.text for t in found] for found in reverse]
+    assert text[8:] == [[t.text for t in found] for found in later]
+    assert len({t for found in text for t in found}) > len(lines)  # samples vary
+
+
+def test_the_translator_keeps_prefixes_and_line_alignment(translator, tiny_corpus):
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:6] + ["", "Hund"]
+    prefixes = ["the  dog", "", "Ein ☃ ", "cat", "", "quickly", "ignored", "slowly"]
+    for strategy in (dict(), dict(beam=3, nbest=2), dict(strategy="sample", nbest=2)):
+        chosen = translator.with_settings(translator.settings.updated(**strategy))
+        found = chosen.translate_nbest(lines, prefixes=prefixes)
+        assert len(found) == len(lines) and found[6][0].text == ""  # an empty line stays empty
+        for line, prefix, hyps in zip(lines, prefixes, found):
+            for t in hyps:
+                assert not line or t.text.startswith(prefix), (strategy, prefix, t.text)
+    with pytest.raises(MTError, match="prefixes: 2 given for 8 lines"):
+        translator.translate_nbest(lines, prefixes=prefixes[:2])
+
+
+def test_translate_samples_and_forces_prefixes_from_the_command_line(trained_run, tiny_corpus, tmp_path):
+    """Chunks of 3 lines give what the API gives on the whole file: line numbers and prefixes stay aligned."""
+    ckpt = str(trained_run / "checkpoints" / "final.pt")
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:8] + ["", "Hund"]
+    prefixes = ["the", "", "a", "", "", "quickly", "", "", "x", "dog"]
+    src, pre = tmp_path / "in.de", tmp_path / "prefix.en"
+    src.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    pre.write_text("".join(x + "\n" for x in prefixes), encoding="utf-8")
+    flags = ["--strategy", "sample", "--seed", "7", "--topp", "0.9", "--nbest", "2"]
+    out = run_cli("translate", "-c", ckpt, "-i", str(src), "--prefix", str(pre), *flags, "--chunk-lines", "3", "-q")
+    api = mt.load_translator(ckpt, device="cpu", strategy="sample", seed=7, topp=0.9, nbest=2)
+    expected = [
+        f"{i}\t{k}\t{t.score:.4f}\t{t.text}"
+        for i, found in enumerate(api.translate_nbest(lines, prefixes=prefixes))
+        for k, t in enumerate(found)
+    ]
+    assert out.stdout.splitlines() == expected
+    pre.write_text("the\n" * 4, encoding="utf-8")
+    short = run_cli("translate", "-c", ckpt, "-i", str(src), "--prefix", str(pre), "-q", check=False)
+    assert short.returncode == 2 and short.stderr.strip().endswith(
+        "4 prefix lines for 10 or more input lines (one each)"
+    )
+    refused = run_cli("translate", "-c", ckpt, "-i", str(src), "--topk", "5", check=False)
+    assert refused.returncode == 2 and "--topk is a sampling setting: add --strategy sample" in refused.stderr

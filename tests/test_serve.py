@@ -1,0 +1,205 @@
+"""mt-serve: the HTTP API answers as `translate` does, batches concurrent requests together, refuses
+every bad request with a 4xx and one line of JSON, and goes on serving."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+import mt  # noqa: E402
+from mt.serve.limits import ServeLimits  # noqa: E402
+
+from conftest import REPO, cli_path, run_cli  # noqa: E402
+from serving import RunningServer  # noqa: E402
+
+LIMITS = ServeLimits(max_lines=16, max_bytes=4096, max_line_chars=300, max_beam=4, max_nbest=4)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(trained_run):
+    return trained_run / "checkpoints" / "final.pt"
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint):
+    running = RunningServer(mt.load_translator(checkpoint, device="cpu", beam=1), LIMITS, max_wait=0.05)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def lines(tiny_corpus):
+    return (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:12]
+
+
+def translate_cli(checkpoint, lines, *flags):
+    out = run_cli("translate", "-c", str(checkpoint), "-q", *flags, input_text="".join(x + "\n" for x in lines))
+    return out.stdout.splitlines()
+
+
+@pytest.mark.parametrize(
+    "request_settings, flags",
+    [
+        ({}, ["--beam", "1"]),
+        ({"strategy": "beam", "beam": 3, "alpha": 1.0}, ["--beam", "3", "--alpha", "1.0"]),
+        ({"strategy": "sample", "seed": 5, "topk": 4}, ["--strategy", "sample", "--seed", "5", "--topk", "4"]),
+    ],
+    ids=["greedy", "beam", "sample"],
+)
+def test_answers_equal_translates_output(server, checkpoint, lines, request_settings, flags):
+    status, answer = server.translate({"lines": lines, **request_settings})
+    assert status == 200
+    assert answer["translations"] == translate_cli(checkpoint, lines, *flags)
+
+
+def test_prefixes_scores_and_nbest(server, checkpoint, lines, tmp_path):
+    prefixes = ["the", ""] * 6
+    status, answer = server.translate({"lines": lines, "prefixes": prefixes, "nbest": 2, "strategy": "beam"})
+    assert status == 200 and all(t.startswith(p) for p, t in zip(prefixes, answer["translations"]))
+    (tmp_path / "prefix").write_text("".join(p + "\n" for p in prefixes), encoding="utf-8")
+    assert answer["translations"] == translate_cli(
+        checkpoint, lines, "--beam", "5", "--prefix", str(tmp_path / "prefix")
+    )
+    assert [len(h) for h in answer["hypotheses"]] == [2] * len(lines)
+    assert all(h[0]["score"] >= h[1]["score"] for h in answer["hypotheses"])
+    status, scored = server.translate({"lines": lines[:2], "scores": True})
+    assert status == 200 and [len(h) for h in scored["hypotheses"]] == [1, 1]
+
+
+def test_lines_in_equal_lines_out(server, checkpoint):
+    odd = ["", "ein hund", "   ", "rot\rblau", "klein\u2028rot", "nul\x00byte", "\t", "ein hund\n"]
+    status, answer = server.translate({"lines": odd})
+    expected = mt.load_translator(checkpoint, device="cpu", beam=1).translate(odd)
+    assert status == 200 and answer["translations"] == expected and len(expected) == len(odd)
+    assert answer["translations"][0] == "" and answer["translations"][2] == ""
+    assert server.translate({"lines": []}) == (200, {"translations": [], "settings": answer["settings"]})
+
+
+def test_concurrent_requests_are_decoded_together(server, lines):
+    requests = [{"lines": lines[i % 12 : i % 12 + 1 + i % 5]} for i in range(24)]
+    alone = [server.translate(r)[1]["translations"] for r in requests[:6]]
+    batches_before = server.batcher.batches
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(server.translate, requests))
+    assert all(status == 200 for status, _ in answers)
+    assert [a["translations"] for _, a in answers[:6]] == alone
+    assert [len(a["translations"]) for _, a in answers] == [len(r["lines"]) for r in requests]
+    assert server.batcher.batches - batches_before < len(requests)  # some requests shared a batch
+
+
+BAD_REQUESTS = [
+    ("invalid JSON", b'{"lines": ["a"', 400, "invalid JSON"),
+    ("not UTF-8", b'{"lines": ["\xff"]}', 400, "invalid JSON"),
+    ("not an object", b'["a"]', 422, "must be a JSON object"),
+    ("no lines", b'{"text": "a"}', 422, "lines: Field required"),
+    ("lines not a list", b'{"lines": "a"}', 422, "lines: Input should be a valid list"),
+    ("a line not a string", b'{"lines": ["a", 3]}', 422, "lines.1: Input should be a valid string"),
+    ("beam a string", b'{"lines": ["a"], "beam": "4"}', 422, "beam: Input should be a valid integer"),
+    ("too many lines", json.dumps({"lines": ["a"] * 17}).encode(), 422, "17 lines; the limit is 16"),
+    ("too many bytes", json.dumps({"lines": ["ab " * 100] * 14}).encode(), 413, "the limit is 4096"),
+    ("a line too long", json.dumps({"lines": ["a", "b" * 301]}).encode(), 422, "lines.1: 301 characters"),
+    ("beam out of range", b'{"lines": ["a"], "beam": 0}', 422, "beam: Input should be greater than or equal to 1"),
+    ("beam over the limit", b'{"lines": ["a"], "beam": 5}', 422, "beam: 5 is over this server's limit of 4"),
+    ("topp out of range", b'{"lines": ["a"], "strategy": "sample", "topp": 1.5}', 422, "topp: Input should be"),
+    ("temperature too high", b'{"lines": ["a"], "strategy": "sample", "temperature": 11}', 422, "temperature: 11"),
+    ("sampling flag alone", b'{"lines": ["a"], "topk": 2}', 422, 'topk: a sampling setting; add "strategy"'),
+    ("unknown strategy", b'{"lines": ["a"], "strategy": "nucleus"}', 422, "strategy: Input should be"),
+    ("nbest over beam", b'{"lines": ["a"], "strategy": "beam", "beam": 2, "nbest": 3}', 422, "nbest=3"),
+    ("prefixes not aligned", b'{"lines": ["a", "b"], "prefixes": ["x"]}', 422, "prefixes: 1 for 2 lines"),
+]
+
+
+@pytest.mark.parametrize("body, status, message", [b[1:] for b in BAD_REQUESTS], ids=[b[0] for b in BAD_REQUESTS])
+def test_a_bad_request_gets_one_line_and_the_next_is_served(server, body, status, message):
+    got, answer = server.translate(body)
+    assert got == status and message in answer["error"] and "\n" not in answer["error"]
+    assert set(answer) == {"error"}
+    assert server.translate({"lines": ["ein hund"]})[0] == 200
+
+
+def test_wrong_paths_and_methods_are_json_errors(server):
+    assert server.request("GET", "/translate") == (405, {"error": "Method Not Allowed"})
+    assert server.request("GET", "/nowhere") == (404, {"error": "Not Found"})
+
+
+def test_a_client_that_disconnects_costs_nothing(server):
+    body = json.dumps({"lines": ["ein hund läuft"] * 16}).encode()
+    for cut in (len(body) // 2, len(body)):  # mid-body, and before reading the answer
+        with socket.create_connection(("127.0.0.1", server.port)) as raw:
+            head = f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+            raw.sendall(head.encode() + body[:cut])
+    time.sleep(0.3)
+    status, answer = server.translate({"lines": ["ein hund"]})
+    assert status == 200 and len(answer["translations"]) == 1
+
+
+def test_health_and_the_page(server):
+    status, health = server.request("GET", "/health")
+    assert status == 200 and health["status"] == "ok" and health["limits"]["max_lines"] == 16
+    assert health["languages"] == {"source": "de", "target": "en"} and health["settings"]["beam"] == 1
+    status, page = server.request("GET", "/")
+    assert status == 200 and 'id="translate"' in page
+    assert "http://" not in page and "https://" not in page  # works without any outside resource
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_mt_serve_command_serves_until_stopped(checkpoint):
+    port = free_port()
+    proc = subprocess.Popen([cli_path("mt-serve"), "-c", str(checkpoint), "--port", str(port), "--beam", "1"],
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        client = None
+        for _ in range(300):
+            try:
+                client = socket.create_connection(("127.0.0.1", port), timeout=1)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()
+                time.sleep(0.1)
+        client.close()
+        import http.client
+
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection.request("POST", "/translate", body=json.dumps({"lines": ["ein hund", ""]}))
+        answer = json.loads(connection.getresponse().read())
+        assert len(answer["translations"]) == 2 and answer["translations"][1] == ""
+    finally:
+        proc.send_signal(2)  # Ctrl-C
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"at http://127.0.0.1:{port}/" in err
+    refused = run_cli("mt-serve", "-c", str(checkpoint), "--max-lines", "0", check=False)
+    assert refused.returncode == 2 and refused.stderr.strip() == "error: --max-lines must be >= 1"
+
+
+def test_an_export_is_served_without_torch(checkpoint, tmp_path):
+    pytest.importorskip("ctranslate2")
+    exported = tmp_path / "ct2"
+    run_cli("mt-export", "-c", str(checkpoint), "-o", str(exported))
+    code = (
+        "import sys\n"
+        "from mt.cli.commands import serve_parser\n"
+        "from mt.cli.serve import import_server, load\n"
+        "from mt.serve.limits import ServeLimits\n"
+        f"args = serve_parser().parse_args(['--export', {str(exported)!r}, '--beam', '1'])\n"
+        "translator, about = load(args)\n"
+        "app = import_server()[1](translator, ServeLimits(), about)\n"
+        "print(translator.translate(['ein hund']))\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert result.returncode == 0, result.stderr
