@@ -15,23 +15,29 @@ ALPHAS ?=
 CHOOSE_ON ?= valid
 SEEDS  ?= 3
 
-.PHONY: help venv train ensemble tokenizer test lint format eval bench bench-precision bench-scale tensorboard clean
+.PHONY: help venv train ensemble tokenizer test test-browser browser lint format eval serve bench bench-precision \
+	bench-scale bench-serve tensorboard clean
 
 help:
 	@echo "make train ARGS='<hydra overrides>'   train (creates .venv first if needed); NPROC=N for N processes"
 	@echo "                                     (no experiment=: multi30k_base on a GPU, multi30k_cpu without)"
 	@echo "make test                            lint + tests"
+	@echo "make test-browser                    the web page of mt-serve in headless Chromium (installs it if missing)"
 	@echo "make ensemble SEEDS=3 RUN=runs/x ARGS='...' SPLIT=test2016"
 	@echo "                                     train SEEDS runs side by side (RUN_seedK), score their ensemble"
 	@echo "                                     (ALPHAS='0.6 1.0 1.2': its length penalty chosen on valid first)"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
 	@echo "make eval RUN=runs/multi30k.de-en/smoke [SPLIT=valid]"
 	@echo "                                     BLEU/chrF of a run's final model (default: its test split)"
+	@echo "make serve RUN=runs/multi30k.de-en/smoke [ARGS='--port 8000 ...']"
+	@echo "                                     serve a run's final model over HTTP, with a web page at /"
 	@echo "make bench [RUN=runs/multi30k.de-en/smoke]"
 	@echo "                                     training and decoding speed figures"
 	@echo "make bench-precision [STEPS=60]       bf16 vs fp32 trainer throughput, interleaved in one process"
 	@echo "make bench-scale [PAIRS='100000 1000000']"
 	@echo "                                     seconds per preparation stage and peak memory by corpus size"
+	@echo "make bench-serve RUN=... [ARGS='--seconds 60 --clients 1 8 32']"
+	@echo "                                     mt-serve under load against translate's throughput"
 	@echo "make tensorboard                     curves of every run under runs/"
 
 venv: $(STAMP)
@@ -78,6 +84,18 @@ tokenizer: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/python -m pytest $(ARGS)
 
+# Debian's Chromium and its WebDriver, for the browser test (as root, or through sudo).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+BROWSER_PACKAGES := chromium chromium-driver
+
+test-browser: $(STAMP)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || $(MAKE) --no-print-directory browser
+	MT_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_serve_browser.py $(ARGS)
+
+browser:
+	$(SUDO) apt-get install -y -q $(BROWSER_PACKAGES) || \
+		($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q $(BROWSER_PACKAGES))
+
 lint: $(STAMP)
 	$(BIN)/ruff check mt tests scripts
 	$(BIN)/ruff format --check mt tests scripts
@@ -92,6 +110,9 @@ MODEL = $(if $(wildcard $(RUN)/checkpoints/final.pt),$(RUN)/checkpoints/final.pt
 eval: $(STAMP)
 	$(BIN)/mt-evaluate --checkpoint $(MODEL) $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),)
 
+serve: $(STAMP)
+	$(BIN)/mt-serve --checkpoint $(MODEL) $(ARGS)
+
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py --checkpoint $(MODEL) --data $(DATA) $(ARGS)
 
@@ -103,6 +124,9 @@ bench-precision: $(STAMP)
 PAIRS ?= 100000 1000000
 bench-scale: $(STAMP)
 	$(BIN)/python scripts/bench_scale.py --pairs $(PAIRS) $(ARGS)
+
+bench-serve: $(STAMP)
+	$(BIN)/python scripts/bench_serve.py --checkpoint $(MODEL) $(ARGS)
 
 tensorboard: $(STAMP)
 	$(BIN)/tensorboard --logdir runs

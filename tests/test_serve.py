@@ -30,7 +30,8 @@ def checkpoint(trained_run):
 
 @pytest.fixture(scope="module")
 def server(checkpoint):
-    running = RunningServer(mt.load_translator(checkpoint, device="cpu", beam=1), LIMITS, max_wait=0.05)
+    translator = mt.load_translator(checkpoint, device="cpu", beam=1)
+    running = RunningServer(translator, LIMITS, max_wait=0.05, workers=2)  # two decoding threads, as on a CPU
     yield running
     running.stop()
 
@@ -203,3 +204,42 @@ def test_an_export_is_served_without_torch(checkpoint, tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
     assert result.returncode == 0, result.stderr
+
+
+class SlowEcho:
+    """A translator that takes its time and records which thread decoded how many lines."""
+
+    def __init__(self):
+        from mt.decoding.settings import DecodeSettings
+
+        self.settings = DecodeSettings()
+        self.calls = []
+
+    def with_settings(self, settings):
+        return self
+
+    def translate_nbest(self, lines, prefixes=None, seeds=None):
+        import threading
+
+        from mt.decoding.settings import Translation
+
+        self.calls.append((threading.current_thread().name, len(lines)))
+        time.sleep(0.2)
+        return [[Translation(line.upper(), 0.0, [], [])] for line in lines]
+
+
+def test_idle_decoding_threads_share_what_waits_and_skip_cancelled_requests():
+    from mt.serve.batcher import Batcher
+
+    echo = SlowEcho()
+    batcher = Batcher(echo, max_wait=0.05, workers=2)
+    try:
+        futures = [batcher.submit([f"r{i}a", f"r{i}b"], echo.settings, pieces=4) for i in range(8)]
+        gone = batcher.submit(["cancelled"], echo.settings, pieces=2)
+        gone.cancel()
+        answers = [[t[0].text for t in f.result(timeout=10)] for f in futures]
+    finally:
+        batcher.close()
+    assert answers == [[f"R{i}A", f"R{i}B"] for i in range(8)]
+    assert sorted(n for _, n in echo.calls) == [8, 8]  # two batches of four requests, not one of eight
+    assert len({name for name, _ in echo.calls}) == 2  # decoded by both threads

@@ -41,19 +41,24 @@ def check_args(args) -> None:
 
 
 def load(args):
-    """The translator and what /health says of it."""
+    """The translator, what /health says of it, and how many threads decode."""
     choices = dict(beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens)
     if args.export:
         from mt.export.engine import load_export_translator
 
         translator = load_export_translator(args.export, args.device, args.dtype, **choices)
-        return translator, {"engine": "ctranslate2", "device": translator.device, "model": args.export}
+        about = {"engine": "ctranslate2", "device": translator.device, "model": args.export}
+        return translator, {**about, "decoding_threads": 1}  # CTranslate2 runs its own threads
     if args.dtype == "int8":
         raise MTError("--dtype int8 needs an export directory (--export; see mt-export)")
-    from mt.inference import load_translator
+    from mt.fastpath import serving_layout
+    from mt.inference import decoding_device, load_translator
 
-    translator = load_translator(args.checkpoint, args.device, precision=args.dtype or "fp32", **choices)
-    return translator, {"engine": "torch", "device": str(translator.device), "model": " ".join(args.checkpoint)}
+    device = decoding_device(args.device)
+    workers = serving_layout(device)
+    translator = load_translator(args.checkpoint, device, precision=args.dtype or "fp32", **choices)
+    about = {"engine": "torch", "device": str(device), "model": " ".join(args.checkpoint)}
+    return translator, {**about, "decoding_threads": workers}
 
 
 def run(args) -> None:
@@ -68,7 +73,7 @@ def run(args) -> None:
         max_beam=args.max_beam,
         max_nbest=args.max_beam,
     )
-    app = create_app(translator, limits, about, max_wait=args.max_wait_ms / 1000)
+    app = create_app(translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"])
     source, target = translator.languages
     print(
         f"mt-serve: {about['model']} ({source}-{target}, {about['engine']} on {about['device']}) "

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from mt.fastpath import cpu_ops, cpu_process
+from mt.host import cpu_cores
 
 _stock_everywhere = os.environ.get("MT_FASTPATH", "auto") == "stock"
 
@@ -174,6 +175,27 @@ def decode_precision(device: torch.device, training_precision: str) -> str:
 
 
 # ---- the process ------------------------------------------------------------------------------
+
+
+def serving_layout(device: torch.device) -> int:
+    """How many threads decode a server's batches side by side on device; torch's intra-op threads are
+    set to share the cores among them. Call before the first tensor op.
+
+    On a CPU two, each with half the cores. A decoding step spends a fixed part of its time in Python and
+    op dispatch on one core whatever the batch; two threads overlap one's dispatch with the other's
+    arithmetic. On the 2-core CPU (greedy and beam 5, a 3+3 model), batches of ~40 lines on two threads of
+    one intra-op thread each translated as many lines a second as `translate`'s batches of ~200 lines on
+    one thread of two, and 1.2-1.5x more than ~80-line batches on one thread of two
+    (scripts/bench_serve.py; docs/benchmarks.md, serving). Elsewhere one: a GPU runs one batch at a time
+    (not measured).
+    """
+    if torch.device(device).type != "cpu" or _stock_everywhere:
+        return 1
+    cores = cpu_cores()
+    if cores < 2:
+        return 1
+    torch.set_num_threads(cores // 2)
+    return 2
 
 
 def tune_process(device: torch.device, training: bool) -> None:

@@ -49,9 +49,11 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
         raise RequestError(422, str(err).removeprefix("decode setting ")) from None
 
 
-def create_app(translator: LineTranslator, limits: ServeLimits, about: dict, max_wait: float = 0.005) -> FastAPI:
-    """about: what /health reports of the model (engine, device, checkpoint)."""
-    batcher = Batcher(translator, max_wait=max_wait, budget_pieces=translator.settings.batch_tokens)
+def create_app(
+    translator: LineTranslator, limits: ServeLimits, about: dict, max_wait: float = 0.005, workers: int = 1
+) -> FastAPI:
+    """about: what /health reports of the model (engine, device, checkpoint); workers: decoding threads."""
+    batcher = Batcher(translator, max_wait, budget_pieces=translator.settings.batch_tokens, workers=workers)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):

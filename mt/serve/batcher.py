@@ -1,17 +1,21 @@
-"""Decoding across requests: requests wait in one queue and a decoding thread takes every request that
-is waiting (up to a token budget, after a few milliseconds for more to arrive), decodes their lines in
-one call to the translator, and hands each request its own lines back. Under load a batch holds many
-requests' lines, as `translate` batches a file's; alone, a request waits only those few milliseconds.
+"""Decoding across requests: requests wait in one queue and decoding threads take what is waiting (a few
+milliseconds after the first arrived, so that requests sent together are decoded together), decode
+their lines in one call to the translator, and hand each request its own lines back. Under load a batch
+holds many requests' lines, as `translate` batches a file's.
+
+With several decoding threads (fastpath.serving_layout), an idle thread takes its share of what waits,
+the rest is left to the others, and their batches decode side by side.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
+import math
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from mt.decoding.settings import DecodeSettings, LineTranslator
 
@@ -26,8 +30,9 @@ class Job:
     settings: DecodeSettings
     prefixes: list[str] | None
     seeds: list[int] | None  # sampling: each line's seed
-    pieces: int  # source pieces, against the batch budget
-    future: Future
+    pieces: int  # source pieces, against the batch budget and for sharing work out
+    future: Future = field(default_factory=Future)
+    arrived: float = field(default_factory=time.monotonic)
 
     @property
     def group(self) -> DecodeSettings:
@@ -36,62 +41,78 @@ class Job:
 
 
 class Batcher:
-    def __init__(self, translator: LineTranslator, max_wait: float = 0.005, budget_pieces: int = 16000):
+    def __init__(
+        self, translator: LineTranslator, max_wait: float = 0.005, budget_pieces: int = 16000, workers: int = 1
+    ):
         """max_wait: seconds the first waiting request waits for others; budget_pieces: source pieces a
-        batch takes at most (a request bigger than that is decoded alone)."""
+        batch takes at most (a bigger request is decoded alone); workers: decoding threads."""
         self.translator = translator
         self.max_wait, self.budget = max_wait, budget_pieces
-        self.waiting: queue.Queue[Job | None] = queue.Queue()
-        self.held: Job | None = None  # taken from the queue, over the last batch's budget: first in the next
+        self.changed = threading.Condition()
+        self.waiting: deque[Job] = deque()
+        self.idle = workers
+        self.closed = False
         self.batches = self.lines_decoded = 0
-        self.thread = threading.Thread(target=self._run, name="mt-decoder", daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=self._run, name=f"mt-decoder-{i}", daemon=True) for i in range(workers)]
+        for thread in self.threads:
+            thread.start()
 
     def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0) -> Future:
-        future: Future = Future()
-        self.waiting.put(Job(lines, settings, prefixes, seeds, pieces, future))
-        return future
+        job = Job(lines, settings, prefixes, seeds, pieces)
+        with self.changed:
+            if self.closed:
+                raise RuntimeError("the server is shutting down")
+            self.waiting.append(job)
+            self.changed.notify()
+        return job.future
 
     def close(self) -> None:
-        self.waiting.put(None)
-        self.thread.join(timeout=60)
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+        for thread in self.threads:
+            thread.join(timeout=60)
 
     def _run(self) -> None:
-        while True:
-            jobs = self._next_batch()
-            if jobs is None:
-                return
-            groups: dict[DecodeSettings, list[Job]] = {}
-            for job in jobs:
-                groups.setdefault(job.group, []).append(job)
-            for settings, group in groups.items():
-                self._decode(settings, group)
-
-    def _next_batch(self) -> list[Job] | None:
-        """The jobs of the next batch (None: closed): the first to arrive, then every one arriving
-        within max_wait of it, up to the budget. Jobs whose client has gone are dropped unseen."""
-        first = self.held or self.waiting.get()
-        self.held = None
-        if first is None:
-            return None
-        jobs, pieces = [], 0
-        deadline = time.monotonic() + self.max_wait
-        job = first
-        while True:
-            if job is None:  # closing: decode what was taken, then stop
-                self.waiting.put(None)
-                break
-            if jobs and pieces + job.pieces > self.budget:
-                self.held = job
-                break
-            if job.future.set_running_or_notify_cancel():  # False: its request was cancelled
-                jobs.append(job)
-                pieces += job.pieces
+        while (jobs := self._take()) is not None:
             try:
-                job = self.waiting.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-        return jobs
+                groups: dict[DecodeSettings, list[Job]] = {}
+                for job in jobs:
+                    groups.setdefault(job.group, []).append(job)
+                for settings, group in groups.items():
+                    self._decode(settings, group)
+            finally:
+                with self.changed:
+                    self.idle += 1
+                    self.changed.notify()
+
+    def _take(self) -> list[Job] | None:
+        """This thread's next batch (None: closed), once the oldest waiting job has waited max_wait: its
+        share of the waiting pieces among the idle threads, up to the budget, oldest first. Jobs whose
+        client has gone are dropped unseen."""
+        with self.changed:
+            while True:
+                if not self.waiting:
+                    if self.closed:
+                        return None
+                    self.changed.wait()
+                    continue
+                remaining = self.waiting[0].arrived + self.max_wait - time.monotonic()
+                if remaining > 0 and not self.closed:
+                    self.changed.wait(remaining)
+                    continue
+                share = min(self.budget, math.ceil(sum(job.pieces for job in self.waiting) / self.idle))
+                jobs, pieces = [], 0
+                while self.waiting and (not jobs or pieces + self.waiting[0].pieces <= share):
+                    job = self.waiting.popleft()
+                    if job.future.set_running_or_notify_cancel():  # False: its request was cancelled
+                        jobs.append(job)
+                        pieces += job.pieces
+                if jobs:
+                    self.idle -= 1
+                    if self.waiting:
+                        self.changed.notify()  # what is left is another thread's
+                    return jobs
 
     def _decode(self, settings: DecodeSettings, jobs: list[Job]) -> None:
         lines = [line for job in jobs for line in job.lines]
@@ -101,13 +122,14 @@ class Batcher:
         seeds = [s for job in jobs for s in job.seeds] if settings.sampling else None
         try:
             results = self.translator.with_settings(settings).translate_nbest(lines, prefixes=prefixes, seeds=seeds)
-        except Exception as err:  # noqa: BLE001 - every waiting request learns of it; the server goes on
+        except Exception as err:  # noqa: BLE001 - every request of the batch learns of it; the server goes on
             log.exception("decoding a batch of %d lines failed", len(lines))
             for job in jobs:
                 job.future.set_exception(err)
             return
-        self.batches += 1
-        self.lines_decoded += len(lines)
+        with self.changed:
+            self.batches += 1
+            self.lines_decoded += len(lines)
         start = 0
         for job in jobs:
             job.future.set_result(results[start : start + len(job.lines)])

@@ -1,0 +1,49 @@
+"""The web page of mt-serve in a real browser (headless Chromium): it shows the language pair, takes a
+sentence, and shows its translation. `make test-browser` installs Chromium where it is missing and runs
+this with MT_BROWSER_TEST=1, so that a missing browser fails instead of skipping.
+
+MT_SCREENSHOT=path keeps the page's screenshot (the one in docs/serve.md comes from here)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+import mt  # noqa: E402
+
+from serving import RunningServer  # noqa: E402
+from webdriver import Browser, find_browser  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser():
+    found = find_browser()
+    if found is None:
+        if os.environ.get("MT_BROWSER_TEST"):
+            pytest.fail("chromium and chromedriver are needed (Debian: apt-get install chromium chromium-driver)")
+        pytest.skip("no chromium/chromedriver here: make test-browser installs them")
+    opened = Browser(*found)
+    yield opened
+    opened.close()
+
+
+def test_the_page_translates_what_is_typed(browser, trained_run, tiny_corpus, tmp_path):
+    translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+    server = RunningServer(translator)
+    try:
+        lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:2]
+        browser.open(f"http://127.0.0.1:{server.port}/")
+        assert browser.wait_for_text("#languages") == "de → en"
+        browser.type("#source", "\n".join(lines))
+        browser.click("#translate")
+        shown = browser.wait_for_text("#result")
+        assert shown.split("\n") == translator.translate(lines)
+        assert "greedy search" in browser.text("#settings")
+        assert browser.text("#status").startswith("2 lines in")
+        shot = browser.screenshot()
+        assert shot[:8] == b"\x89PNG\r\n\x1a\n"
+        Path(os.environ.get("MT_SCREENSHOT") or tmp_path / "page.png").write_bytes(shot)
+    finally:
+        server.stop()
