@@ -116,6 +116,7 @@ async def load(port, lines, clients, seconds, most, pid):
         "latency_ms": {"p50": round(pct(0.5), 1), "p95": round(pct(0.95), 1), "p99": round(pct(0.99), 1)},
         "mean_ms": round(1000 * statistics.fmean(latencies), 1) if latencies else None,
         "server_rss_mb": {"first": round(memory[0]), "last": round(memory[-1]), "peak": round(max(memory))},
+        "server_rss_mb_each_minute": [round(m) for m in memory[::120]],  # sampled every 0.5 s
     }
 
 
@@ -182,7 +183,8 @@ def main(argv=None):
                 f"{clients:>3} clients: {level['requests']} requests ({level['errors']} errors), "
                 f"{level['requests_per_s']} req/s, {level['lines_per_s']} lines/s = {level['vs_translate']:.0%} of "
                 f"translate; latency p50 {lat['p50']} / p95 {lat['p95']} / p99 {lat['p99']} ms; server RSS "
-                f"{mem['first']} -> {mem['last']} MB (peak {mem['peak']})",
+                f"{mem['first']} -> {mem['last']} MB (peak {mem['peak']}; each minute "
+                f"{' '.join(map(str, level['server_rss_mb_each_minute']))})",
                 flush=True,
             )
     finally:

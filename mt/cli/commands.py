@@ -138,6 +138,11 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its batch"
     )
+    p.add_argument(
+        "--decoding-threads",
+        type=int,
+        help="batches decoded side by side, sharing the cores (default: 2 on a CPU, for throughput; 1 for latency)",
+    )
     p.add_argument("--max-lines", type=int, default=64, help="lines a request may hold")
     p.add_argument("--max-line-chars", type=int, default=2000, help="characters a line may hold")
     p.add_argument("--max-bytes", type=int, default=256 * 1024, help="bytes a request body may hold")

@@ -35,6 +35,7 @@ def check_args(args) -> None:
         ("--max-beam", args.max_beam, 1),
         ("--max-wait-ms", args.max_wait_ms, 0),
         ("--batch-tokens", args.batch_tokens, 1),
+        ("--decoding-threads", args.decoding_threads, 1),
     ):
         if value is not None and value < least:
             raise MTError(f"{flag} must be >= {least}")
@@ -48,14 +49,14 @@ def load(args):
 
         translator = load_export_translator(args.export, args.device, args.dtype, **choices)
         about = {"engine": "ctranslate2", "device": translator.device, "model": args.export}
-        return translator, {**about, "decoding_threads": 1}  # CTranslate2 runs its own threads
+        return translator, {**about, "decoding_threads": args.decoding_threads or 1}  # CTranslate2 has its own
     if args.dtype == "int8":
         raise MTError("--dtype int8 needs an export directory (--export; see mt-export)")
     from mt.fastpath import serving_layout
     from mt.inference import decoding_device, load_translator
 
     device = decoding_device(args.device)
-    workers = serving_layout(device)
+    workers = serving_layout(device, args.decoding_threads)
     translator = load_translator(args.checkpoint, device, precision=args.dtype or "fp32", **choices)
     about = {"engine": "torch", "device": str(device), "model": " ".join(args.checkpoint)}
     return translator, {**about, "decoding_threads": workers}

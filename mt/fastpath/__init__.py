@@ -177,25 +177,24 @@ def decode_precision(device: torch.device, training_precision: str) -> str:
 # ---- the process ------------------------------------------------------------------------------
 
 
-def serving_layout(device: torch.device) -> int:
-    """How many threads decode a server's batches side by side on device; torch's intra-op threads are
-    set to share the cores among them. Call before the first tensor op.
+def serving_layout(device: torch.device, requested: int | None = None) -> int:
+    """How many threads decode a server's batches side by side on device (requested: the caller's
+    choice); torch's intra-op threads are set to share the cores among them. Call before the first op.
 
     On a CPU two, each with half the cores. A decoding step spends a fixed part of its time in Python and
     op dispatch on one core whatever the batch; two threads overlap one's dispatch with the other's
     arithmetic. On the 2-core CPU (greedy and beam 5, a 3+3 model), batches of ~40 lines on two threads of
     one intra-op thread each translated as many lines a second as `translate`'s batches of ~200 lines on
     one thread of two, and 1.2-1.5x more than ~80-line batches on one thread of two
-    (scripts/bench_serve.py; docs/benchmarks.md, serving). Elsewhere one: a GPU runs one batch at a time
-    (not measured).
+    (scripts/bench_serve.py; docs/benchmarks.md, serving). A lone request then decodes on half the cores:
+    one thread suits a server of one user better. Elsewhere one: a GPU runs one batch at a time (not
+    measured).
     """
-    if torch.device(device).type != "cpu" or _stock_everywhere:
-        return 1
-    cores = cpu_cores()
-    if cores < 2:
-        return 1
-    torch.set_num_threads(cores // 2)
-    return 2
+    cpu = torch.device(device).type == "cpu"
+    workers = requested or (2 if cpu and not _stock_everywhere and cpu_cores() >= 2 else 1)
+    if cpu:
+        torch.set_num_threads(max(1, cpu_cores() // workers))
+    return workers
 
 
 def tune_process(device: torch.device, training: bool) -> None:
