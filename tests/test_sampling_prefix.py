@@ -251,3 +251,5 @@ def test_translate_samples_and_forces_prefixes_from_the_command_line(trained_run
     )
     refused = run_cli("translate", "-c", ckpt, "-i", str(src), "--topk", "5", check=False)
     assert refused.returncode == 2 and "--topk is a sampling setting: add --strategy sample" in refused.stderr
+    greedy = run_cli("translate", "-c", ckpt, "-i", str(src), "--strategy", "greedy", "--nbest", "2", check=False)
+    assert greedy.returncode == 2 and "for --beam or --nbest use --strategy beam" in greedy.stderr

@@ -141,7 +141,7 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--decoding-threads",
         type=int,
-        help="batches decoded side by side, sharing the cores (default: 2 on a CPU, for throughput; 1 for latency)",
+        help="batches decoded side by side, sharing the cores (default: 2 on a CPU, 1 on a GPU)",
     )
     p.add_argument("--max-lines", type=int, default=64, help="lines a request may hold")
     p.add_argument("--max-line-chars", type=int, default=2000, help="characters a line may hold")

@@ -75,8 +75,8 @@ def check_args(args) -> None:
             raise MTError(f"--{name} is a sampling setting: add --strategy sample")
     if args.topp is not None and not 0 < args.topp <= 1:
         raise MTError("--topp must be in (0, 1]")
-    if args.strategy == "greedy" and args.beam not in (None, 1):
-        raise MTError("--strategy greedy decodes with beam 1: drop --beam, or use --strategy beam")
+    if args.strategy == "greedy" and (args.beam not in (None, 1) or args.nbest > 1):
+        raise MTError("--strategy greedy finds one translation a line: for --beam or --nbest use --strategy beam")
     if args.prefix and (args.interactive or (args.input is None and sys.stdin.isatty())):
         raise MTError("--prefix reads one prefix per input line: give the input as a file or a pipe, not a terminal")
     for flag, value, least in (

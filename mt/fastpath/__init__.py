@@ -183,12 +183,10 @@ def serving_layout(device: torch.device, requested: int | None = None) -> int:
 
     On a CPU two, each with half the cores. A decoding step spends a fixed part of its time in Python and
     op dispatch on one core whatever the batch; two threads overlap one's dispatch with the other's
-    arithmetic. On the 2-core CPU (greedy and beam 5, a 3+3 model), batches of ~40 lines on two threads of
-    one intra-op thread each translated as many lines a second as `translate`'s batches of ~200 lines on
-    one thread of two, and 1.2-1.5x more than ~80-line batches on one thread of two
-    (scripts/bench_serve.py; docs/benchmarks.md, serving). A lone request then decodes on half the cores:
-    one thread suits a server of one user better. Elsewhere one: a GPU runs one batch at a time (not
-    measured).
+    arithmetic. On the 2-core CPU (beam 5, a 3+3 model), 8 clients' requests were served at 78-80% of
+    `translate`'s lines/s on a file with two threads of one core each, at 55% with one thread of two; one
+    client's latency was the same either way, p50 650-710 ms against 650 (scripts/bench_serve.py;
+    docs/benchmarks.md, serving). Elsewhere one: a GPU runs one batch at a time (not measured).
     """
     cpu = torch.device(device).type == "cpu"
     workers = requested or (2 if cpu and not _stock_everywhere and cpu_cores() >= 2 else 1)
