@@ -16,6 +16,7 @@ from mt.config.schema import CONFIG_DIR, register_configs
 from mt.data.batching import encode_corpus
 from mt.data.sources import load_split
 from mt.data.tokenizer import BOS, EOS, PAD, build_tokenizer
+from mt.decoding.search import length_penalty
 from mt.training.loss import label_smoothed_loss
 from mt.training.trainer import Trainer
 
@@ -184,3 +185,37 @@ def tiny_trainer(corpus, run_dir, *overrides) -> Trainer:
         run_dir,
         torch.device("cpu"),
     )
+
+
+@torch.no_grad()
+def textbook_beam(model, src_ids, beam, alpha, max_len_a=1.2, max_len_b=10, prefix=()):
+    """Textbook beam search: one sentence, no cache (the whole output re-run each step), plain lists; with a
+    prefix, it starts from the prefix, scored as the model scores it."""
+    memory, mask = model.encode(torch.tensor([src_ids + [EOS]]))
+
+    def next_log_probs(tokens):
+        return model.logits(model.decode(torch.tensor([[BOS] + tokens]), memory, mask))[0, -1].log_softmax(-1)
+
+    prefix_lp = sum(float(next_log_probs(prefix[:i])[tok]) for i, tok in enumerate(prefix))
+    limit = max(int((len(src_ids) + 1) * max_len_a) + max_len_b, len(prefix) + max_len_b)
+    beams, finished = [(list(prefix), prefix_lp)], []
+    for t in range(len(prefix), limit):
+        candidates = []
+        for tokens, lp in beams:
+            top = next_log_probs(tokens).topk(2 * beam)
+            candidates += [(tokens, tok, lp + v) for v, tok in zip(top.values.tolist(), top.indices.tolist())]
+        candidates.sort(key=lambda c: -c[2])
+        beams = []
+        for rank, (tokens, tok, lp) in enumerate(candidates[: 2 * beam]):
+            if tok == EOS or t + 1 >= limit:
+                if rank < beam:
+                    done = tokens + ([] if tok == EOS else [tok])
+                    finished.append((done, lp / float(length_penalty(torch.tensor(t + 1), alpha))))
+            elif len(beams) < beam:
+                beams.append((tokens + [tok], lp))
+        if not beams:
+            break
+        best_finished = max((f[1] for f in finished), default=float("-inf"))
+        if beams[0][1] / float(length_penalty(torch.tensor(limit), alpha)) <= best_finished:
+            break
+    return max(finished, key=lambda f: f[1])

@@ -12,12 +12,12 @@ import mt
 from mt.data.tokenizer import BOS, EOS
 from mt.decoding.prefix import Prefixes
 from mt.decoding.sampling import Sampler, uniforms
-from mt.decoding.search import beam_search, greedy_search, length_penalty, sample_search
+from mt.decoding.search import beam_search, greedy_search, sample_search
 from mt.decoding.settings import DecodeSettings, line_seed, verbatim
 from mt.errors import MTError
 from mt.model import Transformer
 
-from conftest import pad_ids, reversal_task, run_cli
+from conftest import pad_ids, reversal_task, run_cli, textbook_beam
 
 VOCAB = 20
 
@@ -128,39 +128,6 @@ def test_a_forced_prefix_starts_every_output(untrained):
     assert [g.tokens for g in again] == [g.tokens for g in free]
 
 
-@torch.no_grad()
-def continued_beam(model, src_ids, prefix, beam, alpha, max_len_a=1.0, max_len_b=3):
-    """Textbook beam search that starts from the prefix, scored as the model scores it (no cache)."""
-    memory, mask = model.encode(torch.tensor([src_ids + [EOS]]))
-
-    def next_log_probs(tokens):
-        return model.logits(model.decode(torch.tensor([[BOS] + tokens]), memory, mask))[0, -1].log_softmax(-1)
-
-    prefix_lp = sum(float(next_log_probs(prefix[:i])[tok]) for i, tok in enumerate(prefix))
-    limit = max(int((len(src_ids) + 1) * max_len_a) + max_len_b, len(prefix) + max_len_b)
-    beams, finished = [(list(prefix), prefix_lp)], []
-    for t in range(len(prefix), limit):
-        candidates = []
-        for tokens, lp in beams:
-            top = next_log_probs(tokens).topk(2 * beam)
-            candidates += [(tokens, tok, lp + v) for v, tok in zip(top.values.tolist(), top.indices.tolist())]
-        candidates.sort(key=lambda c: -c[2])
-        beams = []
-        for rank, (tokens, tok, lp) in enumerate(candidates[: 2 * beam]):
-            if tok == EOS or t + 1 >= limit:
-                if rank < beam:
-                    done = tokens + ([] if tok == EOS else [tok])
-                    finished.append((done, lp / float(length_penalty(torch.tensor(t + 1), alpha))))
-            elif len(beams) < beam:
-                beams.append((tokens + [tok], lp))
-        if not beams:
-            break
-        best_finished = max((f[1] for f in finished), default=float("-inf"))
-        if beams[0][1] / float(length_penalty(torch.tensor(limit), alpha)) <= best_finished:
-            break
-    return max(finished, key=lambda f: f[1])
-
-
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_search_under_a_prefix_equals_scoring_its_continuations(untrained, alpha):
     model, sources = untrained
@@ -168,7 +135,7 @@ def test_beam_search_under_a_prefix_equals_scoring_its_continuations(untrained, 
     src = pad_ids(sources, suffix=[EOS])
     found = beam_search(model, src, 4, alpha, 1.0, 3, prefixes=Prefixes.of(prefixes, src.device))
     for src_ids, prefix, hyps in zip(sources, prefixes, found):
-        tokens, score = continued_beam(model, src_ids, prefix, 4, alpha)
+        tokens, score = textbook_beam(model, src_ids, 4, alpha, 1.0, 3, prefix)
         assert hyps[0].tokens == tokens
         assert hyps[0].score == pytest.approx(score, abs=1e-4)
 

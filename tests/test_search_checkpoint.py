@@ -14,7 +14,7 @@ from mt.errors import MTError
 from mt.fastpath import top_log_probs
 from mt.model import Transformer
 
-from conftest import overfit, pad_ids, reversal_task
+from conftest import overfit, pad_ids, reversal_task, textbook_beam
 
 VOCAB = 20
 
@@ -155,36 +155,6 @@ def test_average_states():
         average_states([a, {"w": torch.zeros(3), "n": torch.tensor(7)}])
 
 
-@torch.no_grad()
-def reference_beam(model, src_ids, beam, alpha, max_len_a=1.2, max_len_b=10):
-    """Textbook beam search: one sentence, no cache (the whole prefix re-run each step), plain lists."""
-    src = torch.tensor([src_ids + [EOS]])
-    limit = int((len(src_ids) + 1) * max_len_a) + max_len_b
-    memory, mask = model.encode(src)
-    beams, finished = [([], 0.0)], []
-    for t in range(limit):
-        candidates = []
-        for tokens, lp in beams:
-            log_probs = model.logits(model.decode(torch.tensor([[BOS] + tokens]), memory, mask))[0, -1].log_softmax(-1)
-            top = log_probs.topk(2 * beam)
-            candidates += [(tokens, tok, lp + v) for v, tok in zip(top.values.tolist(), top.indices.tolist())]
-        candidates.sort(key=lambda c: -c[2])
-        beams = []
-        for rank, (tokens, tok, lp) in enumerate(candidates[: 2 * beam]):
-            if tok == EOS or t + 1 >= limit:
-                if rank < beam:
-                    done = tokens + ([] if tok == EOS else [tok])
-                    finished.append((done, lp / float(length_penalty(torch.tensor(t + 1), alpha))))
-            elif len(beams) < beam:
-                beams.append((tokens + [tok], lp))
-        if not beams:
-            break
-        best_finished = max((f[1] for f in finished), default=float("-inf"))
-        if beams[0][1] / float(length_penalty(torch.tensor(limit), alpha)) <= best_finished:
-            break
-    return max(finished, key=lambda f: f[1])
-
-
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_batched_beam_search_equals_textbook_beam_search(alpha):
     """On an untrained model (diverse, uncertain outputs) with sentences of different lengths."""
@@ -195,7 +165,7 @@ def test_batched_beam_search_equals_textbook_beam_search(alpha):
     sources = [s for s, _ in task(12, seed=7)]
     found = beam_search(model, pad(sources, suffix=[EOS]), beam=4, alpha=alpha, max_len_a=1.0, max_len_b=3)
     for src, hyps in zip(sources, found):
-        tokens, score = reference_beam(model, src, 4, alpha, max_len_a=1.0, max_len_b=3)
+        tokens, score = textbook_beam(model, src, 4, alpha, max_len_a=1.0, max_len_b=3)
         assert hyps[0].tokens == tokens
         assert hyps[0].score == pytest.approx(score, abs=1e-4)
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 
@@ -207,13 +208,17 @@ def test_an_export_is_served_without_torch(checkpoint, tmp_path):
 
 
 class SlowEcho:
-    """A translator that takes its time and records which thread decoded how many lines."""
+    """A translator that takes its time and records which thread decoded which lines."""
 
-    def __init__(self):
+    languages = ("de", "en")
+
+    def __init__(self, seconds: float = 0.2):
         from mt.decoding.settings import DecodeSettings
 
         self.settings = DecodeSettings()
-        self.calls = []
+        self.seconds = seconds
+        self.calls, self.lines = [], []
+        self.tokenizer = SimpleNamespace(encode_src=lambda lines: [line.split() for line in lines])
 
     def with_settings(self, settings):
         return self
@@ -224,7 +229,8 @@ class SlowEcho:
         from mt.decoding.settings import Translation
 
         self.calls.append((threading.current_thread().name, len(lines)))
-        time.sleep(0.2)
+        self.lines += lines
+        time.sleep(self.seconds)
         return [[Translation(line.upper(), 0.0, [], [])] for line in lines]
 
 
@@ -243,3 +249,31 @@ def test_idle_decoding_threads_share_what_waits_and_skip_cancelled_requests():
     assert answers == [[f"R{i}A", f"R{i}B"] for i in range(8)]
     assert sorted(n for _, n in echo.calls) == [8, 8]  # two batches of four requests, not one of eight
     assert len({name for name, _ in echo.calls}) == 2  # decoded by both threads
+
+
+def test_a_request_whose_client_leaves_before_its_batch_is_never_decoded():
+    echo = SlowEcho(seconds=1.0)
+    server = RunningServer(echo, workers=1)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(server.translate, {"lines": ["busy"]})  # holds the one decoding thread for 1 s
+            time.sleep(0.3)
+            body = json.dumps({"lines": ["abandoned"]}).encode()
+            with socket.create_connection(("127.0.0.1", server.port)) as raw:
+                raw.sendall(
+                    f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+                )
+                time.sleep(0.2)  # the request is whole and waiting; then the client hangs up
+            assert first.result(timeout=30)[0] == 200
+        assert server.translate({"lines": ["after"]}) == (200, {"translations": ["AFTER"], "settings": ANY_SETTINGS})
+    finally:
+        server.stop()
+    assert echo.lines == ["busy", "after"]
+
+
+class AnySettings:
+    def __eq__(self, other):
+        return isinstance(other, dict) and "strategy" in other
+
+
+ANY_SETTINGS = AnySettings()

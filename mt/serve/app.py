@@ -10,8 +10,9 @@ from dataclasses import asdict
 from importlib import resources
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from mt.decoding.settings import DecodeSettings, LineTranslator, line_seed
 from mt.errors import MTError
@@ -47,6 +48,20 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
         return base.updated(**choices)
     except MTError as err:
         raise RequestError(422, str(err).removeprefix("decode setting ")) from None
+
+
+async def answer_or_hang_up(request: Request, future, every: float = 0.05):
+    """The future's result, or None once the client has disconnected: a request still waiting is then
+    withdrawn from the queue (the batcher skips cancelled requests), so a client that leaves costs no
+    decoding unless its batch had already started."""
+    waiting = asyncio.wrap_future(future)
+    while True:
+        done, _ = await asyncio.wait({waiting}, timeout=every)
+        if done:
+            return waiting.result()
+        if await request.is_disconnected():
+            future.cancel()
+            return None
 
 
 def create_app(
@@ -93,7 +108,11 @@ def create_app(
     )
     async def translate(request: Request):
         try:
-            ask = parse_request(await request.body(), limits)
+            body = await request.body()
+        except ClientDisconnect:  # gone before its request was whole: nothing to answer
+            return Response(status_code=499)
+        try:
+            ask = parse_request(body, limits)
             settings = request_settings(translator.settings, ask)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:
@@ -101,9 +120,11 @@ def create_app(
         seeds = [line_seed(settings.seed, i) for i in range(len(ask.lines))] if settings.sampling else None
         future = batcher.submit(ask.lines, settings, ask.prefixes, seeds, pieces)
         try:
-            results = await asyncio.wrap_future(future)
+            results = await answer_or_hang_up(request, future)
         except Exception as err:  # noqa: BLE001 - one request fails, the server goes on
             return JSONResponse({"error": f"decoding failed: {str(err).splitlines()[0][:300]}"}, status_code=500)
+        if results is None:
+            return Response(status_code=499)  # the client left; nobody reads this
         answer = {"translations": [found[0].text for found in results], "settings": asdict(settings)}
         if ask.scores or settings.nbest > 1:
             answer["hypotheses"] = [[{"text": t.text, "score": t.score} for t in found] for found in results]
