@@ -220,3 +220,23 @@ def test_translate_samples_and_forces_prefixes_from_the_command_line(trained_run
     assert refused.returncode == 2 and "--topk is a sampling setting: add --strategy sample" in refused.stderr
     greedy = run_cli("translate", "-c", ckpt, "-i", str(src), "--strategy", "greedy", "--nbest", "2", check=False)
     assert greedy.returncode == 2 and "for --beam or --nbest use --strategy beam" in greedy.stderr
+
+
+def test_a_checkpoint_set_to_sample_samples_unless_told_otherwise(trained_run, tiny_corpus, tmp_path):
+    """decode.strategy=sample in a checkpoint's config is translate's default; --strategy overrides it."""
+    from mt.checkpoint import load_checkpoint, save_checkpoint
+
+    state = load_checkpoint(trained_run / "checkpoints" / "final.pt")
+    state["config"]["decode"].update(strategy="sample", seed=3, temperature=1.5)
+    save_checkpoint(state, tmp_path / "sampler.pt")
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:10]
+    text = "".join(x + "\n" for x in lines)
+    sampler = mt.load_translator(tmp_path / "sampler.pt", device="cpu")
+    assert sampler.settings.sampling and sampler.settings.seed == 3
+    assert run_cli("translate", "-c", str(tmp_path / "sampler.pt"), "-q", input_text=text).stdout.splitlines() == (
+        sampler.translate(lines)
+    )
+    greedy = run_cli("translate", "-c", str(tmp_path / "sampler.pt"), "-q", "--strategy", "greedy", input_text=text)
+    assert greedy.stdout.splitlines() == mt.load_translator(trained_run / "checkpoints" / "final.pt", beam=1).translate(
+        lines
+    )

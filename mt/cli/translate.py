@@ -137,7 +137,7 @@ def cuda_available(engine: str) -> bool:
 def load_translator(args):
     """The engine's translator, decoding with the checkpoint's (or export's) settings and the flags on top."""
     choices = dict(
-        strategy="sample" if args.strategy == "sample" else "search",
+        strategy={None: None, "sample": "sample"}.get(args.strategy, "search"),  # None: the checkpoint's
         beam=1 if args.strategy == "greedy" else args.beam,
         alpha=args.alpha,
         max_len_a=args.max_len_a,
