@@ -24,6 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.data.sources import decode_utf8, read_line_chunks, split_lines
+from mt.decoding.settings import DEFAULT_BEAM
 from mt.errors import MTError
 from mt.export.engine import load_export_translator
 
@@ -162,9 +163,6 @@ def load_translator(args):
     if args.strategy == "beam" and translator.settings.beam == 1:  # a checkpoint that decodes greedily
         translator = translator.with_settings(translator.settings.updated(beam=max(DEFAULT_BEAM, args.nbest)))
     return translator
-
-
-DEFAULT_BEAM = 5  # --strategy beam without --beam, for a checkpoint whose own beam is 1
 
 
 def prefix_chunks(args, chunk_lines: int):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mt import fastpath
+from mt.decoding.search import most_likely
 
 
 def uniforms(line_seeds: list[int], samples: int, steps: int) -> torch.Tensor:
@@ -38,8 +38,7 @@ class Sampler:
         """(model log-probability, token) of each row's draw at step t: logits (live, V), rows the
         original row of each live one."""
         if self.temperature == 0:  # the limit T -> 0: the most likely token, as greedy picks it
-            best_lp, token = fastpath.top_log_probs(logits, 1)
-            return best_lp.squeeze(1), token.squeeze(1)
+            return most_likely(logits, rows, t)
         log_probs = logits.log_softmax(dim=-1, dtype=torch.float32)
         token = self.draw(logits.float() / self.temperature, self.draws[rows, t])
         return log_probs.gather(1, token[:, None]).squeeze(1), token

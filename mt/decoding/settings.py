@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import torch
 
 STRATEGIES = ("search", "sample")
+DEFAULT_BEAM = 5  # beam search asked for where the settings at hand are greedy (beam 1)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,12 @@ class Translation:
     src_pieces: list[str]
     tgt_pieces: list[str]
     attention: torch.Tensor | None = None  # (T, S) cross-attention, when asked for
+
+
+def check_aligned(lines: list[str], values: list | None, name: str) -> None:
+    """One value per line, or a one-line error."""
+    if values is not None and len(values) != len(lines):
+        raise MTError(f"{name}: {len(values)} given for {len(lines)} lines (one per line)")
 
 
 def verbatim(prefix: str, prefix_decoded: str, text: str) -> str:

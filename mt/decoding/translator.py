@@ -19,8 +19,7 @@ from mt.data.tokenizer import BOS, EOS, PAD
 from mt.decoding.prefix import Prefixes
 from mt.decoding.sampling import Sampler, uniforms
 from mt.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths, sample_search
-from mt.decoding.settings import DecodeSettings, LineTranslator, Translation, line_seed, verbatim
-from mt.errors import MTError
+from mt.decoding.settings import DecodeSettings, LineTranslator, Translation, check_aligned, line_seed, verbatim
 from mt.precision import autocast, low_precision_copy
 
 log = logging.getLogger(__name__)
@@ -127,9 +126,3 @@ class Translator(LineTranslator):
         return Translation(
             text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]), self.tokenizer.tgt_pieces(hyp.tokens + [EOS])
         )
-
-
-def check_aligned(lines: list[str], values: list | None, name: str) -> None:
-    """One value per line, or a one-line error."""
-    if values is not None and len(values) != len(lines):
-        raise MTError(f"{name}: {len(values)} given for {len(lines)} lines (one per line)")

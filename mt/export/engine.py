@@ -20,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mt.data.tokenizer import EOS, Tokenizer
-from mt.decoding.settings import DecodeSettings, LineTranslator, Translation, verbatim
+from mt.decoding.settings import DecodeSettings, LineTranslator, Translation, check_aligned, verbatim
 from mt.errors import MTError
 from mt.host import cpu_cores
 
@@ -110,8 +110,7 @@ class CTranslate2Translator(LineTranslator):
         (per-line sampling seeds); CTranslate2's sampler takes no seed that holds (see above)."""
         if attention_layer is not None:
             raise MTError("--alignments and --attention-dir need the torch engine (CTranslate2 exports no attention)")
-        if prefixes is not None and len(prefixes) != len(lines):
-            raise MTError(f"prefixes: {len(prefixes)} given for {len(lines)} lines (one per line)")
+        check_aligned(lines, prefixes, "prefixes")
         s = self.settings
         ids, cut = self.tokenizer.encode_src_truncated(lines, self.max_src_len)
         self.truncated += cut

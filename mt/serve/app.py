@@ -14,14 +14,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from mt.decoding.settings import DecodeSettings, LineTranslator, line_seed
+from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, LineTranslator, line_seed
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
 from mt.serve.limits import RequestError, ServeLimits, TranslateRequest, parse_request
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BEAM = 5  # "strategy": "beam" on a server whose own settings are greedy
 SAMPLING_FIELDS = ("temperature", "topk", "topp", "seed")
 
 
