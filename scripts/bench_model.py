@@ -4,7 +4,8 @@ torch.nn.Transformer of the same size in the same process, and decode-step laten
     make bench                                   # CPU: small and base presets, fp32 and bf16
     .venv/bin/python scripts/bench_model.py --device cuda
         # GPU: base preset, bf16, a WMT-like batch (780 x 32 tokens, vocab 37k) and a Multi30k batch
-        # (300 x 28/27, vocab 10k), ours and nn.Transformer's, with --compile for torch.compile too
+        # (300 x 28/27, vocab 10k), ours and nn.Transformer's, with --compile for torch.compile too and
+        # --graphs for ours replayed as CUDA graphs (mt.fastpath.cuda_graphs, as mt-train runs on CUDA)
 Prints one JSON object per measurement, then a table. Reports, never asserts.
 """
 
@@ -23,6 +24,7 @@ from torch import nn
 
 from mt import fastpath
 from mt.fastpath import tune_process
+from mt.fastpath.cuda_graphs import GraphedTraining, capturable_adam
 from mt.model import LayerCache, Transformer
 from mt.precision import autocast
 from mt.training.flops import parameter_counts, peak_flops, training_flops
@@ -82,11 +84,12 @@ def synchronize(device: torch.device) -> None:
 def bench_training(
     kind: str, preset: str, precision: str, shape: str, steps: int, device: torch.device, compile_model: bool = False
 ) -> dict:
-    """One training configuration: kind "mt" (ours, as mt-train runs it) or "torch" (nn.Transformer)."""
+    """One training configuration: kind "mt" (ours, eager), "graphs" (ours, each update two CUDA graph
+    replays, clipping at 1 as multi30k_base does) or "torch" (nn.Transformer)."""
     batch, src_len, tgt_len, vocab = SHAPES[shape]
     torch.manual_seed(0)
     ours = Transformer(vocab, vocab, **PRESETS[preset])
-    model = (ours if kind == "mt" else TorchTransformer(vocab, **PRESETS[preset])).to(device).train()
+    model = (TorchTransformer(vocab, **PRESETS[preset]) if kind == "torch" else ours).to(device).train()
     counts = parameter_counts(ours)  # the same FLOPs for both: same sizes
     forward = torch.compile(model, dynamic=False) if compile_model else model
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)  # as trained
@@ -95,7 +98,21 @@ def bench_training(
 
     keep = fastpath.rows_to_score(tgt != 0)  # as the trainer asks: every position (None) or the real ones
 
+    if kind == "graphs":
+        optimizer = capturable_adam(model.parameters(), (0.9, 0.98), 1e-9, 0.0, device)
+
+        def loss_fn(src, tgt_in, tgt_out):
+            with autocast(device, precision):
+                logits = model(src, tgt_in)
+            return label_smoothed_loss(logits, tgt_out, 0.1, pad_id=0)
+
+        graphed = GraphedTraining(model, optimizer, loss_fn, clip_norm=1.0, capture=device.type == "cuda")
+
     def step():
+        if kind == "graphs":
+            graphed.accumulate(src, tgt, tgt, 1.0 / tgt.numel())
+            graphed.apply(1e-4)
+            return
         with autocast(device, precision):
             if kind == "mt":
                 logits = forward(src, tgt, keep=keep)
@@ -109,7 +126,7 @@ def bench_training(
         optimizer.zero_grad(set_to_none=True)
 
     start = time.perf_counter()
-    for _ in range(3):
+    for _ in range(4):  # the graphs are captured at the third run
         step()
     synchronize(device)
     warmup = time.perf_counter() - start
@@ -126,7 +143,7 @@ def bench_training(
     peak = peak_flops(device, 0)
     row = {
         "bench": "train",
-        "model": kind + ("+compile" if compile_model else ""),
+        "model": {"mt": "mt", "graphs": "mt+graphs", "torch": "torch"}[kind] + ("+compile" if compile_model else ""),
         "preset": preset,
         "precision": precision,
         "shape": shape,
@@ -218,6 +235,7 @@ def main() -> None:
         help="also time nn.Transformer (default: on a GPU)",
     )
     p.add_argument("--compile", action="store_true", help="also time both under torch.compile")
+    p.add_argument("--graphs", action="store_true", help="also time ours replayed as CUDA graphs")
     p.add_argument("--steps", type=int, default=0, help="timed steps per configuration (default 5 CPU, 20 GPU)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--no-decode", action="store_true", help="training figures only")
@@ -230,6 +248,7 @@ def main() -> None:
     precisions = args.precisions or (["bf16"] if gpu else ["fp32", "bf16"])
     shapes = args.shapes or (["wmt", "multi30k"] if gpu else ["multi30k_cpu"])
     kinds = ["mt", "torch"] if (gpu if args.reference is None else args.reference) else ["mt"]
+    kinds += ["graphs"] if args.graphs else []
     steps = args.steps or (20 if gpu else 5)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -248,7 +267,7 @@ def main() -> None:
         for preset in presets:
             for precision in precisions:
                 for compiled in [False, True] if args.compile else [False]:
-                    for kind in kinds:
+                    for kind in kinds if not compiled else [k for k in kinds if k != "graphs"]:
                         results.append(bench_training(kind, preset, precision, shape, steps, device, compiled))
                         print(json.dumps(results[-1]), flush=True)
                         if gpu:

@@ -4,9 +4,9 @@ raises. The step here is the trainer's own `batch_loss` (model, fastpath's non-C
 loss), backward, gradient clipping and Adam: what a CUDA graph would capture. Its op count must not
 depend on the batch's shape, as one captured graph per padded shape requires.
 
-The trainer's bookkeeping around the step (reading the loss, the finite check, the schedule) still reads
-values back every update, and the fused Adam the trainer uses has no meta form (foreach Adam stands in):
-a step captured whole, as CUDA graphs need, is not built yet."""
+On CUDA the trainer replays this step as CUDA graphs (mt.fastpath.cuda_graphs; tests/test_graphed_training.py),
+with the update (clip, finite check, Adam) on the device too; the fused, capturable Adam it uses has no meta
+form, so foreach Adam stands in here."""
 
 from types import SimpleNamespace
 

@@ -85,6 +85,7 @@ class TrainConfig:
     subword_sampling: float = 0.0
     clip_norm: float = 0.0  # 0 = no clipping
     precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only)
+    cuda_graphs: bool = True  # on CUDA: batches in a few fixed shapes, each update replayed as CUDA graphs
     compile: bool = False  # torch.compile the model (dynamic shapes); off: compiling did not pay back in short runs
     max_steps: int = 100_000
     max_epochs: int = 0  # 0 = no limit

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from mt.data.batching import EncodedCorpus, Ragged, token_batches
+from mt.data.buckets import LengthBuckets
 from mt.errors import MTError
 
 
@@ -97,9 +98,11 @@ class WholeCorpus:
 class DataOrder:
     """The batches of each epoch, pool after pool; a position is (progress.epoch, progress.batch_in_epoch)."""
 
-    def __init__(self, source, max_tokens: int, seed: int):
+    def __init__(self, source, max_tokens: int, seed: int, bucketed: bool = False):
         self.pools = source if hasattr(source, "plan") else WholeCorpus(source)  # pools, or one corpus
         self.max_tokens, self.seed = max_tokens, seed
+        self.bucketed = bucketed  # batches in a few fixed shapes (LengthBuckets), for CUDA graphs
+        self._buckets: LengthBuckets | None = None
         self._current: tuple[int, int, EncodedCorpus, list[np.ndarray]] | None = None
         self._counts: tuple[int, list[int]] = (-1, [])  # batches in each pool of an epoch, found so far
 
@@ -108,9 +111,22 @@ class DataOrder:
         if self._current is None or self._current[:2] != (epoch, index):
             corpus = self.pools.pool(epoch, index)
             seed = [self.seed, epoch] if self.pools.pool_count == 1 else [self.seed, epoch, index]
-            batches = token_batches(corpus.src_lens, corpus.tgt_lens, self.max_tokens, np.random.default_rng(seed))
+            rng = np.random.default_rng(seed)
+            if self.bucketed:
+                batches = self.buckets.batches(corpus.src_lens, corpus.tgt_lens, rng)
+            else:
+                batches = token_batches(corpus.src_lens, corpus.tgt_lens, self.max_tokens, rng)
             self._current = (epoch, index, corpus, batches)
         return self._current[2], self._current[3]
+
+    @property
+    def buckets(self) -> LengthBuckets:
+        """The batch shapes of a bucketed order: fitted to the first epoch's first pool, whatever epoch
+        the run starts (or resumes) in, so a resumed run batches as the uninterrupted one did."""
+        if self._buckets is None:
+            first = self.pools.pool(0, 0)
+            self._buckets = LengthBuckets.fit(first.src_lens, first.tgt_lens, self.max_tokens)
+        return self._buckets
 
     def _count(self, epoch: int, index: int) -> int:
         if self._counts[0] != epoch:

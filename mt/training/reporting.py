@@ -24,39 +24,39 @@ class TrainWindow:
         self.reset()
 
     def reset(self) -> None:
-        self.loss = self.nll = self.tokens = self.padded = self.real = self.seconds = self.grad_norm = 0.0
-        self.steps, self.lr, self.flops = 0, 0.0, 0.0
+        self.entries: list[tuple[dict, float]] = []
+
+    @property
+    def steps(self) -> int:
+        """Updates applied (not skipped) in the window."""
+        return sum(stats["finite"] for stats, _ in self.entries)
 
     def add(self, stats: dict, seconds: float) -> None:
-        n = stats["tgt_tokens"]
-        self.loss += stats["loss"] * n
-        self.nll += stats["nll"] * n
-        self.tokens += n
-        self.padded += stats["padded_tokens"]
-        self.real += stats["real_tokens"]
-        self.grad_norm += stats["grad_norm"]
-        self.seconds += seconds
-        self.flops += stats["flops"]
-        self.steps += 1
-        self.lr = stats["lr"]
+        """One update's stats; its loss figures may be filled in later (read back from the device), and
+        an update found skipped by then (stats["finite"] False) is left out, its time kept."""
+        self.entries.append((stats, seconds))
 
     def flush(self, step: int, epoch: int) -> dict:
-        nll = self.nll / self.tokens
+        done = [stats for stats, _ in self.entries if stats["finite"]]
+        tokens = sum(st["tgt_tokens"] for st in done)
+        seconds = sum(sec for _, sec in self.entries)
+        nll = sum(st["nll"] * st["tgt_tokens"] for st in done) / tokens
+        flops = sum(st["flops"] for st in done)
         record = {
             "step": step,
             "epoch": epoch + 1,
-            "loss": round(self.loss / self.tokens, 4),
+            "loss": round(sum(st["loss"] * st["tgt_tokens"] for st in done) / tokens, 4),
             "nll": round(nll, 4),
             "ppl": round(math.exp(min(nll, 50)), 3),
-            "lr": self.lr,
-            "grad_norm": round(self.grad_norm / self.steps, 4),
-            "tgt_tokens_per_s": round(self.tokens / self.seconds, 1),
-            "padding": round(1 - self.real / self.padded, 4),
+            "lr": done[-1]["lr"],
+            "grad_norm": round(sum(st["grad_norm"] for st in done) / len(done), 4),
+            "tgt_tokens_per_s": round(tokens / seconds, 1),
+            "padding": round(1 - sum(st["real_tokens"] for st in done) / sum(st["padded_tokens"] for st in done), 4),
         }
-        if self.flops:  # counted for the Transformer
-            record["tflops"] = round(self.flops / self.seconds / 1e12, 3)
-        if self.flops and self.peak:
-            record["mfu"] = round(self.flops / self.seconds / self.peak, 4)
+        if flops:  # counted for the Transformer
+            record["tflops"] = round(flops / seconds / 1e12, 3)
+        if flops and self.peak:
+            record["mfu"] = round(flops / seconds / self.peak, 4)
         self.reset()
         return record
 

@@ -19,12 +19,13 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mt import fastpath
 from mt.config.model import model_options
-from mt.data.batching import EncodedCorpus, collate
+from mt.data.batching import Batch, EncodedCorpus, collate
 from mt.data.order import DataOrder, ShardPools
 from mt.data.sources import ParallelCorpus
 from mt.data.subword_sampling import SampledSegmentations
 from mt.data.tokenizer import PAD
 from mt.errors import Interrupted, MTError
+from mt.fastpath.cuda_graphs import GraphedTraining, PendingStats, capturable_adam
 from mt.precision import autocast
 from mt.training.budget import Progress, budget_used, stop_reason
 from mt.training.distributed import Dist, broadcast_from_main, sum_across
@@ -72,12 +73,22 @@ class Trainer:
         self.tokenizer = tokenizer
         self.run_dir, self.device = run_dir, device
         self.ckpt_dir = run_dir / "checkpoints"
-        self.optimizer = build_optimizer(model, self.tc)
+        # On CUDA a training update replays CUDA graphs over batches in a few fixed shapes (fastpath).
+        self.graphs_off = fastpath.cuda_graphs_off_because(
+            device, self.tc.cuda_graphs, self.tc.precision, self.tc.compile, self.dist.world
+        )
+        if self.graphs_off is None:
+            tc = self.tc
+            self.optimizer = capturable_adam(model.parameters(), tc.betas, tc.eps, tc.weight_decay, device)
+        else:
+            self.optimizer = build_optimizer(model, self.tc)
+        self.graphed: GraphedTraining | None = None  # built at the first update, after a resume
+        self.pending: list[tuple[PendingStats, dict]] = []  # updates launched, their figures not read yet
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not (a no-op then).
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.tc.precision == "fp16")
         self.peak_lr = peak_lr(self.tc, model_options(cfg.model, strict=False).d_model)
         self.progress = Progress()
-        self.data_order = DataOrder(train_data, self.tc.max_tokens, self.tc.seed)
+        self.data_order = DataOrder(train_data, self.tc.max_tokens, self.tc.seed, bucketed=self.graphs_off is None)
         self.peak = peak_flops(device, self.tc.peak_tflops)
         self.param_counts = parameter_counts(model)
         self.bad_in_a_row = 0
@@ -105,6 +116,8 @@ class Trainer:
         An update whose loss or gradient is not finite is skipped (weights untouched) and counted;
         train.max_bad_steps of them in a row stop training with an error.
         """
+        if self.graphs_off is None:
+            return self.graphed_train_step()
         self.model.train()
         world, rank = self.dist.world, self.dist.rank
         update = self.data_order.take(self.progress, self.tc.update_freq * world)  # the same on every rank
@@ -140,6 +153,82 @@ class Trainer:
             "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in batches) * world,
         }
 
+    def graphed_train_step(self) -> dict:
+        """train_step as CUDA graph replays: the same update, with the host never waiting for the device.
+
+        Its figures are read back later (`collect`): the step is counted when launched, and uncounted if
+        the device skipped it (a non-finite loss or gradient). `settle` reads them all back, before
+        anything that needs the exact state (validation, checkpoints, log lines, the end).
+        """
+        if self.graphed is None:
+            self.graphed = GraphedTraining(
+                self.model,
+                self.optimizer,
+                self._loss_of_tensors,
+                self.tc.clip_norm,
+                capture=self.device.type == "cuda",  # elsewhere (tests) the same calls run eagerly
+            )
+            shapes = ", ".join(f"{rows}x{length}" for rows, length in self.data_order.buckets.shapes())
+            log.info("training replays CUDA graphs; batch shapes (sentences x padded length): %s", shapes)
+        self.model.train()
+        update = self.data_order.take(self.progress, self.tc.update_freq)
+        total_tokens = int(sum(pairs.tgt_lens[idx].sum() + len(idx) for pairs, idx in update))  # EOS included
+        batches = [collate(pairs, idx) for pairs, idx in update]
+        padded = [self.data_order.buckets.pad(b) for b in batches]
+        for batch in padded:
+            self.graphed.accumulate(batch.src, batch.tgt_in, batch.tgt_out, 1.0 / total_tokens)
+        lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
+        lr *= cooldown_factor(self.budget_used(), self.tc.cooldown)
+        stats = {
+            "finite": True,  # until read back
+            "lr": lr,
+            "tgt_tokens": total_tokens,
+            "padded_tokens": sum(b.padded_tokens for b in padded),
+            "real_tokens": sum(b.real_tokens for b in batches),
+            "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in padded),
+        }
+        self.pending.append((self.graphed.apply(lr), stats))
+        self.progress.step += 1
+        self.collect(keep=2)  # the host runs at most two updates ahead of the device
+        return stats
+
+    def _loss_of_tensors(self, src, tgt_in, tgt_out) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.batch_loss(Batch(src, tgt_in, tgt_out, 0))
+
+    def collect(self, keep: int = 0) -> None:
+        """Read back the launched updates' figures, waiting for all but the last `keep` (and taking any
+        later ones already done). A skipped update is uncounted and counted as skipped."""
+        while self.pending and (len(self.pending) > keep or self.pending[0][0].ready()):
+            pending, stats = self.pending.pop(0)
+            loss_sum, nll_sum, grad_norm, skipped = pending.values()
+            stats.update(loss=loss_sum / stats["tgt_tokens"], nll=nll_sum / stats["tgt_tokens"], grad_norm=grad_norm)
+            stats["finite"] = not skipped
+            if not skipped:
+                self.bad_in_a_row = 0
+                continue
+            self.progress.step -= 1
+            self._count_bad_update(loss_sum, grad_norm)
+
+    def settle(self) -> None:
+        """Wait for every launched update's figures (the eager path has none pending)."""
+        self.collect(keep=0)
+
+    def _count_bad_update(self, loss_sum: float, grad_norm: float) -> None:
+        self.progress.skipped_steps += 1
+        self.bad_in_a_row += 1
+        log.warning(
+            "skipped an update: loss %s, grad norm %s (%d in a row, %d in all)",
+            loss_sum,
+            grad_norm,
+            self.bad_in_a_row,
+            self.progress.skipped_steps,
+        )
+        if self.bad_in_a_row >= self.tc.max_bad_steps:
+            raise MTError(
+                f"{self.bad_in_a_row} updates in a row had a non-finite loss or gradient "
+                f"(train.max_bad_steps); lower train.lr or use train.precision=fp32"
+            )
+
     def _apply_update(self, loss_sum: float, grad_norm: float, lr: float) -> bool:
         """Step the optimizer at lr if loss and gradient are finite; otherwise skip and count. Whether it stepped."""
         finite = math.isfinite(loss_sum) and math.isfinite(grad_norm)
@@ -152,20 +241,7 @@ class Trainer:
         elif math.isfinite(loss_sum) and self.scaler.is_enabled():
             self.progress.skipped_steps += 1  # fp16 overflow: the scaler lowers its scale and we go on
         else:
-            self.progress.skipped_steps += 1
-            self.bad_in_a_row += 1
-            log.warning(
-                "skipped an update: loss %s, grad norm %s (%d in a row, %d in all)",
-                loss_sum,
-                grad_norm,
-                self.bad_in_a_row,
-                self.progress.skipped_steps,
-            )
-            if self.bad_in_a_row >= self.tc.max_bad_steps:
-                raise MTError(
-                    f"{self.bad_in_a_row} updates in a row had a non-finite loss or gradient "
-                    f"(train.max_bad_steps); lower train.lr or use train.precision=fp32"
-                )
+            self._count_bad_update(loss_sum, grad_norm)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         return finite
@@ -252,13 +328,17 @@ class Trainer:
                     if step - first_step == ANNOUNCE_AFTER and main:
                         per_update = (self.progress.elapsed - first_elapsed) / ANNOUNCE_AFTER
                         announce_duration(self.progress, self.tc, per_update, bar, self.device)
-                    if step % self.tc.log_every == 0:
+                    due = [step % every == 0 for every in (self.tc.log_every, self.tc.valid_every, self.tc.save_every)]
+                    if any(due):
+                        self.settle()  # every launched update's figures read back; step is exact again
+                        step = self.progress.step
+                    if due[0] and window.steps:
                         record = window.flush(step, self.progress.epoch)
                         if main:
                             log_train_record(record, writer, train_log, bar, self.device)
-                    if step % self.tc.valid_every == 0:
+                    if due[1]:
                         self.validate_and_keep_best(writer)
-                    if step % self.tc.save_every == 0:
+                    if due[2]:
                         self.keeper.save_periodic(self.progress)
                 self._finish(reason, writer)
         finally:
@@ -288,6 +368,7 @@ class Trainer:
 
     def _finish(self, reason: str, writer: SummaryWriter | None) -> None:
         """After the last update: on a signal, save last.pt and stop; otherwise validate and save the end."""
+        self.settle()
         log.info("stopping: %s", reason)
         if self.stop_request.signal_name:
             self.keeper.save("last.pt")

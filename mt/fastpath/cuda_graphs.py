@@ -1,0 +1,174 @@
+"""A training update as CUDA graph replays: the GPU's path when batches come in a few fixed shapes.
+
+Eager PyTorch spends tens of microseconds of Python and launch work per op, and a training step of the
+base model is over a thousand ops: at small batches the GPU waits for the host. A CUDA graph records the
+kernels of one step once and replays them with one launch. It needs every shape fixed and no value read
+back by the host inside the step, so:
+
+- batches are padded to a few shapes (`mt.data.buckets`); each shape's forward + loss + backward is one
+  graph (`accumulate`), which adds its gradients into gradient buffers allocated once and its
+  (loss, nll) sums into a device tensor;
+- the update (clip, the finite check, Adam, zeroing the gradients) is one more graph (`apply`). The
+  learning rate and the loss normaliser are device tensors filled before each replay; Adam is fused and
+  capturable, and skips a non-finite update on the device (its `found_inf`), as GradScaler makes it do;
+- the host reads an update's figures later (`PendingStats`), never waiting inside the step.
+
+All graphs share one memory pool: everything that lives from one graph to another (inputs, gradients,
+sums) is allocated outside them, so their temporaries may share memory whatever order they replay in.
+Each shape and the update first run eagerly (`warmup` times, on a side stream, as torch's guidance on
+capture asks), then are captured. The same calls without capture (`capture=False`) run the same math
+eagerly on any device: the reference the tests compare with.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+
+log = logging.getLogger(__name__)
+
+LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+class PendingStats:
+    """One update's (loss sum, nll sum, gradient norm, skipped), copied to the host without waiting;
+    `values()` waits only if the device has not got there yet."""
+
+    def __init__(self, device_stats: torch.Tensor):
+        if device_stats.device.type == "cuda":
+            self._host = torch.empty(device_stats.shape, dtype=device_stats.dtype, pin_memory=True)
+            self._host.copy_(device_stats, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host, self._event = device_stats.clone(), None
+
+    def ready(self) -> bool:
+        return self._event is None or self._event.query()
+
+    def values(self) -> tuple[float, float, float, bool]:
+        if self._event is not None:
+            self._event.synchronize()
+        loss, nll, norm, skipped = self._host.tolist()
+        return loss, nll, norm, skipped > 0
+
+
+class GraphedTraining:
+    """Training updates of `model` with `optimizer`, whose batches are accumulated by `accumulate` and
+    applied by `apply`, captured as CUDA graphs when `capture` (CUDA only).
+
+    The optimizer must take its learning rate as a tensor (see `capturable_adam`); `loss_fn(src, tgt_in,
+    tgt_out)` returns the batch's summed (loss, nll), the loss differentiable.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: LossFn,
+        clip_norm: float,
+        capture: bool,
+        warmup: int = 2,
+    ):
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.device = self.params[0].device
+        self.max_norm = clip_norm if clip_norm > 0 else float("inf")
+        self.capture, self.warmup = capture, warmup
+        for p in self.params:  # allocated once: backward adds into them, `apply` zeroes them
+            p.grad = torch.zeros_like(p)
+        self.lr = optimizer.param_groups[0]["lr"]
+        if not torch.is_tensor(self.lr):
+            raise ValueError("GraphedTraining needs the optimizer's learning rate as a tensor")
+        self.scale = torch.zeros((), device=self.device)  # what each batch's loss is multiplied by
+        self.sums = torch.zeros(2, device=self.device)  # (loss, nll) of the update's batches
+        self.stats = torch.zeros(4, device=self.device)  # loss, nll, grad norm, skipped
+        self.found_inf = torch.zeros((), device=self.device)
+        optimizer.found_inf = self.found_inf  # read by fused Adam: 1 skips the update on the device
+        self.inputs: dict[tuple, tuple[torch.Tensor, ...]] = {}  # per shape: static src, tgt_in, tgt_out
+        self.graphs: dict[object, torch.cuda.CUDAGraph] = {}  # per shape, and "update"
+        self.runs: dict[object, int] = {}  # eager runs so far, per shape and "update"
+        self.pool = torch.cuda.graph_pool_handle() if capture else None
+        self.side = torch.cuda.Stream(self.device) if capture else None
+        self.captured_shapes: list[tuple] = []
+
+    # ---- the two parts of an update ------------------------------------------------------------
+
+    def _accumulate_body(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> None:
+        loss, nll = self.loss_fn(src, tgt_in, tgt_out)
+        (loss * self.scale).backward()
+        self.sums.add_(torch.stack([loss.detach().float(), nll.float()]))
+
+    def _apply_body(self) -> None:
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_norm, foreach=True)
+        finite = torch.isfinite(self.sums[0]) & torch.isfinite(norm)
+        self.found_inf.copy_((~finite).float())
+        self.optimizer.step()
+        self.stats.copy_(torch.stack([self.sums[0], self.sums[1], norm.float(), self.found_inf]))
+        torch._foreach_zero_([p.grad for p in self.params])
+        self.sums.zero_()
+
+    # ---- what the trainer calls ----------------------------------------------------------------
+
+    def accumulate(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, scale: float) -> None:
+        """Add one batch's gradients, its loss multiplied by scale (host tensors are copied over
+        without waiting)."""
+        self.scale.fill_(scale)
+        shape = (tuple(src.shape), tuple(tgt_in.shape))
+        if shape not in self.inputs:
+            self.inputs[shape] = tuple(torch.empty(t.shape, dtype=t.dtype, device=self.device) for t in (src, tgt_in, tgt_out))
+        static = self.inputs[shape]
+        for buffer, value in zip(static, (src, tgt_in, tgt_out)):
+            buffer.copy_(value, non_blocking=True)
+        self._run(shape, lambda: self._accumulate_body(*static))
+
+    def apply(self, lr: float) -> PendingStats:
+        """Clip, check, step Adam at lr (skipped on the device if the loss or gradient is not finite)."""
+        self.lr.fill_(lr)
+        self._run("update", self._apply_body)
+        return PendingStats(self.stats)
+
+    def _run(self, key, body: Callable[[], None]) -> None:
+        if key in self.graphs:
+            self.graphs[key].replay()
+            return
+        if not self.capture:
+            body()
+            return
+        if self.runs.get(key, 0) < self.warmup:  # eager, on a side stream (torch's guidance before capture)
+            self.side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.side):
+                body()
+            torch.cuda.current_stream(self.device).wait_stream(self.side)
+            self.runs[key] = self.runs.get(key, 0) + 1
+            return
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool):
+                body()
+        except RuntimeError as error:  # an op this torch cannot capture: train on, eagerly
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            log.warning("CUDA graph capture failed (%s); training goes on without graphs", first_line)
+            self.capture = False
+            torch.cuda.synchronize(self.device)
+            body()
+            return
+        self.graphs[key] = graph
+        if key != "update":
+            self.captured_shapes.append(key)
+        graph.replay()  # capture records the kernels without running them
+
+
+def capturable_adam(params, betas, eps: float, weight_decay: float, device: torch.device) -> torch.optim.Adam:
+    """Adam whose learning rate is a device tensor and whose step a CUDA graph can capture (fused)."""
+    return torch.optim.Adam(
+        params,
+        lr=torch.tensor(0.0, device=device),
+        betas=tuple(betas),
+        eps=eps,
+        weight_decay=weight_decay,
+        fused=True,
+        capturable=device.type == "cuda",
+    )

@@ -1,0 +1,203 @@
+"""The CUDA-graph training path (mt.fastpath.cuda_graphs, mt.data.buckets): batches in a few fixed shapes
+that change no loss, an update that equals the eager trainer's, skipped on the device when not finite,
+and a trainer on this path that resumes exactly. Without a GPU the same calls run eagerly (capture off);
+the one test that captures and replays needs CUDA."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from mt.data.batching import collate, filter_pairs, Ragged
+from mt.data.buckets import LengthBuckets, least_padding_lengths
+from mt.fastpath import cuda_graphs_off_because, stock_ops
+from mt.fastpath.cuda_graphs import GraphedTraining, capturable_adam
+from mt.model import Transformer
+from mt.training.loss import label_smoothed_loss
+import mt.training.trainer as trainer_module
+
+from conftest import tiny_trainer
+
+
+def padded_cost(cost, lengths):
+    return sum(lengths[np.searchsorted(lengths, c)] for c in cost)
+
+
+def test_bucket_lengths_pad_least_of_all_choices():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        cost = rng.integers(2, 30, size=int(rng.integers(5, 60)))
+        count = int(rng.integers(1, 5))
+        found = least_padding_lengths(cost, count)
+        assert len(found) <= count and found[-1] == cost.max()
+        values = np.unique(cost)
+        brute = min(
+            padded_cost(cost, list(tops) + [int(cost.max())])
+            for k in range(count)
+            for tops in itertools.combinations(values[:-1].tolist(), k)
+        )
+        assert padded_cost(cost, found) == brute
+
+
+def toy_corpus(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    src = [rng.integers(4, 60, size=int(rng.integers(1, 25))).tolist() for _ in range(n)]
+    tgt = [rng.integers(4, 60, size=int(rng.integers(1, 25))).tolist() for _ in range(n)]
+    return filter_pairs(Ragged.from_lists(src), Ragged.from_lists(tgt))[0]
+
+
+def test_bucketed_batches_take_every_pair_once_in_few_shapes():
+    corpus = toy_corpus()
+    buckets = LengthBuckets.fit(corpus.src_lens, corpus.tgt_lens, max_tokens=400)
+    batches = buckets.batches(corpus.src_lens, corpus.tgt_lens, np.random.default_rng(1))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(corpus)))
+    shapes = set()
+    for indices in batches:
+        batch = buckets.pad(collate(corpus, indices))
+        rows, length = batch.src.shape
+        assert batch.tgt_in.shape == batch.tgt_out.shape == (rows, length) and rows % 8 == 0
+        assert rows * length <= 400 or rows == 8
+        shapes.add((rows, length))
+    assert shapes <= set(buckets.shapes()) and len(buckets.shapes()) <= 8
+
+
+def test_padding_to_the_bucket_changes_no_loss_and_no_gradient():
+    corpus = toy_corpus()
+    buckets = LengthBuckets([10, 30], max_tokens=400)
+    batch = collate(corpus, np.arange(5))
+    padded = buckets.pad(batch)
+    assert padded.src.shape == (8, 30) and (padded.tgt_out[5:] == 0).all()
+    torch.manual_seed(0)
+    model = Transformer(60, 60, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2, dropout=0.0)
+    with stock_ops():  # the GPU's path: every position scored, padding left to the loss
+        results = []
+        for b in (batch, padded):
+            model.zero_grad()
+            loss, nll = label_smoothed_loss(model(b.src, b.tgt_in), b.tgt_out, 0.1, pad_id=0)
+            loss.backward()
+            results.append((loss.detach(), nll, [p.grad.clone() for p in model.parameters()]))
+    (loss_a, nll_a, grads_a), (loss_b, nll_b, grads_b) = results
+    torch.testing.assert_close(loss_a, loss_b)
+    torch.testing.assert_close(nll_a, nll_b)
+    for a, b in zip(grads_a, grads_b):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def small_model(seed=0):
+    torch.manual_seed(seed)
+    return Transformer(50, 50, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2, dropout=0.0)
+
+
+def loss_of(model):
+    def loss_fn(src, tgt_in, tgt_out):
+        return label_smoothed_loss(model(src, tgt_in), tgt_out, 0.1, pad_id=0)
+
+    return loss_fn
+
+
+def toy_batches(device, count=3):
+    g = torch.Generator().manual_seed(3)
+    out = []
+    for _ in range(count):
+        src, tgt = torch.randint(4, 50, (8, 9), generator=g), torch.randint(4, 50, (8, 7), generator=g)
+        tgt_out = tgt.clone()
+        tgt_out[:, 5:] = 0
+        out.append((src.to(device), tgt.to(device), tgt_out.to(device)))
+    return out
+
+
+def test_an_update_equals_the_eager_one_and_a_non_finite_one_is_skipped_on_the_device():
+    graphed_model, eager_model = small_model(), small_model()
+    optimizer = capturable_adam(graphed_model.parameters(), (0.9, 0.98), 1e-9, 0.0, torch.device("cpu"))
+    graphed = GraphedTraining(graphed_model, optimizer, loss_of(graphed_model), clip_norm=0.5, capture=False)
+    reference = torch.optim.Adam(eager_model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
+    with stock_ops():
+        for src, tgt_in, tgt_out in toy_batches("cpu", 2):  # update_freq 2: two batches, then the update
+            graphed.accumulate(src, tgt_in, tgt_out, 1 / 80)
+            loss, _ = loss_of(eager_model)(src, tgt_in, tgt_out)
+            (loss / 80).backward()
+        stats = graphed.apply(1e-3).values()
+        norm = torch.nn.utils.clip_grad_norm_(eager_model.parameters(), 0.5)
+        reference.step()
+        assert stats[2] == pytest.approx(float(norm), rel=1e-5) and not stats[3]
+        for a, b in zip(graphed_model.parameters(), eager_model.parameters()):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+        assert all((p.grad == 0).all() for p in graphed_model.parameters())  # zeroed for the next update
+
+        before = [p.detach().clone() for p in graphed_model.parameters()]
+        src, tgt_in, tgt_out = toy_batches("cpu", 1)[0]
+        graphed.accumulate(src, tgt_in, tgt_out, float("nan"))
+        loss_sum, _, norm, skipped = graphed.apply(1e-3).values()
+    assert skipped and np.isnan(norm)
+    assert all(torch.equal(a, b) for a, b in zip(before, graphed_model.parameters()))
+    assert int(optimizer.state[graphed.params[0]]["step"]) == 1  # Adam's step count was not advanced
+
+
+def test_the_graph_path_is_chosen_on_cuda_only_and_can_be_turned_off():
+    assert cuda_graphs_off_because(torch.device("cuda"), True, "bf16", False, 1) is None
+    assert cuda_graphs_off_because(torch.device("cpu"), True, "bf16", False, 1) == "not on CUDA"
+    assert cuda_graphs_off_because(torch.device("cuda"), False, "bf16", False, 1) == "train.cuda_graphs=false"
+    assert cuda_graphs_off_because(torch.device("cuda"), True, "fp16", False, 1) == "fp16 (loss scaling)"
+    assert cuda_graphs_off_because(torch.device("cuda"), True, "bf16", False, 2) == "several ranks"
+
+
+@pytest.fixture
+def graph_path_on_this_device(monkeypatch):
+    """The trainer takes the graph path here too (its calls run eagerly off CUDA)."""
+    monkeypatch.setattr(trainer_module.fastpath, "cuda_graphs_off_because", lambda *args: None)
+
+
+COMMON = ["train.log_every=4", "train.valid_every=1000", "train.save_every=1000", "data.test_split=null"]
+
+
+def test_a_graph_path_run_resumes_exactly(tiny_corpus, tmp_path, graph_path_on_this_device):
+    straight = tiny_trainer(tiny_corpus, tmp_path / "straight", "train.max_steps=24", *COMMON)
+    straight.fit()
+    assert isinstance(straight.optimizer.param_groups[0]["lr"], torch.Tensor)  # the graph path's Adam
+    first = tiny_trainer(tiny_corpus, tmp_path / "resumed", "train.max_steps=11", *COMMON)
+    first.fit()
+    second = tiny_trainer(tiny_corpus, tmp_path / "resumed", "train.max_steps=24", *COMMON)
+    assert second.fit().step == 24
+    for a, b in zip(straight.model.parameters(), second.model.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_skipped_updates_on_the_graph_path_are_uncounted_then_stop(tiny_corpus, tmp_path, graph_path_on_this_device):
+    trainer = tiny_trainer(tiny_corpus, tmp_path, "train.max_bad_steps=3")
+    trainer.train_step()
+    real_loss = trainer.batch_loss
+    trainer.batch_loss = lambda batch: tuple(x * float("nan") for x in real_loss(batch))
+    stats = trainer.train_step()
+    trainer.settle()  # figures are read back later on this path
+    assert not stats["finite"] and trainer.progress.step == 1 and trainer.progress.skipped_steps == 1
+    trainer.batch_loss = real_loss
+    trainer.train_step()
+    trainer.settle()
+    assert trainer.progress.step == 2 and trainer.bad_in_a_row == 0
+    trainer.batch_loss = lambda batch: tuple(x * float("inf") for x in real_loss(batch))
+    with pytest.raises(Exception, match="3 updates in a row had a non-finite loss"):
+        for _ in range(3):
+            trainer.train_step()
+        trainer.settle()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_replayed_graphs_equal_the_eager_updates_on_cuda():
+    cuda = torch.device("cuda")
+    runs = []
+    for capture in (False, True):
+        model = small_model().to(cuda)
+        optimizer = capturable_adam(model.parameters(), (0.9, 0.98), 1e-9, 0.0, cuda)
+        graphed = GraphedTraining(model, optimizer, loss_of(model), clip_norm=1.0, capture=capture)
+        stats = []
+        for src, tgt_in, tgt_out in toy_batches(cuda, 6):  # warm-up runs, the capture, then replays
+            graphed.accumulate(src, tgt_in, tgt_out, 1 / 40)
+            stats.append(graphed.apply(1e-3))
+        runs.append(([s.values() for s in stats], [p.detach().clone() for p in model.parameters()]))
+        if capture:
+            assert graphed.graphs and "update" in graphed.graphs
+    (stats_a, weights_a), (stats_b, weights_b) = runs
+    np.testing.assert_allclose(np.array(stats_a, dtype=float), np.array(stats_b, dtype=float), rtol=1e-4)
+    for a, b in zip(weights_a, weights_b):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
