@@ -7,6 +7,7 @@
 #   bench_model.txt    the training step at a WMT-like and a Multi30k batch: eager, graphs, nn.Transformer
 #   graphs/            make train's default (multi30k_base) on the graph path, the whole run
 #   eager/             the same preset eagerly (train.cuda_graphs=false) for EAGER_STEPS updates: its speed
+#   bench_decode.txt   translate's path on test2016 with the graphs run's model: greedy and beam 5, fp32
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz
@@ -40,6 +41,11 @@ run() {  # name, timeout, overrides...
 step "graphs: make train's default, the whole run"
 run graphs "${GRAPHS_TIMEOUT:-270}"
 
+step "decoding with the graphs run's model"
+timeout 90 $PY scripts/bench_decode.py --checkpoint /tmp/run_graphs/checkpoints/final.pt --device cuda \
+    --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 --repeats 2 \
+    > "$OUT/bench_decode.txt" 2>&1
+
 step "eager: the same preset, $EAGER_STEPS updates"
 run eager "${EAGER_TIMEOUT:-100}" train.cuda_graphs=false train.max_steps="$EAGER_STEPS" train.valid_every=100000 \
     data.test_split=null decode.alpha_candidates=[] train.keep_last=0 train.average_last=0
@@ -55,4 +61,4 @@ PYEOF
 done
 step "done"
 tar czf "$FINAL/results.tgz" -C "$OUT" .
-cp "$OUT/steps.log" "$OUT/bench_model.txt" "$FINAL/" 2>/dev/null
+cp "$OUT/steps.log" "$OUT/bench_model.txt" "$OUT/bench_decode.txt" "$FINAL/" 2>/dev/null

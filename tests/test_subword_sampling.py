@@ -111,6 +111,10 @@ def test_an_epochs_segmentation_depends_on_seed_and_epoch_only(tmp_path):
     resumed = SampledSegmentations(tok, corpus, alpha=0.2, seed=1)  # a run resumed in epoch 2
     assert pieces(resumed.for_epoch(2)) == in_order[2]
     assert pieces(SampledSegmentations(tok, corpus, alpha=0.2, seed=2).for_epoch(2)) != in_order[2]
+    ahead = SampledSegmentations(tok, corpus, alpha=0.2, seed=1)
+    ahead.prefetch(1)  # drawn in a thread while epoch 0 trains: the same pieces
+    assert [pieces(ahead.for_epoch(e)) for e in range(3)] == in_order
+    assert set(ahead._epochs) == {2}  # epochs behind are let go
 
 
 def test_data_order_takes_each_batch_from_its_epochs_segmentation(tmp_path):

@@ -88,6 +88,11 @@ class WholeCorpus:
     def pool(self, epoch: int, index: int) -> EncodedCorpus:
         return self.source.for_epoch(epoch)
 
+    def prefetch(self, epoch: int, index: int) -> None:
+        """Start preparing that pool ahead of its turn, where the source can (a sampled segmentation)."""
+        if hasattr(self.source, "prefetch"):
+            self.source.prefetch(epoch)
+
     def share(self, epoch: int, index: int) -> float:
         return 1.0
 
@@ -110,6 +115,8 @@ class DataOrder:
         """A pool's pairs and its batches (index arrays into those pairs), shuffled."""
         if self._current is None or self._current[:2] != (epoch, index):
             corpus = self.pools.pool(epoch, index)
+            if self.pools.pool_count == 1 and hasattr(self.pools, "prefetch"):
+                self.pools.prefetch(epoch + 1, 0)  # the next epoch's pairs, drawn while this one trains
             seed = [self.seed, epoch] if self.pools.pool_count == 1 else [self.seed, epoch, index]
             rng = np.random.default_rng(seed)
             if self.bucketed:
