@@ -16,17 +16,25 @@ EAGER_STEPS=${EAGER_STEPS:-600}
 mkdir -p "$FINAL"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TQDM_DISABLE=1
 step() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.log"; }
+pack() {  # also when stopped early: what ran so far comes back
+    tar czf "$FINAL/results.tgz" -C "$OUT" .
+    cp "$OUT/steps.log" "$OUT/bench_model.txt" "$OUT/bench_decode.txt" "$FINAL/" 2>/dev/null
+}
+trap pack EXIT
+trap 'exit 143' TERM
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >> "$OUT/steps.log" 2>&1
 $PY -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" >> "$OUT/steps.log"
 
+if [ "${TESTS:-1}" = 1 ]; then
 step "tests"
 timeout 120 $PY -m pytest tests/test_graphed_training.py -q -x -p no:cacheprovider > "$OUT/tests.txt" 2>&1
 tail -3 "$OUT/tests.txt" >> "$OUT/steps.log"
+fi
 
 step "bench_model"
-timeout 150 $PY scripts/bench_model.py --device cuda --graphs --no-decode > "$OUT/bench_model.txt" 2>&1
+timeout "${BENCH_TIMEOUT:-150}" $PY scripts/bench_model.py --device cuda --graphs --no-decode > "$OUT/bench_model.txt" 2>&1
 
 run() {  # name, timeout, overrides...
     local name=$1 limit=$2; shift 2
@@ -42,7 +50,7 @@ step "graphs: make train's default, the whole run"
 run graphs "${GRAPHS_TIMEOUT:-270}"
 
 step "decoding with the graphs run's model"
-timeout 90 $PY scripts/bench_decode.py --checkpoint /tmp/run_graphs/checkpoints/final.pt --device cuda \
+timeout "${DECODE_TIMEOUT:-90}" $PY scripts/bench_decode.py --checkpoint /tmp/run_graphs/checkpoints/final.pt --device cuda \
     --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 --repeats 2 \
     > "$OUT/bench_decode.txt" 2>&1
 
@@ -60,5 +68,3 @@ print(sys.argv[1], "median tok/s", statistics.median(speeds), "padding", rows[-1
 PYEOF
 done
 step "done"
-tar czf "$FINAL/results.tgz" -C "$OUT" .
-cp "$OUT/steps.log" "$OUT/bench_model.txt" "$OUT/bench_decode.txt" "$FINAL/" 2>/dev/null

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from mt.data.batching import collate, filter_pairs, Ragged
+import mt.training.trainer as trainer_module
+from mt.data.batching import Ragged, collate, filter_pairs
 from mt.data.buckets import LengthBuckets, least_padding_lengths
 from mt.fastpath import cuda_graphs_off_because, stock_ops
 from mt.fastpath.cuda_graphs import GraphedTraining, capturable_adam
 from mt.model import Transformer
 from mt.training.loss import label_smoothed_loss
-import mt.training.trainer as trainer_module
 
 from conftest import tiny_trainer
 
@@ -110,7 +110,9 @@ def toy_batches(device, count=3):
 def test_an_update_equals_the_eager_one_and_a_non_finite_one_is_skipped_on_the_device():
     graphed_model, eager_model = small_model(), small_model()
     optimizer = capturable_adam(graphed_model.parameters(), (0.9, 0.98), 1e-9, 0.0, torch.device("cpu"))
+    optimizer.param_groups[0]["lr"] = 0.0  # as a checkpoint of the eager path restores it: a float
     graphed = GraphedTraining(graphed_model, optimizer, loss_of(graphed_model), clip_norm=0.5, capture=False)
+    assert optimizer.param_groups[0]["lr"] is graphed.lr  # one tensor, filled before every update
     reference = torch.optim.Adam(eager_model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
     with stock_ops():
         for src, tgt_in, tgt_out in toy_batches("cpu", 2):  # update_freq 2: two batches, then the update
@@ -201,3 +203,14 @@ def test_replayed_graphs_equal_the_eager_updates_on_cuda():
     np.testing.assert_allclose(np.array(stats_a, dtype=float), np.array(stats_b, dtype=float), rtol=1e-4)
     for a, b in zip(weights_a, weights_b):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_a_run_saved_on_one_path_resumes_on_the_other(tiny_corpus, tmp_path, monkeypatch, caplog):
+    """A run started with CUDA graphs and resumed without (another machine, or train.cuda_graphs=false):
+    the other path's epoch has other batches, so the epoch restarts from its first batch, said in a line."""
+    monkeypatch.setattr(trainer_module.fastpath, "cuda_graphs_off_because", lambda *args: None)
+    tiny_trainer(tiny_corpus, tmp_path, "train.max_steps=11", *COMMON).fit()
+    monkeypatch.undo()
+    resumed = tiny_trainer(tiny_corpus, tmp_path, "train.max_steps=30", *COMMON)
+    assert resumed.fit().step == 30 and resumed.progress.batching == "tokens"
+    assert "saved with buckets batches and resumes with tokens ones" in caplog.text

@@ -162,7 +162,9 @@ def _stock_smoothed_cross_entropy(
     return loss.sum(), nll.detach().sum()
 
 
-def cuda_graphs_off_because(device: torch.device, requested: bool, precision: str, compiled: bool, ranks: int) -> str | None:
+def cuda_graphs_off_because(
+    device: torch.device, requested: bool, precision: str, compiled: bool, ranks: int
+) -> str | None:
     """Why training steps run eagerly rather than as replayed CUDA graphs (cuda_graphs.py, batches in
     fixed shapes from mt.data.buckets), or None: they replay on CUDA unless turned off
     (train.cuda_graphs=false), under fp16 (GradScaler's dynamic scale), torch.compile, or several ranks."""

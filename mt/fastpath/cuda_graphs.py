@@ -59,7 +59,7 @@ class GraphedTraining:
     """Training updates of `model` with `optimizer`, whose batches are accumulated by `accumulate` and
     applied by `apply`, captured as CUDA graphs when `capture` (CUDA only).
 
-    The optimizer must take its learning rate as a tensor (see `capturable_adam`); `loss_fn(src, tgt_in,
+    The optimizer must be fused and capturable on CUDA (see `capturable_adam`); `loss_fn(src, tgt_in,
     tgt_out)` returns the batch's summed (loss, nll), the loss differentiable.
     """
 
@@ -79,9 +79,13 @@ class GraphedTraining:
         self.capture, self.warmup = capture, warmup
         for p in self.params:  # allocated once: backward adds into them, `apply` zeroes them
             p.grad = torch.zeros_like(p)
-        self.lr = optimizer.param_groups[0]["lr"]
-        if not torch.is_tensor(self.lr):
-            raise ValueError("GraphedTraining needs the optimizer's learning rate as a tensor")
+        # The learning rate as one device tensor that every replay reads. A resumed optimizer's may be a
+        # float (a checkpoint of the eager path) or a tensor on the CPU (where checkpoints load to).
+        first = optimizer.param_groups[0]["lr"]
+        self.lr = first if torch.is_tensor(first) and first.device == self.device else None
+        self.lr = self.lr if self.lr is not None else torch.tensor(float(first), device=self.device)
+        for group in optimizer.param_groups:
+            group["lr"] = self.lr
         self.scale = torch.zeros((), device=self.device)  # what each batch's loss is multiplied by
         self.sums = torch.zeros(2, device=self.device)  # (loss, nll) of the update's batches
         self.stats = torch.zeros(4, device=self.device)  # loss, nll, grad norm, skipped
@@ -118,7 +122,7 @@ class GraphedTraining:
         self.scale.fill_(scale)
         shape = (tuple(src.shape), tuple(tgt_in.shape))
         if shape not in self.inputs:
-            self.inputs[shape] = tuple(torch.empty(t.shape, dtype=t.dtype, device=self.device) for t in (src, tgt_in, tgt_out))
+            self.inputs[shape] = tuple(torch.empty_like(t, device=self.device) for t in (src, tgt_in, tgt_out))
         static = self.inputs[shape]
         for buffer, value in zip(static, (src, tgt_in, tgt_out)):
             buffer.copy_(value, non_blocking=True)

@@ -13,6 +13,7 @@ class Progress:
     epoch: int = 0  # current epoch (0-based)
     batch_in_epoch: int = 0  # batches of the current epoch already consumed
     pool_batches: list = field(default_factory=list)  # batches in each of the epoch's pools, as far as known
+    batching: str = "tokens"  # how the epoch's batches were made: "tokens" (eager) or "buckets" (CUDA graphs)
     elapsed: float = 0.0  # training wall-clock seconds, summed over resumed runs
     best_bleu: float = -1.0
     best_step: int = 0

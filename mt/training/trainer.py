@@ -87,7 +87,7 @@ class Trainer:
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not (a no-op then).
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.tc.precision == "fp16")
         self.peak_lr = peak_lr(self.tc, model_options(cfg.model, strict=False).d_model)
-        self.progress = Progress()
+        self.progress = Progress(batching="buckets" if self.graphs_off is None else "tokens")
         self.data_order = DataOrder(train_data, self.tc.max_tokens, self.tc.seed, bucketed=self.graphs_off is None)
         self.peak = peak_flops(device, self.tc.peak_tflops)
         self.param_counts = parameter_counts(model)
@@ -259,6 +259,17 @@ class Trainer:
         if state is None:
             return False
         self.progress = restore(state, self.model, self.optimizer, self.scaler)
+        batching = "buckets" if self.data_order.bucketed else "tokens"
+        if self.progress.batching != batching:  # saved on the other path: its epoch has other batches
+            log.warning(
+                "this run was saved with %s batches and resumes with %s ones (CUDA graphs %s): "
+                "epoch %d restarts from its first batch",
+                self.progress.batching,
+                batching,
+                "on" if batching == "buckets" else "off",
+                self.progress.epoch + 1,
+            )
+            self.progress.batching, self.progress.batch_in_epoch, self.progress.pool_batches = batching, 0, []
         if self.dist.is_main:
             for name in ("train.jsonl", "metrics.jsonl"):
                 drop_records_after(self.run_dir / name, self.progress.step)
