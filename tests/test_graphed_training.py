@@ -154,12 +154,15 @@ COMMON = ["train.log_every=4", "train.valid_every=1000", "train.save_every=1000"
 
 
 def test_a_graph_path_run_resumes_exactly(tiny_corpus, tmp_path, graph_path_on_this_device):
-    straight = tiny_trainer(tiny_corpus, tmp_path / "straight", "train.max_steps=24", *COMMON)
-    straight.fit()
+    accumulating = [*COMMON, "train.update_freq=2"]  # two batches an update
+    straight = tiny_trainer(tiny_corpus, tmp_path / "straight", "train.max_steps=24", *accumulating)
+    assert straight.fit().step == 24
     assert isinstance(straight.optimizer.param_groups[0]["lr"], torch.Tensor)  # the graph path's Adam
-    first = tiny_trainer(tiny_corpus, tmp_path / "resumed", "train.max_steps=11", *COMMON)
+    epoch_batches = straight.data_order.epoch_length(0)
+    assert straight.progress.epoch * epoch_batches + straight.progress.batch_in_epoch == 48
+    first = tiny_trainer(tiny_corpus, tmp_path / "resumed", "train.max_steps=11", *accumulating)
     first.fit()
-    second = tiny_trainer(tiny_corpus, tmp_path / "resumed", "train.max_steps=24", *COMMON)
+    second = tiny_trainer(tiny_corpus, tmp_path / "resumed", "train.max_steps=24", *accumulating)
     assert second.fit().step == 24
     for a, b in zip(straight.model.parameters(), second.model.parameters()):
         assert torch.equal(a, b)

@@ -96,7 +96,6 @@ class GraphedTraining:
         self.runs: dict[object, int] = {}  # eager runs so far, per shape and "update"
         self.pool = torch.cuda.graph_pool_handle() if capture else None
         self.side = torch.cuda.Stream(self.device) if capture else None
-        self.captured_shapes: list[tuple] = []
 
     # ---- the two parts of an update ------------------------------------------------------------
 
@@ -160,8 +159,6 @@ class GraphedTraining:
             body()
             return
         self.graphs[key] = graph
-        if key != "update":
-            self.captured_shapes.append(key)
         graph.replay()  # capture records the kernels without running them
 
 
