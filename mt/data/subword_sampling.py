@@ -91,10 +91,7 @@ class SampledSegmentations:
 
     def with_report(self, epoch: int) -> tuple[EncodedCorpus, FilterReport]:
         """Epoch `epoch`'s pairs, and what the length filters dropped."""
-        if epoch not in self._epochs:
-            future = Future()
-            future.set_result(self._draw(epoch))
-            self._epochs[epoch] = future
+        self.prefetch(epoch)  # already drawn or drawing, unless the run just started or resumed
         result = self._epochs[epoch].result()
         for old in [e for e in self._epochs if e < epoch]:
             del self._epochs[old]

@@ -11,6 +11,7 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
@@ -48,6 +49,11 @@ from mt.training.validation import Validator
 log = logging.getLogger(__name__)
 
 ANNOUNCE_AFTER = 10  # updates timed before the run's duration is estimated
+
+
+def target_tokens(update: list[tuple[EncodedCorpus, np.ndarray]]) -> int:
+    """Target tokens of an update's batches, EOS included: what its loss is normalised by."""
+    return int(sum(pairs.tgt_lens[idx].sum() + len(idx) for pairs, idx in update))
 
 
 class Trainer:
@@ -121,7 +127,7 @@ class Trainer:
         self.model.train()
         world, rank = self.dist.world, self.dist.rank
         update = self.data_order.take(self.progress, self.tc.update_freq * world)  # the same on every rank
-        total_tokens = int(sum(pairs.tgt_lens[idx].sum() + len(idx) for pairs, idx in update))  # EOS included
+        total_tokens = target_tokens(update)
         batches = [collate(pairs, idx) for pairs, idx in update[rank::world]]
         sums = []  # (loss, nll) of each batch, read once at the end: one wait for the device per update
         for i, batch in enumerate(batches):
@@ -138,8 +144,7 @@ class Trainer:
                 self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
             )
         )
-        lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
-        lr *= cooldown_factor(self.budget_used(), self.tc.cooldown)
+        lr = self.scheduled_lr()
         finite = self._apply_update(loss_sum, grad_norm, lr)
         return {
             "finite": finite,
@@ -172,13 +177,12 @@ class Trainer:
             log.info("training replays CUDA graphs; batch shapes (sentences x padded length): %s", shapes)
         self.model.train()
         update = self.data_order.take(self.progress, self.tc.update_freq)
-        total_tokens = int(sum(pairs.tgt_lens[idx].sum() + len(idx) for pairs, idx in update))  # EOS included
+        total_tokens = target_tokens(update)
         batches = [collate(pairs, idx) for pairs, idx in update]
         padded = [self.data_order.buckets.pad(b) for b in batches]
         for batch in padded:
             self.graphed.accumulate(batch.src, batch.tgt_in, batch.tgt_out, 1.0 / total_tokens)
-        lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
-        lr *= cooldown_factor(self.budget_used(), self.tc.cooldown)
+        lr = self.scheduled_lr()
         stats = {
             "finite": True,  # until read back
             "lr": lr,
@@ -191,6 +195,11 @@ class Trainer:
         self.progress.step += 1
         self.collect(keep=2)  # the host runs at most two updates ahead of the device
         return stats
+
+    def scheduled_lr(self) -> float:
+        """The next update's learning rate: warm-up and inverse square root, then the cool-down."""
+        lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
+        return lr * cooldown_factor(self.budget_used(), self.tc.cooldown)
 
     def _loss_of_tensors(self, src, tgt_in, tgt_out) -> tuple[torch.Tensor, torch.Tensor]:
         return self.batch_loss(Batch(src, tgt_in, tgt_out, 0))
