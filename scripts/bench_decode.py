@@ -1,5 +1,7 @@
 """Decoding speed and quality of a checkpoint: sentences/s, target tokens/s and BLEU for greedy and beam
-search in fp32 and bf16, batched by tokens, plus `translate` start-up time on one sentence.
+search in fp32 and bf16, batched by tokens, plus `translate` start-up time on one sentence. On CUDA each
+also with decode.cuda_graphs (search in fixed slots, replayed steps), with the share of lines identical
+to the search without it.
 
     .venv/bin/python scripts/bench_decode.py --checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt \\
         --src data/multi30k/test2016.de --ref data/multi30k/test2016.en
@@ -57,8 +59,15 @@ def main() -> None:
     p.add_argument("--batch-tokens", type=int, default=0, help="default: the checkpoint's decode.batch_tokens")
     p.add_argument("--repeats", type=int, default=3, help="best of N runs (timings on shared machines are noisy)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument(
+        "--cuda-graphs",
+        choices=["off", "on", "both"],
+        help="decode.cuda_graphs: off, on, or each search both ways (default: both on CUDA, off on a CPU)",
+    )
     p.add_argument("--json", action="store_true", help="JSON lines only, no table")
     args = p.parse_args()
+    graphs_choice = args.cuda_graphs or ("both" if args.device == "cuda" else "off")
+    graphs = {"off": [False], "on": [True], "both": [False, True]}[graphs_choice]
 
     tune_process(torch.device(args.device), training=False)  # as translate does
     model, tokenizer, cfg = load_for_inference([args.checkpoint])
@@ -81,27 +90,37 @@ def main() -> None:
         )
         Translator(model, tokenizer, warm_up, args.device).translate_nbest(sources[:64])
         for beam in args.beams:
-            settings = DecodeSettings.from_config(cfg.decode, beam=beam, batch_tokens=batch_tokens, precision=precision)
-            translator = Translator(model, tokenizer, settings, args.device)
-            best = float("inf")
-            for _ in range(args.repeats):
-                start = time.perf_counter()
-                results = translator.translate_nbest(sources)
-                best = min(best, time.perf_counter() - start)
-            hyps = [r[0].text for r in results]
-            tgt_tokens = sum(len(r[0].tgt_pieces) for r in results)
-            row = {
-                "bench": "decode",
-                "precision": precision,
-                "beam": beam,
-                "sentences_per_s": round(len(sources) / best, 1),
-                "tgt_tokens_per_s": round(tgt_tokens / best),
-                "seconds": round(best, 2),
-            }
-            if references:
-                row["bleu"] = score(hyps, references).bleu
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            plain = None  # the translations without cuda_graphs, to compare with
+            for cuda_graphs in graphs:
+                settings = DecodeSettings.from_config(
+                    cfg.decode, beam=beam, batch_tokens=batch_tokens, precision=precision, cuda_graphs=cuda_graphs
+                )
+                translator = Translator(model, tokenizer, settings, args.device)
+                translator.translate_nbest(sources[:64])  # capture this setting's first shapes before timing
+                best = float("inf")
+                for _ in range(args.repeats):
+                    start = time.perf_counter()
+                    results = translator.translate_nbest(sources)
+                    best = min(best, time.perf_counter() - start)
+                hyps = [r[0].text for r in results]
+                tgt_tokens = sum(len(r[0].tgt_pieces) for r in results)
+                row = {
+                    "bench": "decode",
+                    "precision": precision,
+                    "beam": beam,
+                    "cuda_graphs": cuda_graphs,
+                    "sentences_per_s": round(len(sources) / best, 1),
+                    "tgt_tokens_per_s": round(tgt_tokens / best),
+                    "seconds": round(best, 2),
+                }
+                if references:
+                    row["bleu"] = score(hyps, references).bleu
+                if plain is None:
+                    plain = hyps
+                else:
+                    row["same_lines"] = round(sum(a == b for a, b in zip(hyps, plain)) / len(hyps), 4)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     startup = startup_seconds(args.checkpoint, sources[0], args.device)
     print(json.dumps({"bench": "startup", "seconds": round(startup, 2)}), flush=True)
     if args.json:
@@ -118,11 +137,12 @@ def main() -> None:
 def print_table(rows: list[dict], startup: float, title: str) -> None:
     """The decode rows as a table (also used by bench.py)."""
     print(f"\n{title}")
-    print(f"{'precision':9} {'beam':>4} {'sent/s':>8} {'tgt tok/s':>10} {'BLEU':>6}")
+    print(f"{'precision':9} {'beam':>4} {'graphs':>6} {'sent/s':>8} {'tgt tok/s':>10} {'BLEU':>6} {'same':>6}")
     for r in rows:
         print(
-            f"{r['precision']:9} {r['beam']:>4} {r['sentences_per_s']:>8} {r['tgt_tokens_per_s']:>10} "
-            f"{r.get('bleu', '-'):>6}"
+            f"{r['precision']:9} {r['beam']:>4} {'on' if r.get('cuda_graphs') else 'off':>6} "
+            f"{r['sentences_per_s']:>8} {r['tgt_tokens_per_s']:>10} {r.get('bleu', '-'):>6} "
+            f"{r.get('same_lines', '-'):>6}"
         )
     print(f"translate start-up on one sentence: {startup:.2f} s")
 

@@ -3,11 +3,13 @@
 # Run from the repository root with the package importable (PYTHONPATH may point at what the machine
 # lacks; the repository root is added). Results under $OUT (default /tmp/gpu_graphs): steps.log (what ran
 # when, wall times, the runs' median speeds) and bench_model.txt, then all of the following in results.tgz:
-#   tests.txt          tests/test_graphed_training.py, its CUDA test included (replay equals eager)
+#   tests.txt          tests/test_graphed_training.py and test_fixed_slots.py, their CUDA tests included
+#                      (replayed training updates and searches equal the eager ones)
 #   bench_model.txt    the training step at a WMT-like and a Multi30k batch: eager, graphs, nn.Transformer
 #   graphs/            make train's default (multi30k_base) on the graph path, the whole run
 #   eager/             the same preset eagerly (train.cuda_graphs=false) for EAGER_STEPS updates: its speed
-#   bench_decode.txt   translate's path on test2016 with the graphs run's model: greedy and beam 5, fp32
+#   bench_decode.txt   translate's path on test2016 with the graphs run's model: greedy and beam 5, fp32,
+#                      with and without decode.cuda_graphs (search in fixed slots), and the share of equal lines
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz
@@ -29,7 +31,8 @@ $PY -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.ge
 
 if [ "${TESTS:-1}" = 1 ]; then
 step "tests"
-timeout 120 $PY -m pytest tests/test_graphed_training.py -q -x -p no:cacheprovider > "$OUT/tests.txt" 2>&1
+timeout 150 $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py -q -x -p no:cacheprovider \
+    > "$OUT/tests.txt" 2>&1
 tail -3 "$OUT/tests.txt" >> "$OUT/steps.log"
 fi
 

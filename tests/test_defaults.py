@@ -9,6 +9,7 @@ from hydra import compose, initialize_config_dir
 from mt.cli.hydra_task import choose_experiment
 from mt.config.schema import CONFIG_DIR, REPO_DIR, register_configs, run_dir_of, to_dict
 from mt.data.sources import load_split
+from mt.fastpath.cpu_process import native_bf16
 from mt.training.optim import cooldown_factor
 
 from conftest import REPO, TINY_TRAIN, run_cli, tiny_trainer
@@ -45,8 +46,13 @@ def test_shipped_multi30k_loads_whole(split, lines):
 
 
 def test_mt_train_with_no_arguments_picks_the_cpu_preset_here_and_says_so(tmp_path):
-    """What the README's `make train` runs on a machine without CUDA, cut to two updates: the CPU preset, chosen
-    and explained in the run's first log lines."""
+    """What the README's `make train` runs on a machine without CUDA, cut to two updates: the CPU preset for
+    this CPU (bf16 where it has native bf16, else fp32), chosen and explained in the run's first log lines."""
+    bf16_preset, fp32_preset = (
+        ("multi30k_cpu", "(no CUDA GPU here"),
+        ("multi30k_cpu_fp32", "(no CUDA GPU and no native"),
+    )
+    preset, said = bf16_preset if native_bf16() else fp32_preset
     run = tmp_path / "default"
     run_cli(
         "mt-train",
@@ -65,25 +71,37 @@ def test_mt_train_with_no_arguments_picks_the_cpu_preset_here_and_says_so(tmp_pa
     records = [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2] and all(r["loss"] > 0 for r in records)
     saved = (run / "config.yaml").read_text()
-    assert "name: multi30k_cpu" in saved and "d_model: 256" in saved and str(REPO / "data" / "multi30k") in saved
+    assert f"name: {preset}\n" in saved and "d_model: 256" in saved and str(REPO / "data" / "multi30k") in saved
     first = (run / "train.log").read_text().splitlines()[0]
-    assert "experiment=multi30k_cpu (no CUDA GPU here" in first and "add experiment=multi30k_base" in first
+    assert f"experiment={preset} {said}" in first and "add experiment=multi30k_base" in first
 
 
 @pytest.mark.parametrize(
-    ("argv", "cuda", "chosen"),
+    ("argv", "cuda", "bf16", "chosen", "other"),
     [
-        ([], True, "multi30k_base"),
-        ([], False, "multi30k_cpu"),
-        (["train.device=cpu"], True, "multi30k_cpu"),
-        (["name=x", "train.max_steps=5"], True, "multi30k_base"),
+        ([], True, True, "multi30k_base", "multi30k_cpu"),
+        ([], True, False, "multi30k_base", "multi30k_cpu_fp32"),
+        ([], False, True, "multi30k_cpu", "multi30k_base"),
+        ([], False, False, "multi30k_cpu_fp32", "multi30k_base"),
+        (["train.device=cpu"], True, True, "multi30k_cpu", "multi30k_base"),
+        (["train.device=cpu"], True, False, "multi30k_cpu_fp32", "multi30k_base"),
+        (["name=x", "train.max_steps=5"], True, False, "multi30k_base", "multi30k_cpu_fp32"),
     ],
 )
-def test_the_preset_follows_the_machine_unless_one_is_named(argv, cuda, chosen):
-    used, message = choose_experiment(argv, cuda)
+def test_the_preset_follows_the_machine_unless_one_is_named(argv, cuda, bf16, chosen, other):
+    used, message = choose_experiment(argv, cuda, bf16)
     assert used == [f"experiment={chosen}", *argv] and message.startswith(f"experiment={chosen} (")
+    assert message.endswith(f'add experiment={other} (make train ARGS="experiment={other}")')
     for named in (["experiment=smoke"], ["~experiment"], ["+experiment=smoke"], ["--cfg", "job"]):
-        assert choose_experiment(argv + named, cuda) == (argv + named, None)
+        assert choose_experiment(argv + named, cuda, bf16) == (argv + named, None)
+
+
+def test_the_fp32_cpu_preset_is_the_cpu_preset_sized_for_fewer_updates():
+    bf16, fp32 = default_config("experiment=multi30k_cpu"), default_config("experiment=multi30k_cpu_fp32")
+    assert (bf16.name, fp32.name) == ("multi30k_cpu", "multi30k_cpu_fp32")
+    assert (bf16.train.precision, fp32.train.precision) == ("bf16", "fp32")
+    assert to_dict(fp32)["model"] == {**to_dict(bf16)["model"], "dropout": 0.2} and fp32.tokenizer == bf16.tokenizer
+    assert fp32.train.max_time == bf16.train.max_time and fp32.train.max_tokens == bf16.train.max_tokens // 2
 
 
 def test_the_default_run_directory_names_the_corpus_and_the_preset(tmp_path):

@@ -58,6 +58,13 @@ def translate_parser() -> argparse.ArgumentParser:
         help="torch engine: fp32 (default), bf16 or fp16; ctranslate2: as exported (default), or any",
     )
     p.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        default=None,
+        help="torch engine, Transformer: greedy and beam search in fixed slots, each step a replayed CUDA graph "
+        "on CUDA (the same translations; default: the checkpoint's decode.cuda_graphs)",
+    )
+    p.add_argument(
         "--engine",
         choices=["torch", "ctranslate2"],
         default="torch",

@@ -158,6 +158,7 @@ def load_translator(args):
             ensemble=args.ensemble,
             max_src_len=args.max_src_len,
             precision=args.dtype or "fp32",
+            cuda_graphs=args.cuda_graphs,
             **choices,
         )
     if args.strategy == "beam" and translator.settings.beam == 1:  # a checkpoint that decodes greedily

@@ -40,6 +40,7 @@ class DecodeSettings:
     topk: int = 0  # sampling: draw among the k most likely tokens only; 0 = all
     topp: float = 1.0  # sampling: draw within the smallest set of tokens holding this much probability
     seed: int = 0  # sampling: with each line's number, seeds that line's draws
+    cuda_graphs: bool = False  # greedy and beam search in fixed slots, each step a replayed CUDA graph (CUDA)
 
     def __post_init__(self):
         checks = (

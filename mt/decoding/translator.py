@@ -16,11 +16,16 @@ from tqdm import tqdm
 from mt import fastpath
 from mt.data.batching import pad_sequences, token_batches
 from mt.data.tokenizer import BOS, EOS, PAD
+from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, FixedSlotSearch
+from mt.decoding.fixed_slots import run as run_search
 from mt.decoding.prefix import Prefixes
 from mt.decoding.sampling import Sampler, uniforms
 from mt.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths, sample_search
 from mt.decoding.settings import DecodeSettings, LineTranslator, Translation, check_aligned, line_seed, verbatim
+from mt.fastpath.cuda_graphs import Replays
 from mt.precision import autocast, low_precision_copy
+
+FIXED_SLOT_SEARCHES_KEPT = 4  # padded batch shapes whose buffers and captured steps stay allocated
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,9 @@ class Translator(LineTranslator):
         self.tokenizer = tokenizer
         self.max_src_len = max_src_len
         self.truncated = 0  # lines cut to max_src_len, reported by the caller
+        # Fixed-slot searches by padded batch shape and settings, and their captured steps (decode.cuda_graphs).
+        self._searches: dict[tuple, FixedSlotSearch] = {}
+        self._replays = Replays(self.device, capture=self.device.type == "cuda", what="decoding")
 
     def translate_nbest(
         self,
@@ -103,9 +111,38 @@ class Translator(LineTranslator):
                 draws = uniforms(seeds, s.nbest, steps).to(src.device)
                 sampler = Sampler(draws, s.temperature, s.topk, s.topp)
                 return sample_search(self.model, src, sampler, s.nbest, s.max_len_a, s.max_len_b, prefixes)
+            if fastpath.fixed_slot_search(self.model, s.cuda_graphs, prefixes is not None):
+                return self._fixed_slot_search(src)
             if s.beam == 1:
                 return [[h] for h in greedy_search(self.model, src, s.max_len_a, s.max_len_b, prefixes)]
             return beam_search(self.model, src, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, prefixes)
+
+    def _fixed_slot_search(self, src: torch.Tensor) -> list[list[Hypothesis]]:
+        """Search in fixed slots (mt/decoding/fixed_slots.py) on the batch padded to a multiple of 8 rows
+        and source positions: batches of one padded shape share a search's buffers and its captured step."""
+        s = self.settings
+        rows, cols = (-(-n // 8) * 8 for n in src.shape)
+        padded = src.new_full((rows, cols), PAD)
+        padded[: src.size(0), : src.size(1)] = src
+        padded[src.size(0) :, 0] = EOS  # filler rows: an empty sentence
+        key = (rows, cols, s.beam, s.nbest, s.alpha, s.max_len_a, s.max_len_b)
+        search = self._searches.pop(key, None)
+        if search is None:
+            length = int(cols * s.max_len_a) + s.max_len_b  # room for any sentence of this shape
+            if s.beam == 1:
+                search = FixedSlotGreedy(self.model, padded, s.max_len_a, s.max_len_b, length)
+            else:
+                search = FixedSlotBeam(self.model, padded, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, length)
+        else:
+            search.load(padded, s.max_len_a, s.max_len_b)
+        self._searches[key] = search  # most recently used last
+        while len(self._searches) > FIXED_SLOT_SEARCHES_KEPT:
+            oldest = next(iter(self._searches))
+            del self._searches[oldest]
+            self._replays.forget(oldest)
+        run_search(search, step=lambda: self._replays.run(key, search.step))
+        found = search.results()[: src.size(0)]
+        return [[h] for h in found] if s.beam == 1 else found
 
     def _attention(self, src, hyps: list[Hypothesis], layer: int, head: int | None) -> list[torch.Tensor]:
         """(T+1, S+1) cross-attention of each hypothesis (EOS included on both sides)."""

@@ -55,6 +55,55 @@ class PendingStats:
         return loss, nll, norm, skipped > 0
 
 
+class Replays:
+    """Calls that run the same kernels on the same buffers every time, each captured once as a CUDA graph
+    (after `warmup` eager runs on a side stream, as torch's guidance on capture asks) and replayed after.
+    All graphs share one memory pool: whatever lives from one call to the next must be allocated outside
+    them. With capture=False (or after a capture failed) every call runs eagerly: the same work, any device.
+    """
+
+    def __init__(self, device: torch.device, capture: bool, warmup: int = 2, what: str = "work"):
+        self.device, self.capture, self.warmup, self.what = device, capture, warmup, what
+        self.graphs: dict[object, torch.cuda.CUDAGraph] = {}
+        self.runs: dict[object, int] = {}  # eager runs so far, per key
+        self.pool = torch.cuda.graph_pool_handle() if capture else None
+        self.side = torch.cuda.Stream(self.device) if capture else None
+
+    def run(self, key, body: Callable[[], None]) -> None:
+        """body(), as the graph captured for key if there is one. Every call does body's work once."""
+        if key in self.graphs:
+            self.graphs[key].replay()
+            return
+        if not self.capture:
+            body()
+            return
+        if self.runs.get(key, 0) < self.warmup:
+            self.side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.side):
+                body()
+            torch.cuda.current_stream(self.device).wait_stream(self.side)
+            self.runs[key] = self.runs.get(key, 0) + 1
+            return
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool):
+                body()
+        except RuntimeError as error:  # an op this torch cannot capture: go on, eagerly
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            log.warning("CUDA graph capture failed (%s); %s goes on without graphs", first_line, self.what)
+            self.capture = False
+            torch.cuda.synchronize(self.device)
+            body()
+            return
+        self.graphs[key] = graph
+        graph.replay()  # capture records the kernels without running them
+
+    def forget(self, key) -> None:
+        """Drop key's graph (its buffers are going away)."""
+        self.graphs.pop(key, None)
+        self.runs.pop(key, None)
+
+
 class GraphedTraining:
     """Training updates of `model` with `optimizer`, whose batches are accumulated by `accumulate` and
     applied by `apply`, captured as CUDA graphs when `capture` (CUDA only).
@@ -76,7 +125,6 @@ class GraphedTraining:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.device = self.params[0].device
         self.max_norm = clip_norm if clip_norm > 0 else float("inf")
-        self.capture, self.warmup = capture, warmup
         for p in self.params:  # allocated once: backward adds into them, `apply` zeroes them
             p.grad = torch.zeros_like(p)
         # The learning rate as one device tensor that every replay reads. A resumed optimizer's may be a
@@ -92,10 +140,7 @@ class GraphedTraining:
         self.found_inf = torch.zeros((), device=self.device)
         optimizer.found_inf = self.found_inf  # read by fused Adam: 1 skips the update on the device
         self.inputs: dict[tuple, tuple[torch.Tensor, ...]] = {}  # per shape: static src, tgt_in, tgt_out
-        self.graphs: dict[object, torch.cuda.CUDAGraph] = {}  # per shape, and "update"
-        self.runs: dict[object, int] = {}  # eager runs so far, per shape and "update"
-        self.pool = torch.cuda.graph_pool_handle() if capture else None
-        self.side = torch.cuda.Stream(self.device) if capture else None
+        self.replays = Replays(self.device, capture, warmup, "training")  # per shape, and "update"
 
     # ---- the two parts of an update ------------------------------------------------------------
 
@@ -134,32 +179,11 @@ class GraphedTraining:
         return PendingStats(self.stats)
 
     def _run(self, key, body: Callable[[], None]) -> None:
-        if key in self.graphs:
-            self.graphs[key].replay()
-            return
-        if not self.capture:
-            body()
-            return
-        if self.runs.get(key, 0) < self.warmup:  # eager, on a side stream (torch's guidance before capture)
-            self.side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(self.side):
-                body()
-            torch.cuda.current_stream(self.device).wait_stream(self.side)
-            self.runs[key] = self.runs.get(key, 0) + 1
-            return
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.graph(graph, pool=self.pool):
-                body()
-        except RuntimeError as error:  # an op this torch cannot capture: train on, eagerly
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            log.warning("CUDA graph capture failed (%s); training goes on without graphs", first_line)
-            self.capture = False
-            torch.cuda.synchronize(self.device)
-            body()
-            return
-        self.graphs[key] = graph
-        graph.replay()  # capture records the kernels without running them
+        self.replays.run(key, body)
+
+    @property
+    def graphs(self) -> dict[object, torch.cuda.CUDAGraph]:
+        return self.replays.graphs
 
 
 def capturable_adam(params, betas, eps: float, weight_decay: float, device: torch.device) -> torch.optim.Adam:

@@ -81,8 +81,16 @@ class PositionalEncoding(nn.Module):
         self.dropout = Dropout(dropout)
         self.register_buffer("table", sinusoidal_positions(torch.arange(256), d_model), persistent=False)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """x: (B, T, d) embeddings of positions offset .. offset+T-1."""
+    def reserve(self, length: int) -> None:
+        """Grow the table to hold `length` positions now (a position given as a tensor cannot grow it)."""
+        if length > self.table.size(0):
+            self.table = sinusoidal_positions(torch.arange(length, device=self.table.device), self.d_model)
+
+    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        """x: (B, T, d) embeddings of positions offset .. offset+T-1; with offset a () device tensor (a
+        static decoder state's position), x holds one position, read without waiting for the device."""
+        if isinstance(offset, torch.Tensor):
+            return self.dropout(x + self.table.index_select(0, offset.view(1)).to(x.dtype))
         end = offset + x.size(1)
         if end > self.table.size(0):
             self.table = sinusoidal_positions(torch.arange(2 * end, device=x.device), self.d_model)
@@ -162,12 +170,8 @@ class DecoderLayer(nn.Module):
     def _self_attend(self, h: torch.Tensor, cache: LayerCache | None) -> torch.Tensor:
         if cache is None:  # teacher forcing: all positions at once, look-ahead masked
             return self.self_attn(h, h, is_causal=True)[0]
-        k, v = self.self_attn.project_kv(h)  # (B, h, 1, d_k): the newest position
-        if "k" in cache.past:
-            k = torch.cat([cache.past["k"], k], dim=2)
-            v = torch.cat([cache.past["v"], v], dim=2)
-        cache.past["k"], cache.past["v"] = k, v
-        return self.self_attn(h, kv=(k, v))[0]  # one query sees every earlier position
+        k, v, visible = cache.extend_past(*self.self_attn.project_kv(h))  # the newest position (B, h, 1, d_k) added
+        return self.self_attn(h, kv=(k, v), mask=visible)[0]  # one query sees every earlier position
 
     def _cross_attend(self, h, memory, src_mask, cache, need_weights) -> torch.Tensor:
         if cache is None:

@@ -23,10 +23,41 @@ class LayerCache:
     source: dict[str, torch.Tensor] = field(default_factory=dict)  # the source sentence alone (cross-attention
     # keys and values): the same for every hypothesis of a sentence
 
+    def extend_past(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Self-attention keys and values of every position so far, the newest (k, v: (B, h, 1, d_k))
+        appended, and which of them a query may see (None: all)."""
+        if "k" in self.past:
+            k = torch.cat([self.past["k"], k], dim=2)
+            v = torch.cat([self.past["v"], v], dim=2)
+        self.past["k"], self.past["v"] = k, v
+        return k, v, None
+
     def select(self, index: torch.Tensor, same_source: bool = False) -> LayerCache:
         past = {k: v.index_select(0, index) for k, v in self.past.items()}
         source = self.source if same_source else {k: v.index_select(0, index) for k, v in self.source.items()}
         return LayerCache(past, source)
+
+
+@dataclass
+class StaticLayerCache(LayerCache):
+    """A LayerCache of fixed shape: the past is allocated for `length` positions up front, each step writes
+    its keys and values at `position` (a device tensor shared by the layers) and attends over every slot,
+    the ones not yet written masked. No shape changes from step to step, no host reads: a step can be
+    captured as a CUDA graph and replayed (mt/decoding/fixed_slots.py)."""
+
+    position: torch.Tensor | None = None  # () long: the position this step writes
+    slots: torch.Tensor | None = None  # (1, 1, 1, length): 0 .. length - 1, against the keys' dim
+
+    def extend_past(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        at = self.position.view(1)
+        self.past["k"].index_copy_(2, at, k)
+        self.past["v"].index_copy_(2, at, v)
+        return self.past["k"], self.past["v"], self.slots <= self.position
+
+    def reorder_past(self, index: torch.Tensor) -> None:
+        """In place: row i of the past becomes row index[i]."""
+        for tensor in self.past.values():
+            tensor.copy_(tensor.index_select(0, index))
 
 
 @dataclass
@@ -57,3 +88,27 @@ class DecoderState:
         `source` part) is already in place, so only the `past` part is reordered."""
         caches = [c.select(index, same_source=True) for c in self.caches]
         return DecoderState(self.memory, self.src_mask, caches, self.position)
+
+
+@dataclass
+class StaticDecoderState(DecoderState):
+    """A DecoderState whose tensors keep their storage for a whole search (StaticLayerCache caches,
+    position a () device tensor advanced in place): hypotheses move within their rows, none leave.
+    copy_from() loads another batch of the same shape into the same storage."""
+
+    def reorder_same_source(self, index: torch.Tensor) -> StaticDecoderState:
+        for cache in self.caches:
+            cache.reorder_past(index)
+        return self
+
+    def select(self, index: torch.Tensor) -> DecoderState:
+        raise NotImplementedError("a static decoder state keeps its rows: mask finished ones instead")
+
+    def copy_from(self, other: StaticDecoderState) -> None:
+        self.memory.copy_(other.memory)
+        self.src_mask.copy_(other.src_mask)
+        self.position.copy_(other.position)
+        for mine, theirs in zip(self.caches, other.caches):
+            for part in ("past", "source"):
+                for key, tensor in getattr(mine, part).items():
+                    tensor.copy_(getattr(theirs, part)[key])

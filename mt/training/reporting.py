@@ -11,6 +11,7 @@ import resource
 import torch
 from tqdm import tqdm
 
+from mt.fastpath.cpu_process import native_bf16
 from mt.training.budget import Progress, updates_left
 
 log = logging.getLogger(__name__)
@@ -111,8 +112,9 @@ def announce_duration(p: Progress, tc, seconds_per_update: float, bar: tqdm, dev
         " (or less, with train.patience)" if tc.patience else "",
     )
     if device.type == "cpu" and hours > 2:
+        preset = "multi30k_cpu" if native_bf16() else "multi30k_cpu_fp32"  # what mt-train picks for this CPU
         log.warning(
-            "this configuration is meant for a GPU; on a CPU, experiment=multi30k_cpu (60 minutes) "
+            f"this configuration is meant for a GPU; on a CPU, experiment={preset} (60 minutes) "
             "or experiment=smoke (8 minutes) train a smaller model on the same data"
         )
 

@@ -1,0 +1,144 @@
+"""Search in fixed slots (mt/decoding/fixed_slots.py), the form a CUDA graph replays: a static decoder cache
+gives the dynamic cache's logits, and greedy and beam search give search.py's translations, on any device
+(here the CPU, eagerly; on CUDA also captured)."""
+
+import pytest
+import torch
+
+from mt import fastpath
+from mt.data.tokenizer import EOS
+from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, run
+from mt.decoding.search import beam_search, greedy_search
+from mt.inference import load_translator
+from mt.model import Transformer
+
+from conftest import overfit, pad_ids, reversal_task
+
+VOCAB = 20
+
+
+@pytest.fixture(scope="module")
+def reversal_model():
+    """A model that has learnt to reverse its input (it ends its outputs), and one that has not (it rarely does)."""
+    torch.manual_seed(0)
+    data = reversal_task(64, VOCAB, seed=0)
+    kwargs = dict(d_model=64, heads=4, ffn_dim=128, encoder_layers=2, decoder_layers=2, dropout=0.0, norm_first=True)
+    trained = overfit(Transformer(VOCAB, VOCAB, **kwargs), data, steps=150)
+    return trained, Transformer(VOCAB, VOCAB, **kwargs).eval(), data
+
+
+def sources(data, n=12):
+    return pad_ids([s for s, _ in data[:n]], suffix=[EOS])
+
+
+def same(found, expected):
+    """Equal tokens, and scores equal but for float rounding (attention over more, masked, keys)."""
+    for got, want in zip(found, expected):
+        assert [h.tokens for h in got] == [h.tokens for h in want]
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-5, abs=1e-5)
+    assert len(found) == len(expected)
+
+
+def test_a_static_cache_gives_the_dynamic_caches_logits_and_reorders_in_place(reversal_model):
+    model, _, data = reversal_model
+    src = sources(data, 3)
+    tokens = torch.tensor([[1, 5, 9, 4], [1, 7, 7, 3], [1, 12, 6, 8]])
+    with torch.no_grad():
+        dynamic, static = model.start_state(src), model.start_static_state(src, 1, 6)
+        storage = static.caches[0].past["k"].data_ptr()
+        for t in range(tokens.size(1)):
+            want, dynamic = model.step(tokens[:, t], dynamic)
+            got, static = model.step(tokens[:, t], static)
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        order = torch.tensor([2, 0, 1])
+        dynamic, static = dynamic.reorder_same_source(order), static.reorder_same_source(order)
+        want, _ = model.step(torch.tensor([3, 4, 5]), dynamic)
+        got, _ = model.step(torch.tensor([3, 4, 5]), static)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert static.caches[0].past["k"].data_ptr() == storage and int(static.position) == 5
+
+
+@pytest.mark.parametrize(("beam", "alpha", "nbest"), [(4, 0.6, 1), (5, 1.0, 3), (3, 0.0, 3)])
+def test_fixed_slot_beam_search_gives_beam_searchs_hypotheses(reversal_model, beam, alpha, nbest):
+    for model in reversal_model[:2]:
+        src = sources(reversal_model[2])
+        with torch.no_grad():
+            expected = beam_search(model, src, beam, alpha, max_len_a=1.0, max_len_b=4, nbest=nbest)
+            search = FixedSlotBeam(model, src, beam, alpha, max_len_a=1.0, max_len_b=4, nbest=nbest)
+            run(search, check_every=3)
+        same(search.results(), expected)
+    assert all(len(hyps) == nbest for hyps in expected)
+
+
+def test_fixed_slot_greedy_search_gives_greedy_searchs_outputs(reversal_model):
+    trained, untrained, data = reversal_model
+    for model in (trained, untrained):
+        with torch.no_grad():
+            expected = greedy_search(model, sources(data), max_len_a=1.0, max_len_b=4)
+            search = FixedSlotGreedy(model, sources(data), max_len_a=1.0, max_len_b=4)
+            run(search)
+        same([[h] for h in search.results()], [[h] for h in expected])
+    assert sum(h.tokens == t for h, (_, t) in zip(search.results(), data)) < 12  # the untrained one: not the task
+    with torch.no_grad():
+        trained_found = FixedSlotGreedy(trained, sources(data), max_len_a=1.0, max_len_b=4)
+        run(trained_found)
+    assert [h.tokens for h in trained_found.results()] == [t for _, t in data[:12]]
+
+
+def test_a_search_loads_another_batch_into_the_same_storage(reversal_model):
+    model, _, data = reversal_model
+    first, second = sources(data[:8]), sources(data[20:28])
+    width = max(first.size(1), second.size(1))  # one shape: source padded alike
+    first, second = (torch.nn.functional.pad(x, (0, width - x.size(1))) for x in (first, second))
+    with torch.no_grad():
+        search = FixedSlotBeam(model, first, beam=4, max_len_a=1.0, max_len_b=4, nbest=2, length=20)
+        buffers = [t.data_ptr() for t in (search.history, search.kept_tokens, search.state.memory)]
+        run(search)
+        search.load(second, max_len_a=1.0, max_len_b=4)
+        run(search)
+        expected = beam_search(model, second, beam=4, max_len_a=1.0, max_len_b=4, nbest=2)
+        same(search.results(), expected)
+        assert [t.data_ptr() for t in (search.history, search.kept_tokens, search.state.memory)] == buffers
+        with pytest.raises(ValueError, match="holds 20"):
+            search.load(torch.full_like(second, 5), max_len_a=2.0, max_len_b=4)  # 2 x 9 + 4 positions
+
+
+def test_translate_with_cuda_graphs_gives_the_same_lines(trained_run):
+    """Through the Translator: batches padded to multiples of 8 (filler rows), searches kept by shape, an
+    empty line and n-best lists; on a CPU the fixed-slot search runs eagerly."""
+    lines = ["ein kleiner hund läuft", "", "zwei männer spielen fußball im park", "eine frau", "a"] * 3
+    checkpoint = trained_run / "checkpoints" / "best.pt"
+    for beam, nbest in [(1, 1), (4, 2)]:
+        loop = load_translator(checkpoint, "cpu", beam=beam, nbest=nbest, batch_tokens=40)
+        fixed = load_translator(checkpoint, "cpu", beam=beam, nbest=nbest, batch_tokens=40, cuda_graphs=True)
+        want, got = loop.translate_nbest(lines), fixed.translate_nbest(lines)
+        assert [[t.text for t in found] for found in got] == [[t.text for t in found] for found in want]
+        assert len(fixed._searches) >= 2  # several batch shapes
+        assert not loop._searches
+
+
+def test_fixed_slots_are_for_a_static_state_and_no_prefix(reversal_model, rnn_model):
+    model = reversal_model[0]
+    assert fastpath.fixed_slot_search(model, True, prefixes=False)
+    assert not fastpath.fixed_slot_search(model, False, prefixes=False)  # off unless asked for
+    assert not fastpath.fixed_slot_search(model, True, prefixes=True)
+    assert not fastpath.fixed_slot_search(rnn_model, True, prefixes=False)
+
+
+@pytest.fixture
+def rnn_model():
+    from mt.model.rnn import RNNAttention
+
+    return RNNAttention(VOCAB, VOCAB, d_model=16)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_replayed_cuda_graphs_give_the_eager_searchs_translations(trained_run):
+    lines = [f"ein hund und {n} katzen laufen über die straße" for n in range(40)] + ["", "eine frau"]
+    checkpoint = trained_run / "checkpoints" / "best.pt"
+    for beam in (1, 4):
+        loop = load_translator(checkpoint, "cuda", beam=beam)
+        graphed = load_translator(checkpoint, "cuda", beam=beam, cuda_graphs=True)
+        want = loop.translate(lines)
+        assert graphed.translate(lines) == want and graphed.translate(lines) == want  # captured, then replayed
+        assert graphed._replays.graphs
