@@ -20,7 +20,8 @@ SEEDS  ?= 3
 
 help:
 	@echo "make train ARGS='<hydra overrides>'   train (creates .venv first if needed); NPROC=N for N processes"
-	@echo "                                     (no experiment=: multi30k_base on a GPU, multi30k_cpu without)"
+	@echo "                                     (no experiment=: multi30k_base on a GPU, multi30k_cpu without;"
+	@echo "                                     multi30k_cpu_fp32 on a CPU without native bf16)"
 	@echo "make test                            lint + tests"
 	@echo "make test-browser                    the web page of mt-serve in headless Chromium (installs it if missing)"
 	@echo "make ensemble SEEDS=3 RUN=runs/x ARGS='...' SPLIT=test2016"
