@@ -21,7 +21,7 @@ import torch
 
 from mt import fastpath
 from mt.data.tokenizer import BOS, EOS
-from mt.decoding.search import Hypothesis, expand, length_penalty, max_output_lengths
+from mt.decoding.search import Hypothesis, expand, length_penalty, max_output_lengths, until_eos
 
 NEG_INF = float("-inf")
 
@@ -93,8 +93,7 @@ class FixedSlotGreedy(FixedSlotSearch):
     def results(self) -> list[Hypothesis]:
         hyps = []
         for seq, score in zip(self.output.tolist(), self.scores.tolist()):
-            length = seq.index(EOS) if EOS in seq else len(seq)
-            hyps.append(Hypothesis(seq[:length], score))
+            hyps.append(Hypothesis(until_eos(seq), score))
         return hyps
 
 
@@ -184,8 +183,7 @@ class FixedSlotBeam(FixedSlotSearch):
             hyps = []
             for score, seq in zip(scores, rows):
                 if score > NEG_INF:
-                    length = seq.index(EOS) if EOS in seq else len(seq)
-                    hyps.append(Hypothesis(seq[:length], score))
+                    hyps.append(Hypothesis(until_eos(seq), score))
             found.append(hyps)
         return found
 

@@ -29,6 +29,11 @@ class Hypothesis:
     score: float  # length-normalised log-probability (beam) or plain log-probability (greedy)
 
 
+def until_eos(tokens: list[int]) -> list[int]:
+    """The tokens before the first EOS (all of them where there is none: the output hit its length limit)."""
+    return tokens[: tokens.index(EOS)] if EOS in tokens else tokens
+
+
 def max_output_lengths(src: torch.Tensor, a: float, b: int) -> torch.Tensor:
     """a * |x| + b for each source sentence (|x| counts real tokens, EOS included)."""
     return ((src != PAD).sum(1).float() * a).long() + b
@@ -131,8 +136,7 @@ def path_search(
             prefixes = prefixes.select(keep) if prefixes is not None else None
     hyps = []
     for row, seq in enumerate(output.tolist()):
-        length = seq.index(EOS) if EOS in seq else len(seq)
-        hyps.append(Hypothesis(seq[:length], float(scores[row])))
+        hyps.append(Hypothesis(until_eos(seq), float(scores[row])))
     return hyps
 
 
