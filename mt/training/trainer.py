@@ -11,7 +11,6 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
@@ -20,7 +19,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mt import fastpath
 from mt.config.model import model_options
-from mt.data.batching import Batch, EncodedCorpus, collate
+from mt.data.batching import EncodedCorpus, collate
 from mt.data.order import DataOrder, ShardPools
 from mt.data.sources import ParallelCorpus
 from mt.data.subword_sampling import SampledSegmentations
@@ -31,6 +30,7 @@ from mt.precision import autocast
 from mt.training.budget import Progress, budget_used, stop_reason
 from mt.training.distributed import Dist, broadcast_from_main, sum_across
 from mt.training.flops import parameter_counts, peak_flops, training_flops
+from mt.training.graphed_steps import GraphedSteps, target_tokens
 from mt.training.interrupt import StopRequest
 from mt.training.loss import label_smoothed_loss
 from mt.training.optim import build_optimizer, cooldown_factor, inverse_sqrt_lr, peak_lr
@@ -51,12 +51,7 @@ log = logging.getLogger(__name__)
 ANNOUNCE_AFTER = 10  # updates timed before the run's duration is estimated
 
 
-def target_tokens(update: list[tuple[EncodedCorpus, np.ndarray]]) -> int:
-    """Target tokens of an update's batches, EOS included: what its loss is normalised by."""
-    return int(sum(pairs.tgt_lens[idx].sum() + len(idx) for pairs, idx in update))
-
-
-class Trainer:
+class Trainer(GraphedSteps):
     def __init__(
         self,
         cfg,
@@ -158,69 +153,10 @@ class Trainer:
             "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in batches) * world,
         }
 
-    def graphed_train_step(self) -> dict:
-        """train_step as CUDA graph replays: the same update, with the host never waiting for the device.
-
-        Its figures are read back later (`collect`): the step is counted when launched, and uncounted if
-        the device skipped it (a non-finite loss or gradient). `settle` reads them all back, before
-        anything that needs the exact state (validation, checkpoints, log lines, the end).
-        """
-        if self.graphed is None:
-            self.graphed = GraphedTraining(
-                self.model,
-                self.optimizer,
-                self._loss_of_tensors,
-                self.tc.clip_norm,
-                capture=self.device.type == "cuda",  # elsewhere (tests) the same calls run eagerly
-            )
-            shapes = ", ".join(f"{rows}x{length}" for rows, length in self.data_order.buckets.shapes())
-            log.info("training replays CUDA graphs; batch shapes (sentences x padded length): %s", shapes)
-        self.model.train()
-        update = self.data_order.take(self.progress, self.tc.update_freq)
-        total_tokens = target_tokens(update)
-        batches = [collate(pairs, idx) for pairs, idx in update]
-        padded = [self.data_order.buckets.pad(b) for b in batches]
-        for batch in padded:
-            self.graphed.accumulate(batch.src, batch.tgt_in, batch.tgt_out, 1.0 / total_tokens)
-        lr = self.scheduled_lr()
-        stats = {
-            "finite": True,  # until read back
-            "lr": lr,
-            "tgt_tokens": total_tokens,
-            "padded_tokens": sum(b.padded_tokens for b in padded),
-            "real_tokens": sum(b.real_tokens for b in batches),
-            "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in padded),
-        }
-        self.pending.append((self.graphed.apply(lr), stats))
-        self.progress.step += 1
-        self.collect(keep=2)  # the host runs at most two updates ahead of the device
-        return stats
-
     def scheduled_lr(self) -> float:
         """The next update's learning rate: warm-up and inverse square root, then the cool-down."""
         lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
         return lr * cooldown_factor(self.budget_used(), self.tc.cooldown)
-
-    def _loss_of_tensors(self, src, tgt_in, tgt_out) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.batch_loss(Batch(src, tgt_in, tgt_out, 0))
-
-    def collect(self, keep: int = 0) -> None:
-        """Read back the launched updates' figures, waiting for all but the last `keep` (and taking any
-        later ones already done). A skipped update is uncounted and counted as skipped."""
-        while self.pending and (len(self.pending) > keep or self.pending[0][0].ready()):
-            pending, stats = self.pending.pop(0)
-            loss_sum, nll_sum, grad_norm, skipped = pending.values()
-            stats.update(loss=loss_sum / stats["tgt_tokens"], nll=nll_sum / stats["tgt_tokens"], grad_norm=grad_norm)
-            stats["finite"] = not skipped
-            if not skipped:
-                self.bad_in_a_row = 0
-                continue
-            self.progress.step -= 1
-            self._count_bad_update(loss_sum, grad_norm)
-
-    def settle(self) -> None:
-        """Wait for every launched update's figures (the eager path has none pending)."""
-        self.collect(keep=0)
 
     def _count_bad_update(self, loss_sum: float, grad_norm: float) -> None:
         self.progress.skipped_steps += 1
