@@ -49,10 +49,10 @@ def test_mt_train_with_no_arguments_picks_the_cpu_preset_here_and_says_so(tmp_pa
     """What the README's `make train` runs on a machine without CUDA, cut to two updates: the CPU preset for
     this CPU (bf16 where it has native bf16, else fp32), chosen and explained in the run's first log lines."""
     bf16_preset, fp32_preset = (
-        ("multi30k_cpu", "(no CUDA GPU here"),
-        ("multi30k_cpu_fp32", "(no CUDA GPU and no native"),
+        ("multi30k_cpu", "(no CUDA GPU here", 256),
+        ("multi30k_cpu_fp32", "(no CUDA GPU and no native", 192),
     )
-    preset, said = bf16_preset if native_bf16() else fp32_preset
+    preset, said, width = bf16_preset if native_bf16() else fp32_preset
     run = tmp_path / "default"
     run_cli(
         "mt-train",
@@ -71,7 +71,7 @@ def test_mt_train_with_no_arguments_picks_the_cpu_preset_here_and_says_so(tmp_pa
     records = [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2] and all(r["loss"] > 0 for r in records)
     saved = (run / "config.yaml").read_text()
-    assert f"name: {preset}\n" in saved and "d_model: 256" in saved and str(REPO / "data" / "multi30k") in saved
+    assert f"name: {preset}\n" in saved and f"d_model: {width}\n" in saved and str(REPO / "data" / "multi30k") in saved
     first = (run / "train.log").read_text().splitlines()[0]
     assert f"experiment={preset} {said}" in first and "add experiment=multi30k_base" in first
 
@@ -100,7 +100,8 @@ def test_the_fp32_cpu_preset_is_the_cpu_preset_sized_for_fewer_updates():
     bf16, fp32 = default_config("experiment=multi30k_cpu"), default_config("experiment=multi30k_cpu_fp32")
     assert (bf16.name, fp32.name) == ("multi30k_cpu", "multi30k_cpu_fp32")
     assert (bf16.train.precision, fp32.train.precision) == ("bf16", "fp32")
-    assert to_dict(fp32)["model"] == {**to_dict(bf16)["model"], "dropout": 0.2} and fp32.tokenizer == bf16.tokenizer
+    narrower = {"dropout": 0.2, "d_model": 192, "ffn_dim": 768}
+    assert to_dict(fp32)["model"] == {**to_dict(bf16)["model"], **narrower} and fp32.tokenizer == bf16.tokenizer
     assert fp32.train.max_time == bf16.train.max_time and fp32.train.max_tokens == bf16.train.max_tokens // 2
 
 
