@@ -96,7 +96,7 @@ def test_the_preset_follows_the_machine_unless_one_is_named(argv, cuda, bf16, ch
         assert choose_experiment(argv + named, cuda, bf16) == (argv + named, None)
 
 
-def test_the_fp32_cpu_preset_is_the_cpu_preset_sized_for_fewer_updates():
+def test_the_fp32_cpu_preset_is_the_cpu_preset_sized_for_fewer_tokens():
     bf16, fp32 = default_config("experiment=multi30k_cpu"), default_config("experiment=multi30k_cpu_fp32")
     assert (bf16.name, fp32.name) == ("multi30k_cpu", "multi30k_cpu_fp32")
     assert (bf16.train.precision, fp32.train.precision) == ("bf16", "fp32")
