@@ -268,12 +268,12 @@ def serving_layout(device: torch.device, requested: int | None = None) -> int:
 def tune_process(device: torch.device, training: bool) -> None:
     """Process-wide settings for a run on device. Call before the first tensor op.
 
-    On a CPU: glibc's allocator keeps large buffers, and (for training, whose batch shapes change every
-    update) oneDNN keeps fewer compiled kernels. On CUDA, for training: no cuDNN attention in SDPA
-    (flash and memory-efficient attention remain). cuDNN's builds a graph for every new batch shape,
-    and shapes change every update: on one H100 (five multi30k_base runs side by side,
-    scripts/gpu_check.sh) the run without it reached update 500 in 26 s against 74-78 s, then made
-    15.4 updates/s against 13.0. Elsewhere torch's defaults stand.
+    On a CPU: glibc's allocator keeps large buffers, MKL runs its fast kernels on an AMD CPU too, and
+    (for training, whose batch shapes change every update) oneDNN keeps fewer compiled kernels.
+    On CUDA, for training: no cuDNN attention in SDPA (flash and memory-efficient attention remain).
+    cuDNN's builds a graph for every new batch shape, and shapes change every update: on one H100
+    (five multi30k_base runs side by side, scripts/gpu_check.sh) the run without it reached update 500
+    in 26 s against 74-78 s, then made 15.4 updates/s against 13.0. Elsewhere torch's defaults stand.
     """
     kind = torch.device(device).type
     if _stock_everywhere:
@@ -283,5 +283,7 @@ def tune_process(device: torch.device, training: bool) -> None:
     if kind != "cpu":
         return
     cpu_process.keep_large_buffers()
+    if cpu_process.mkl_fast_kernels_on_amd():
+        logging.getLogger(__name__).debug("MKL: fast kernels on this AMD CPU")
     if training:
         cpu_process.limit_onednn_primitive_cache()
