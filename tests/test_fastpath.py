@@ -1,7 +1,10 @@
 """mt.fastpath: every CPU form computes what its stock op computes, and the path other devices take
 (the stock ops) launches the same ops whatever the batch and compiles without graph breaks."""
 
+import json
 import os
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -400,3 +403,44 @@ def test_bf16_training_falls_back_to_fp32_only_on_a_cpu_without_native_bf16(monk
 def test_native_bf16_agrees_with_the_cpus_own_flags():
     flags = cpu_process.cpu_flags()
     assert cpu_process.native_bf16() == bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+MKL_PROBE = """
+import ctypes, json, os, sys
+import torch
+from mt.fastpath import cpu_process, tune_process
+libtorch_cpu = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+vendor_check = libtorch_cpu.mkl_serv_intel_cpu_true
+before = vendor_check()
+tune_process("cpu", training=True)
+torch.manual_seed(0)
+a, b = torch.randn(300, 200), torch.randn(200, 500)
+error = ((a @ b).double() - a.double() @ b.double()).abs().max().item()
+print(json.dumps({"before": before, "after": vendor_check(), "error": error}))
+"""
+
+on_amd_with_mkl = pytest.mark.skipif(
+    not (cpu_process.cpu_vendor() == "AuthenticAMD" and torch.backends.mkl.is_available()),
+    reason="needs an AMD CPU and torch with MKL",
+)
+
+
+def probe_mkl(**env) -> dict:
+    """MKL_PROBE's answer, in a fresh process (MKL chooses its kernels once, at its first call)."""
+    result = subprocess.run(
+        [sys.executable, "-c", MKL_PROBE], env={**os.environ, **env}, capture_output=True, text=True, check=True
+    )
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@on_amd_with_mkl
+def test_on_an_amd_cpu_mkl_takes_its_fast_kernels_and_multiplies_right():
+    probe = probe_mkl()
+    assert (probe["before"], probe["after"]) == (0, 1)
+    assert probe["error"] < 1e-3
+    assert probe_mkl(MT_FASTPATH="stock")["after"] == 0  # the stock process: MKL as torch ships it
+
+
+def test_mkl_is_left_alone_on_other_cpus(monkeypatch):
+    monkeypatch.setattr(cpu_process, "cpu_vendor", lambda: "GenuineIntel")
+    assert cpu_process.mkl_fast_kernels_on_amd() is False
