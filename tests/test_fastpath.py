@@ -406,11 +406,10 @@ def test_native_bf16_agrees_with_the_cpus_own_flags():
 
 
 MKL_PROBE = """
-import ctypes, json, os, sys
+import json
 import torch
 from mt.fastpath import cpu_process, tune_process
-libtorch_cpu = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-vendor_check = libtorch_cpu.mkl_serv_intel_cpu_true
+vendor_check = cpu_process.mkl_vendor_check()
 before = vendor_check()
 tune_process("cpu", training=True)
 torch.manual_seed(0)

@@ -68,26 +68,22 @@ def mkl_fast_kernels_on_amd() -> bool:
     torch's Linux wheels link MKL statically. MKL chooses its kernels once, at its first call, by CPU
     vendor as well as by instruction set, through `mkl_serv_intel_cpu_true`, which libtorch_cpu
     exports. Making that function return 1 hands an AMD CPU the kernels for the instructions it has
-    (AVX2 on Zen 2/3). On a 2-core AMD EPYC (Zen 3, AVX2): the fp32 matmuls of a d_model 192 step
-    went from 76 to 100 GFLOP/s, with the same results; the training throughput gain is in
-    docs/benchmarks.md. Must run before the first matmul (MKL keeps its first choice). Writes 6 bytes
-    of libtorch_cpu's code in memory; where the system refuses writable code (mprotect fails) it does
-    nothing.
+    (AVX2 on Zen 2/3). On a 2-core AMD EPYC (Zen 3, AVX2) the forward and backward fp32 matmuls of a
+    d_model 192 update ran 1.15x faster (scripts/bench_mkl.py), products within fp32 rounding; training,
+    1.26x the tokens per second (docs/benchmarks.md). Must run before the first matmul (MKL keeps its
+    first choice). Writes 6 bytes of libtorch_cpu's code in memory; where the system refuses writable
+    code (mprotect fails) it does nothing.
     """
     if not (sys.platform == "linux" and platform.machine().lower() in ("x86_64", "amd64")):
         return False
     if cpu_vendor() != "AuthenticAMD" or not torch.backends.mkl.is_available():
         return False
-    try:
-        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-        vendor_check = lib.mkl_serv_intel_cpu_true
-        libc = ctypes.CDLL(None, use_errno=True)
-        mprotect = libc.mprotect
-    except (OSError, AttributeError):
+    vendor_check = mkl_vendor_check()
+    if vendor_check is None:
         return False
-    vendor_check.restype = ctypes.c_int
     if vendor_check() == 1:
         return True
+    mprotect = ctypes.CDLL(None, use_errno=True).mprotect  # libc's, in every Linux process
     mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     address = ctypes.cast(vendor_check, ctypes.c_void_p).value
     start = address & ~(mmap.PAGESIZE - 1)
@@ -98,6 +94,18 @@ def mkl_fast_kernels_on_amd() -> bool:
     ctypes.memmove(address, RETURN_1, len(RETURN_1))
     mprotect(start, length, PROT_READ | PROT_EXEC)
     return vendor_check() == 1
+
+
+def mkl_vendor_check():
+    """MKL's `mkl_serv_intel_cpu_true` in torch's libtorch_cpu (callable, returns 1 on an Intel CPU), or None
+    where torch does not carry it (no MKL, or MKL linked another way)."""
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        vendor_check = lib.mkl_serv_intel_cpu_true
+    except (OSError, AttributeError):
+        return None
+    vendor_check.restype = ctypes.c_int
+    return vendor_check
 
 
 def cpu_vendor() -> str | None:
