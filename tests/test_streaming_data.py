@@ -265,6 +265,14 @@ def test_a_run_over_several_pools_resumes_to_the_losses_of_one_run(tiny_corpus, 
     assert records(straight)[-1]["epoch"] >= 2  # across epochs, whose pools differ
 
 
+def test_a_corpus_encoded_in_the_background_reports_its_filter_once(tiny_corpus, tmp_path):
+    """One pool: the trainer waits for the background encoder to finish, and only the encoder reports."""
+    run = tmp_path / "run"
+    train_tiny(tiny_corpus, run, "train.max_steps=2", "data.test_split=null", f"data.cache_dir={tmp_path}")
+    log = (run / "train.log").read_text()
+    assert "shards encoded" in log and log.count("filter: kept") == 1
+
+
 def test_a_resumed_position_is_found_without_building_the_pools_before_it(corpus, tok, monkeypatch):
     """The epoch's pool sizes travel in Progress (and so in checkpoints): resuming in the last pool builds
     that pool only, and takes the batches one run takes."""

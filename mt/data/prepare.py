@@ -173,7 +173,8 @@ def encode_splits(
         if shards.complete:
             report = shards.report()
             log.info("train: encoded in %.1fs", time.perf_counter() - start)
-            log.info("train filter: %s", report)
+            if not shards.encoded_in_background:  # that encoder logs the filter's report as it ends
+                log.info("train filter: %s", report)
             if not report.kept:
                 raise MTError(f"{origin}: no training pairs left after filtering ({report})")
         else:

@@ -120,6 +120,11 @@ class EncodedShards:
         return (self._path(index) / "report.json").exists()
 
     @property
+    def encoded_in_background(self) -> bool:
+        """Whether a background encoder was started (it logs the filter's report when it ends)."""
+        return self._encoder is not None
+
+    @property
     def complete(self) -> bool:
         return all(self.ready(i) for i in range(self.count))
 
