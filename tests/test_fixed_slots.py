@@ -117,6 +117,46 @@ def test_translate_with_cuda_graphs_gives_the_same_lines(trained_run):
         assert not loop._searches
 
 
+def test_a_servers_decoding_threads_take_turns_at_the_fixed_slot_searches(trained_run, monkeypatch):
+    """A server's decoding threads share one translator's fixed-slot searches (and on CUDA the steps
+    captured on their buffers) through with_settings copies: one search runs at a time, and each thread
+    gets the lines a lone translator gives."""
+    import threading
+    import time
+
+    from mt.decoding import translator as translator_module
+
+    lines = ["ein kleiner hund läuft", "zwei männer spielen fußball im park", "eine frau"]
+    shared = load_translator(trained_run / "checkpoints" / "best.pt", "cpu", beam=2, cuda_graphs=True)
+    want = shared.translate(lines)
+    inside, most, count = [0], [0], threading.Lock()
+    real_run = translator_module.run_search
+
+    def slow_run(search, step):
+        with count:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.05)  # long enough for the other thread to arrive
+        try:
+            real_run(search, step)
+        finally:
+            with count:
+                inside[0] -= 1
+
+    monkeypatch.setattr(translator_module, "run_search", slow_run)
+    got = [None, None]
+
+    def serve(i):
+        got[i] = shared.with_settings(shared.settings).translate(lines)
+
+    threads = [threading.Thread(target=serve, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert got == [want, want] and most[0] == 1
+
+
 def test_fixed_slots_are_for_a_static_state_and_no_prefix(reversal_model, rnn_model):
     model = reversal_model[0]
     assert fastpath.fixed_slot_search(model, True, prefixes=False)

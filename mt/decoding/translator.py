@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 
 import numpy as np
 import torch
@@ -43,6 +44,9 @@ class Translator(LineTranslator):
         # Fixed-slot searches by padded batch shape and settings, and their captured steps (decode.cuda_graphs).
         self._searches: dict[tuple, FixedSlotSearch] = {}
         self._replays = Replays(self.device, capture=self.device.type == "cuda", what="decoding")
+        # One fixed-slot search at a time: a captured step replays on one search's buffers, and copies made
+        # by with_settings (a server's decoding threads) share both with this translator.
+        self._fixed_slots = threading.Lock()
 
     def translate_nbest(
         self,
@@ -112,7 +116,8 @@ class Translator(LineTranslator):
                 sampler = Sampler(draws, s.temperature, s.topk, s.topp)
                 return sample_search(self.model, src, sampler, s.nbest, s.max_len_a, s.max_len_b, prefixes)
             if fastpath.fixed_slot_search(self.model, s.cuda_graphs, prefixes is not None):
-                return self._fixed_slot_search(src)
+                with self._fixed_slots:
+                    return self._fixed_slot_search(src)
             if s.beam == 1:
                 return [[h] for h in greedy_search(self.model, src, s.max_len_a, s.max_len_b, prefixes)]
             return beam_search(self.model, src, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, prefixes)
