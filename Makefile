@@ -14,6 +14,8 @@ BEAM   ?=
 ALPHAS ?=
 CHOOSE_ON ?= valid
 SEEDS  ?= 3
+# make test: one pytest worker per core, at most 4 (each trains its own session fixtures); TESTS_PARALLEL= for one
+TESTS_PARALLEL ?= -n auto --maxprocesses 4
 
 .PHONY: help venv train ensemble tokenizer test test-browser browser lint format eval serve bench bench-precision \
 	bench-scale bench-serve tensorboard clean
@@ -83,7 +85,7 @@ tokenizer: $(STAMP)
 	$(BIN)/mt-tokenizer $(ARGS)
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest $(TESTS_PARALLEL) $(ARGS)
 
 # Debian's Chromium and its WebDriver, for the browser test (as root, or through sudo).
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)

@@ -1,5 +1,6 @@
 """Tiny data made by the tests themselves: a word-for-word "translation" task a small model learns fast."""
 
+import os
 import random
 import signal
 import subprocess
@@ -19,6 +20,18 @@ from mt.data.tokenizer import BOS, EOS, PAD, build_tokenizer
 from mt.decoding.search import length_penalty
 from mt.training.loss import label_smoothed_loss
 from mt.training.trainer import Trainer
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (`-n N`), each worker and the commands it starts get their own share of the
+    cores: two workers each running torch on every core would slow each other down more than they gain."""
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if worker and workers and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        share = cores[int(worker.removeprefix("gw")) % len(cores) :: int(workers)] or cores
+        os.sched_setaffinity(0, share)
+        torch.set_num_threads(len(share))
+
 
 LEXICON = {
     "ein": "a",
