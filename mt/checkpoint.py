@@ -10,6 +10,7 @@ A checkpoint is a dict:
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import tempfile
@@ -22,6 +23,8 @@ from mt.errors import MTError
 
 FORMAT = "mt-checkpoint"
 VERSION = 1
+
+log = logging.getLogger(__name__)
 
 
 def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
@@ -56,14 +59,27 @@ def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
         os.close(dir_fd)
 
 
+def run_model(run_dir: Path) -> Path:
+    """The model of a run directory: checkpoints/final.pt, the model the run ended with (chosen on valid),
+    else, while the run has not ended, its best so far (checkpoints/best.pt, said in a warning)."""
+    final, best = run_dir / "checkpoints" / "final.pt", run_dir / "checkpoints" / "best.pt"
+    if final.is_file():
+        return final
+    if best.is_file():
+        log.warning("%s: the run has not ended (no checkpoints/final.pt); its best so far: %s", run_dir, best)
+        return best
+    raise MTError(f"{run_dir}: is a directory, expected a checkpoint file or a run directory with checkpoints/final.pt")
+
+
 def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
     """Load with weights_only=True (no code runs from the file); refuse anything not ours. mmap: tensors
-    are read from the file only when touched (for a look at the config of a large checkpoint)."""
+    are read from the file only when touched (for a look at the config of a large checkpoint).
+    A run directory stands for its model (run_model)."""
     path = Path(path)
     if not path.exists():
         raise MTError(f"{path}: no such checkpoint")
     if path.is_dir():
-        raise MTError(f"{path}: is a directory, expected a checkpoint file")
+        path = run_model(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, OSError) as err:

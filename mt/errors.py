@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 
@@ -25,6 +26,23 @@ def take_debug_flag(argv: list[str]) -> None:
         argv.remove("--debug")
         os.environ["MT_DEBUG"] = "1"
         os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra shows the whole traceback, not its short report
+
+
+class _OneLine(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def warnings_as_lines() -> None:
+    """For commands that do not log (translate, mt-evaluate, mt-export): what the library warns of reaches
+    stderr as 'warning: ...', like the commands' own lines, rather than as a bare message."""
+    root = logging.getLogger()
+    if any(isinstance(h.formatter, _OneLine) for h in root.handlers):
+        return  # called before in this process
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    handler.setLevel(logging.WARNING)
+    root.addHandler(handler)
 
 
 def report_errors(main):

@@ -1,6 +1,7 @@
 """End to end through the real entry points: mt-train, translate, mt-evaluate."""
 
 import json
+import shutil
 
 import torch
 
@@ -108,6 +109,26 @@ def test_several_checkpoints_are_averaged_on_load(trained_run, tmp_path):
         "translate", "-c", str(ckpts / "best.pt"), str(tmp_path / "nope.pt"), check=False, input_text="x\n"
     )
     assert result.returncode == 2 and "nope.pt: no such checkpoint" in result.stderr
+
+
+def test_a_run_directory_stands_for_its_model(trained_run, tmp_path):
+    """`-c RUN` decodes with the run's final.pt; a run that has not ended gives its best.pt and says so in one
+    warning line; a folder that is neither is one error line."""
+    lines = "ein hund läuft\nrot\n"
+    final = run_cli("translate", "-c", str(trained_run / "checkpoints" / "final.pt"), "-q", input_text=lines)
+    assert run_cli("translate", "-c", str(trained_run), "-q", input_text=lines).stdout == final.stdout
+    unfinished = tmp_path / "unfinished"
+    (unfinished / "checkpoints").mkdir(parents=True)
+    shutil.copy(trained_run / "checkpoints" / "best.pt", unfinished / "checkpoints" / "best.pt")
+    best = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "-q", input_text=lines)
+    result = run_cli("translate", "-c", str(unfinished), "-q", input_text=lines)
+    assert result.stdout == best.stdout
+    said = f"{unfinished}: the run has not ended (no checkpoints/final.pt); its best so far: {unfinished}/checkpoints"
+    assert result.stderr == f"warning: {said}/best.pt\n"
+    result = run_cli("mt-evaluate", "-c", str(tmp_path), check=False)
+    assert result.returncode == 2 and result.stderr == (
+        f"error: {tmp_path}: is a directory, expected a checkpoint file or a run directory with checkpoints/final.pt\n"
+    )
 
 
 def test_translate_nbest_format(trained_run):

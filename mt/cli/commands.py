@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-from mt.errors import report_errors, take_debug_flag
+from mt.errors import report_errors, take_debug_flag, warnings_as_lines
 
 # Hydra's flags that print and exit before any task runs (help, the composed config, search path).
 HYDRA_INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve", "-p", "--package")
@@ -24,7 +24,11 @@ ENSEMBLE_HELP = (
 def translate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="translate", description="Translate text with a trained checkpoint.")
     p.add_argument(
-        "--checkpoint", "-c", nargs="+", required=True, help="checkpoint file(s); several are averaged into one model"
+        "--checkpoint",
+        "-c",
+        nargs="+",
+        required=True,
+        help="checkpoint file(s) or run directories (their final.pt); several are averaged into one model",
     )
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--input", "-i", help="input file (default: stdin)")
@@ -92,7 +96,9 @@ def translate_parser() -> argparse.ArgumentParser:
 
 def evaluate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mt-evaluate", description="Score translations with sacreBLEU.")
-    p.add_argument("--checkpoint", "-c", nargs="+", help="checkpoint(s) to translate with; several are averaged")
+    p.add_argument(
+        "--checkpoint", "-c", nargs="+", help="checkpoint(s) or run directories to translate with; several are averaged"
+    )
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--split", help="a split of the checkpoint's training data (default: its test split, e.g. test2016)")
     p.add_argument("--src", help="source file to translate")
@@ -114,7 +120,13 @@ def evaluate_parser() -> argparse.ArgumentParser:
 
 def export_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mt-export", description="Export a Transformer checkpoint to CTranslate2.")
-    p.add_argument("--checkpoint", "-c", nargs="+", required=True, help="checkpoint file(s); several are averaged")
+    p.add_argument(
+        "--checkpoint",
+        "-c",
+        nargs="+",
+        required=True,
+        help="checkpoint file(s) or run directories; several are averaged",
+    )
     p.add_argument("--output", "-o", required=True, help="the export directory to write")
     p.add_argument(
         "--quantization",
@@ -133,7 +145,9 @@ def serve_parser() -> argparse.ArgumentParser:
         description="Serve a trained model over HTTP: POST /translate, GET /health, and a web page at /.",
     )
     model = p.add_mutually_exclusive_group(required=True)
-    model.add_argument("--checkpoint", "-c", nargs="+", help="checkpoint file(s); several are averaged")
+    model.add_argument(
+        "--checkpoint", "-c", nargs="+", help="checkpoint file(s) or run directories; several are averaged"
+    )
     model.add_argument("--export", help="a directory written by mt-export: served by CTranslate2, without torch")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument("--port", type=int, default=8000)
@@ -171,6 +185,7 @@ def serve(argv: list[str] | None = None) -> None:
 @report_errors
 def export(argv: list[str] | None = None) -> None:
     args = export_parser().parse_args(argv)
+    warnings_as_lines()
     from mt.export.convert import export as write_export
 
     out = write_export(args.checkpoint, args.output, args.quantization, args.force)
@@ -180,6 +195,7 @@ def export(argv: list[str] | None = None) -> None:
 @report_errors
 def translate(argv: list[str] | None = None) -> None:
     args = translate_parser().parse_args(argv)
+    warnings_as_lines()
     from mt.cli.translate import run
 
     run(args)
@@ -188,6 +204,7 @@ def translate(argv: list[str] | None = None) -> None:
 @report_errors
 def evaluate(argv: list[str] | None = None) -> None:
     args = evaluate_parser().parse_args(argv)
+    warnings_as_lines()
     from mt.cli.evaluate import run
 
     run(args)
