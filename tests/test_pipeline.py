@@ -2,12 +2,14 @@
 
 import json
 import shutil
+import subprocess
+from pathlib import Path
 
 import torch
 
 from mt.checkpoint import load_checkpoint
 
-from conftest import run_cli, train_tiny, write_corpus
+from conftest import REPO, cli_path, run_cli, train_tiny, write_corpus
 
 
 def test_run_directory_holds_what_the_readme_promises(trained_run):
@@ -254,6 +256,14 @@ def test_the_run_chooses_its_length_penalty_on_valid(tiny_corpus, tmp_path):
     run_cli("translate", "-c", str(run / "checkpoints" / results["checkpoint"]), "-i", str(tiny_corpus / "test.de"),
             "-o", str(hyp), "-q")  # fmt: skip
     assert hyp.read_text() == (run / "test.hyp").read_text()
+    # The log's last line is the command that translates with the run's model, as typed here.
+    command = log.stdout.splitlines()[-1].split("to translate with it: ")[1]
+    program = Path(cli_path("translate"))
+    program = program.relative_to(REPO) if program.is_relative_to(REPO) else program  # .venv/bin/translate
+    assert command == f"{program} -c {run} < input.txt > output.txt", command
+    typed = subprocess.run(command.replace("input.txt", str(tiny_corpus / "test.de")).replace("output.txt", str(hyp)),
+                           shell=True, cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert typed.returncode == 0 and hyp.read_text() == (run / "test.hyp").read_text(), typed.stderr
     refused = train_tiny(tiny_corpus, tmp_path / "greedy", "decode.alpha_candidates=[0.6,1.0]", check=False)
     assert refused.returncode == 2 and "decode.alpha_candidates: the length penalty only acts in beam search" in (
         refused.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 import torch
@@ -107,6 +108,22 @@ def choose_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path
     return averaged if bleu > trainer.progress.best_bleu else best
 
 
+def translate_command(out_dir: Path) -> str:
+    """The command that translates with a run's model, as the user can type it here (paths relative to the
+    working directory when below it)."""
+
+    def shown(path: Path) -> str:
+        path = path.absolute()
+        if not path.is_relative_to(Path.cwd()):
+            return str(path)
+        relative = str(path.relative_to(Path.cwd()))
+        return relative if "/" in relative else f"./{relative}"  # a bare name would be looked up on PATH
+
+    command = Path(sys.executable).parent / "translate"  # beside the interpreter: the venv's bin/
+    program = shown(command) if command.exists() else "translate"
+    return f"{program} -c {shown(out_dir)} < input.txt > output.txt"
+
+
 def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.device) -> None:
     """Tokenizer, encoded data, model, training, then the test score of the final checkpoint."""
     if not dist.is_main:
@@ -143,3 +160,4 @@ def train_with(cfg: DictConfig, data, train, valid, out_dir: Path, dist: Dist, d
         chosen = choose_checkpoint(cfg, trainer, out_dir / "checkpoints")
         if chosen.exists():
             finish(cfg, chosen, out_dir, trainer.validator, data.test, device, trainer.progress.step)
+            log.info("to translate with it: %s", translate_command(out_dir))
