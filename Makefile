@@ -60,7 +60,7 @@ else
 endif
 
 # SEEDS runs of one config side by side (a launch-bound GPU idles with one), then their ensemble's score;
-# each member is the checkpoint its run scored (results.json: final.pt), else best.pt.
+# each member is its run's model (final.pt, else best.pt).
 # ALPHAS: the ensemble's length penalty is chosen among them on CHOOSE_ON (valid), then SPLIT scored once.
 ensemble: $(STAMP)
 	@mkdir -p $(dir $(RUN)); pids=""; \
@@ -71,12 +71,7 @@ ensemble: $(STAMP)
 	done; \
 	status=0; for pid in $$pids; do wait $$pid || status=$$?; done; \
 	if [ $$status != 0 ]; then echo "a run failed (status $$status): see $(RUN)_seed*.log"; exit $$status; fi
-	@members=""; for seed in $$(seq 1 $(SEEDS)); do \
-		run=$(RUN)_seed$$seed; \
-		picked=$$($(BIN)/python -c "import json, sys; print(json.load(open(sys.argv[1]))['checkpoint'])" \
-			$$run/results.json 2>/dev/null || echo best.pt); \
-		members="$$members $$run/checkpoints/$$picked"; \
-	done; \
+	@members=""; for seed in $$(seq 1 $(SEEDS)); do members="$$members $(RUN)_seed$$seed"; done; \
 	echo "ensemble of$$members"; \
 	$(BIN)/mt-evaluate --ensemble --checkpoint $$members $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),) \
 		$(if $(ALPHAS),--alpha $(ALPHAS) --choose-on $(CHOOSE_ON),)
@@ -107,17 +102,15 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix mt tests scripts
 	$(BIN)/ruff format mt tests scripts
 
-# A run's model: final.pt (best.pt or averaged.pt with the length penalty chosen on valid), else best.pt.
-MODEL = $(if $(wildcard $(RUN)/checkpoints/final.pt),$(RUN)/checkpoints/final.pt,$(RUN)/checkpoints/best.pt)
-
+# RUN, a run directory, stands for its model: checkpoints/final.pt, else (a run not ended yet) best.pt.
 eval: $(STAMP)
-	$(BIN)/mt-evaluate --checkpoint $(MODEL) $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),)
+	$(BIN)/mt-evaluate --checkpoint $(RUN) $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),)
 
 serve: $(STAMP)
-	$(BIN)/mt-serve --checkpoint $(MODEL) $(ARGS)
+	$(BIN)/mt-serve --checkpoint $(RUN) $(ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py --checkpoint $(MODEL) --data $(DATA) $(ARGS)
+	$(BIN)/python scripts/bench.py --checkpoint $(RUN) --data $(DATA) $(ARGS)
 
 STEPS ?= 60
 bench-precision: $(STAMP)
@@ -129,7 +122,7 @@ bench-scale: $(STAMP)
 	$(BIN)/python scripts/bench_scale.py --pairs $(PAIRS) $(ARGS)
 
 bench-serve: $(STAMP)
-	$(BIN)/python scripts/bench_serve.py --checkpoint $(MODEL) $(ARGS)
+	$(BIN)/python scripts/bench_serve.py --checkpoint $(RUN) $(ARGS)
 
 tensorboard: $(STAMP)
 	$(BIN)/tensorboard --logdir runs

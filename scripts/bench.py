@@ -98,7 +98,7 @@ def main() -> None:
     steps = [r for r in run_json([*model_bench, "--no-train"]) if r["bench"] == "decode_step"]
     src, ref = Path(args.data) / "test2016.de", Path(args.data) / "test2016.en"
     decode = []
-    if Path(args.checkpoint).is_file() and src.is_file():
+    if Path(args.checkpoint).exists() and src.is_file():
         decode = run_json(
             [
                 str(HERE / "bench_decode.py"),
