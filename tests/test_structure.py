@@ -16,7 +16,7 @@ from mt.decoding.translator import DecodeSettings
 from mt.errors import MTError
 from mt.training.run_lock import RunDirLock
 
-from conftest import REPO, tiny_trainer, train_tiny
+from conftest import REPO, run_cli, tiny_trainer, train_tiny
 
 # ---- the run-directory lock ------------------------------------------------------------------
 
@@ -163,3 +163,15 @@ def test_help_answers_without_importing_torch(entry):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "usage" in result.stdout.lower() or "override" in result.stdout.lower(), result.stdout[:500]
+
+
+def test_mt_train_help_gives_examples_the_presets_and_a_presets_config():
+    """Hydra's stock help ("train is powered by Hydra") replaced by the toolkit's: what the command does, examples,
+    the groups with their options, and the config of the preset asked for."""
+    helped = run_cli("mt-train", "--help").stdout
+    assert helped.startswith("mt-train: Hydra overrides in") and "  mt-train experiment=smoke " in helped
+    assert "experiment: finetune, multi30k_base, multi30k_cpu, multi30k_cpu_fp32, smoke, wmt14_en_de_base" in helped
+    assert "== Config of experiment=multi30k_base " in helped and "\nname: multi30k_base\n" in helped
+    smoke = run_cli("mt-train", "experiment=smoke", "--help").stdout
+    assert "== Config of experiment=smoke " in smoke and "\n  max_time: 480.0\n" in smoke
+    assert run_cli("mt-tokenizer", "--help").stdout.startswith("mt-tokenizer: Hydra overrides in")
