@@ -134,7 +134,7 @@ class _BlockedSmoothedCrossEntropy(torch.autograd.Function):
     fp32 in cache (a full fp32 copy of a 4k x 8k matrix costs more than the softmax itself). Forward and
     backward of 1,323 x 8,000 fp32 logits: 27 -> 21 ms against a blocked log_softmax and a whole-matrix
     softmax (4,700 x 8,000 bf16: 73 -> 56 ms) on a 2-core AVX2 AMD EPYC, the same values to 1e-8; in the
-    multi30k_cpu_fp32 step (~550 ms) that is within the noise of alternating steps (new/old 0.99-1.00).
+    multi30k_cpu_fp32 step (~510 ms) that is within the noise of alternating steps (new/old 0.99-1.00).
     """
 
     @staticmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 from pathlib import Path
 
@@ -115,9 +116,9 @@ def translate_command(out_dir: Path) -> str:
     def shown(path: Path) -> str:
         path = path.absolute()
         if not path.is_relative_to(Path.cwd()):
-            return str(path)
+            return shlex.quote(str(path))
         relative = str(path.relative_to(Path.cwd()))
-        return relative if "/" in relative else f"./{relative}"  # a bare name would be looked up on PATH
+        return shlex.quote(relative if "/" in relative else f"./{relative}")  # a bare name: looked up on PATH
 
     command = Path(sys.executable).parent / "translate"  # beside the interpreter: the venv's bin/
     program = shown(command) if command.exists() else "translate"
