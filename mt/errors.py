@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import sys
+from pathlib import Path
 
 
 class MTError(Exception):
@@ -45,6 +46,21 @@ def warnings_as_lines() -> None:
     root.addHandler(handler)
 
 
+def check_output_file(path: str | None, flag: str) -> None:
+    """Refuse, before any work, an output file that cannot be written where it is asked for (its folder
+    missing, or a folder in its place), rather than after the translating is done."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise MTError(f"{flag} {path}: is a directory, expected a file to write")
+    folder = target.parent
+    if not folder.is_dir():
+        raise MTError(f"{flag} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise MTError(f"{flag} {path}: not writable here")
+
+
 def report_errors(main):
     """Wrap a command-line entry point: MTError -> 'error: ...' on stderr and exit status 2."""
 
@@ -63,5 +79,10 @@ def report_errors(main):
         except BrokenPipeError:  # the reader went away (`translate ... | head`): stop quietly, as Unix tools do
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             sys.exit(141)
+        except OSError as err:  # a file the system refused (disk full, permissions, ...): one line, naming it
+            if debug_enabled():
+                raise
+            print(f"error: {err.filename + ': ' if err.filename else ''}{err.strerror or err}", file=sys.stderr)
+            sys.exit(2)
 
     return wrapper

@@ -173,6 +173,32 @@ def test_translate_errors_are_one_line(trained_run, tmp_path):
     assert result.returncode == 2 and result.stderr.strip() == "error: --alpha must be >= 0"
 
 
+def test_an_output_that_cannot_be_written_is_one_line_before_any_decoding(trained_run, tmp_path):
+    """A missing folder or a folder in the file's place is refused before the model loads; a full disk while
+    writing names the output; mt-evaluate checks --output and --json before it decodes."""
+    best = str(trained_run / "checkpoints" / "best.pt")
+    for flag, path, said in [
+        ("-o", tmp_path / "no" / "out.en", f"--output {tmp_path / 'no' / 'out.en'}: the folder {tmp_path / 'no'} does"),
+        ("-o", tmp_path, f"--output {tmp_path}: is a directory, expected a file to write"),
+    ]:
+        result = run_cli("translate", "-c", best, flag, str(path), check=False, input_text="ein hund\n")
+        assert result.returncode == 2 and result.stderr.startswith(f"error: {said}"), result.stderr
+        assert result.stderr.count("\n") == 1
+    for flag in ("--output", "--json"):
+        result = run_cli("mt-evaluate", "-c", best, "--split", "test", flag, str(tmp_path / "no" / "x"), check=False)
+        assert result.returncode == 2 and result.stderr.startswith(f"error: {flag} {tmp_path / 'no' / 'x'}: the folder")
+        assert "BLEU" not in result.stdout  # refused before decoding
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    result = run_cli("translate", "-c", best, "--attention-dir", str(blocker / "maps"), check=False, input_text="x\n")
+    assert result.returncode == 2 and result.stderr == f"error: {blocker / 'maps'}: Not a directory\n"  # any OSError
+    if Path("/dev/full").exists():
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([cli_path("translate"), "-c", best, "-q"], input="ein hund\n", stdout=full,
+                                    stderr=subprocess.PIPE, text=True, cwd=REPO)  # fmt: skip
+        assert result.returncode == 2 and result.stderr == "error: <stdout>: writing failed (No space left on device)\n"
+
+
 def test_evaluate_prints_bleu_chrf_and_signature(trained_run):
     out = run_cli("mt-evaluate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--split", "test")
     assert "BLEU" in out.stdout and "chrF" in out.stdout and "nrefs:1|case:mixed" in out.stdout

@@ -20,7 +20,7 @@ import sys
 
 from mt.data.sources import load_split, read_lines
 from mt.decoding.translator import DecodeSettings, Translator
-from mt.errors import MTError
+from mt.errors import MTError, check_output_file
 from mt.inference import decoding_device, load_for_decoding
 from mt.metrics import score
 
@@ -31,6 +31,8 @@ def settings_grid(args) -> list[tuple[int | None, float | None]]:
 
 
 def check_args(args) -> None:
+    check_output_file(args.output, "--output")
+    check_output_file(args.json, "--json")
     if args.hyp:
         if not args.ref:
             raise MTError("--hyp needs --ref")

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from mt.data.sources import decode_utf8, read_line_chunks, split_lines
 from mt.decoding.settings import DEFAULT_BEAM
-from mt.errors import MTError
+from mt.errors import MTError, check_output_file
 from mt.export.engine import load_export_translator
 
 # torch, the model and the search are imported where the torch engine is picked: `--engine ctranslate2`
@@ -68,6 +68,9 @@ SAMPLING_FLAGS = ("temperature", "topk", "topp", "seed")
 
 
 def check_args(args) -> None:
+    check_output_file(args.output, "--output")
+    if args.attention_dir and Path(args.attention_dir).exists() and not Path(args.attention_dir).is_dir():
+        raise MTError(f"--attention-dir {args.attention_dir}: is a file, expected a folder")
     if args.beam is not None and args.beam < 1:
         raise MTError("--beam must be >= 1")
     sampling = args.strategy == "sample"
@@ -212,8 +215,13 @@ def run(args) -> None:
             results = translator.translate_nbest(chunk, prefixes=chunk_prefixes, first_line=done, **options)
             if args.attention_dir:
                 write_heatmaps(results, args.attention_dir, done)
-            out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments, done)))
-            out.flush()  # what is written stays written, whatever happens later
+            try:
+                out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments, done)))
+                out.flush()  # what is written stays written, whatever happens later
+            except BrokenPipeError:
+                raise
+            except OSError as err:  # disk full, say: name the file (the error itself does not)
+                raise MTError(f"{args.output or '<stdout>'}: writing failed ({err.strerror or err})") from None
             done += len(chunk)
             bar.update(len(chunk))
         if args.prefix and next(prefixes, None):
