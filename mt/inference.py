@@ -60,10 +60,11 @@ def load_translator(
     max_src_len: int = 1024,
     **decode_choices,
 ) -> Translator | CTranslate2Translator:
-    """A Translator for the checkpoint(s): several are averaged, or with ensemble=True decoded as an
-    ensemble; an export directory (mt-export) is decoded by CTranslate2 through the same interface. It
-    decodes with the checkpoint's own decode settings (the length penalty its run chose on valid) and any of
-    DecodeSettings' fields given as keywords on top (beam=5, alpha=1.0, nbest=3, precision="bf16", ...).
+    """A Translator for the checkpoint(s) (files, or run directories: their final.pt): several are averaged,
+    or with ensemble=True decoded as an ensemble; an export directory (mt-export) is decoded by CTranslate2
+    through the same interface. It decodes with the checkpoint's own decode settings (the length penalty its
+    run chose on valid) and any of DecodeSettings' fields given as keywords on top (beam=5, alpha=1.0,
+    nbest=3, precision="bf16", ...).
     device: default CUDA when there is one.
 
     translator.translate(lines) gives the best translation of each line as text;
