@@ -35,6 +35,14 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
         assert (tmp_path / ".lock").read_text() == f"pid {os.getpid()} on {socket.gethostname()}\n"
 
 
+def test_a_run_directory_that_cannot_be_made_is_one_line_before_anything_runs(tiny_corpus, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    result = train_tiny(tiny_corpus, blocker / "run", check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"error: run directory {blocker / 'run'}: {blocker} is a file, not a folder\n"
+
+
 def test_mt_train_on_a_run_directory_in_use_exits_2_with_one_line(tiny_corpus, tmp_path):
     holder = subprocess.Popen(
         [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -51,6 +52,17 @@ def choose_experiment(argv: list[str], cuda: bool, native_bf16: bool = True) -> 
     )
 
 
+def refuse_unwritable(directory: Path) -> None:
+    """One line now if the run directory cannot be made, rather than a traceback when Hydra makes it."""
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise MTError(f"run directory {directory}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK):
+        raise MTError(f"run directory {directory}: {existing} is not writable")
+
+
 def start(hydra_main) -> None:
     """Take --debug, register the schema, choose the preset for the machine when none is given, refuse a bad
     override in one line, refuse a run directory that holds another run before Hydra writes its own files
@@ -72,6 +84,7 @@ def start(hydra_main) -> None:
     if directory is not None:
         from mt.data.prepare import refuse_another_run  # here: it imports torch, --help does not come here
 
+        refuse_unwritable(Path(directory))
         refuse_another_run(cfg, Path(directory))
     hydra_main()
 
