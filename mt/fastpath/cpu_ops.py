@@ -132,9 +132,10 @@ class _BlockedSmoothedCrossEntropy(torch.autograd.Function):
     in the same blocks while each is in cache, and written in the logits' dtype, which is what the fp32
     path would have rounded it to. Under bf16 autocast the logits stay bf16 and each block is taken to
     fp32 in cache (a full fp32 copy of a 4k x 8k matrix costs more than the softmax itself). Forward and
-    backward of 1,323 x 8,000 fp32 logits: 27 -> 21 ms against a blocked log_softmax and a whole-matrix
-    softmax (4,700 x 8,000 bf16: 73 -> 56 ms) on a 2-core AVX2 AMD EPYC, the same values to 1e-8; in the
-    multi30k_cpu_fp32 step (~510 ms) that is within the noise of alternating steps (new/old 0.99-1.00).
+    backward against a blocked log_softmax and a whole-matrix softmax, alternating, on a 2-core AVX2 AMD
+    EPYC: 0.69-0.79x the time at 1,323 x 8,000 fp32 logits (27-34 -> 20-24 ms), 0.77-0.87x at 4,700 x 8,000
+    bf16; fp32 gradients equal to 5e-9. In the multi30k_cpu_fp32 step (~510 ms) that is within the noise of
+    alternating steps (new/old 0.99-1.00).
     """
 
     @staticmethod
