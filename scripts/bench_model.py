@@ -4,14 +4,16 @@ torch.nn.Transformer of the same size in the same process, and decode-step laten
     make bench                                   # CPU: small and base presets, fp32 and bf16
     .venv/bin/python scripts/bench_model.py --device cuda
         # GPU: base preset, bf16, a WMT-like batch (780 x 32 tokens, vocab 37k) and a Multi30k batch
-        # (300 x 28/27, vocab 10k), ours and nn.Transformer's, with --compile for torch.compile too and
-        # --graphs for ours replayed as CUDA graphs (mt.fastpath.cuda_graphs, as mt-train runs on CUDA)
+        # (300 x 28/27, vocab 10k), ours and nn.Transformer's, ours replayed as CUDA graphs too
+        # (mt.fastpath.cuda_graphs, as mt-train runs on CUDA), with fp32 weights under autocast and with
+        # a bf16 working copy of them (train.bf16_weights); --compile for each under torch.compile too
 Prints one JSON object per measurement, then a table. Reports, never asserts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import platform
@@ -34,6 +36,7 @@ PRESETS = {
     "small": dict(d_model=256, heads=4, ffn_dim=1024, encoder_layers=3, decoder_layers=3, norm_first=True),
     "base": dict(d_model=512, heads=8, ffn_dim=2048, encoder_layers=6, decoder_layers=6, norm_first=False),
 }
+MODEL_NAMES = {"mt": "mt", "graphs": "mt+graphs", "graphs_bf16w": "mt+graphs+bf16w", "torch": "torch"}
 # (sentences, source length, target length, vocabulary)
 SHAPES = {
     "multi30k_cpu": (150, 28, 27, 8000),  # ~4,050 target tokens: a Multi30k update on the 2-core CPU
@@ -85,7 +88,9 @@ def bench_training(
     kind: str, preset: str, precision: str, shape: str, steps: int, device: torch.device, compile_model: bool = False
 ) -> dict:
     """One training configuration: kind "mt" (ours, eager), "graphs" (ours, each update two CUDA graph
-    replays, clipping at 1 as multi30k_base does) or "torch" (nn.Transformer)."""
+    replays, clipping at 1 as multi30k_base does), "graphs_bf16w" (the same on a bf16 copy of the weights,
+    Adam stepping fp32 ones) or "torch" (nn.Transformer). Compiled graphs compile the model for the one
+    shape (the trainer does not, yet), captured in the graphs after the warm-up runs."""
     batch, src_len, tgt_len, vocab = SHAPES[shape]
     torch.manual_seed(0)
     ours = Transformer(vocab, vocab, **PRESETS[preset])
@@ -98,18 +103,25 @@ def bench_training(
 
     keep = fastpath.rows_to_score(tgt != 0)  # as the trainer asks: every position (None) or the real ones
 
-    if kind == "graphs":
+    graphs = kind.startswith("graphs")
+    if graphs:
         optimizer = capturable_adam(model.parameters(), (0.9, 0.98), 1e-9, 0.0, device)
+        compiled = {}  # the module each call runs (the model, or its bf16 copy), compiled
 
-        def loss_fn(src, tgt_in, tgt_out):
-            with autocast(device, precision):
-                logits = model(src, tgt_in)
+        def loss_fn(net, src, tgt_in, tgt_out):
+            if compile_model and net not in compiled:
+                compiled[net] = torch.compile(net, dynamic=False)
+            with autocast(device, precision) if net is model else contextlib.nullcontext():
+                logits = compiled.get(net, net)(src, tgt_in)
             return label_smoothed_loss(logits, tgt_out, 0.1, pad_id=0)
 
-        graphed = GraphedTraining(model, optimizer, loss_fn, clip_norm=1.0, capture=device.type == "cuda")
+        weights = torch.bfloat16 if kind == "graphs_bf16w" else None
+        graphed = GraphedTraining(
+            model, optimizer, loss_fn, clip_norm=1.0, capture=device.type == "cuda", weights_dtype=weights
+        )
 
     def step():
-        if kind == "graphs":
+        if graphs:
             graphed.accumulate(src, tgt, tgt, 1.0 / tgt.numel())
             graphed.apply(1e-4)
             return
@@ -145,7 +157,7 @@ def bench_training(
     peak = peak_flops(device, 0)
     row = {
         "bench": "train",
-        "model": {"mt": "mt", "graphs": "mt+graphs", "torch": "torch"}[kind] + ("+compile" if compile_model else ""),
+        "model": MODEL_NAMES[kind] + ("+compile" if compile_model else ""),
         "preset": preset,
         "precision": precision,
         "shape": shape,
@@ -208,7 +220,7 @@ def bench_decode_steps(
 
 def print_training_table(rows: list[dict]) -> None:
     print(
-        f"{'model':14} {'preset':6} {'precision':9} {'shape':12} {'tgt tok/s':>10} {'ms/step':>8} "
+        f"{'model':23} {'preset':6} {'precision':9} {'shape':12} {'tgt tok/s':>10} {'ms/step':>8} "
         f"{'TFLOP/s':>8} {'MFU':>6} {'peak MiB':>9} {'vs torch':>8} {'vs eager':>8}"
     )
     for r in rows:
@@ -224,7 +236,7 @@ def print_training_table(rows: list[dict]) -> None:
         eager = f"{r['tgt_tokens_per_s'] / eager_row['tgt_tokens_per_s']:.2f}x" if eager_row else "-"
         mfu = f"{100 * r['mfu']:.1f}%" if "mfu" in r else "-"
         print(
-            f"{r['model']:14} {r['preset']:6} {r['precision']:9} {r['shape']:12} {r['tgt_tokens_per_s']:>10} "
+            f"{r['model']:23} {r['preset']:6} {r['precision']:9} {r['shape']:12} {r['tgt_tokens_per_s']:>10} "
             f"{r['ms_per_step']:>8} {r['tflops']:>8} {mfu:>6} {r['peak_mem_mib']:>9} {ratio:>8} {eager:>8}"
         )
 
@@ -241,12 +253,19 @@ def main() -> None:
         default=None,
         help="also time nn.Transformer (default: on a GPU)",
     )
-    p.add_argument("--compile", action="store_true", help="also time both under torch.compile")
+    p.add_argument("--compile", action="store_true", help="also time each under torch.compile")
     p.add_argument(
         "--graphs",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="also time ours replayed as CUDA graphs, as mt-train runs on CUDA (default: on a GPU)",
+    )
+    p.add_argument(
+        "--bf16-weights",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time the graphs on a bf16 copy of the weights, Adam on fp32 ones (train.bf16_weights; "
+        "default: on a GPU, for bf16)",
     )
     p.add_argument("--steps", type=int, default=0, help="timed steps per configuration (default 5 CPU, 20 GPU)")
     p.add_argument("--threads", type=int, default=0)
@@ -261,6 +280,7 @@ def main() -> None:
     shapes = args.shapes or (["wmt", "multi30k"] if gpu else ["multi30k_cpu"])
     kinds = ["mt", "torch"] if (gpu if args.reference is None else args.reference) else ["mt"]
     kinds += ["graphs"] if (gpu if args.graphs is None else args.graphs) else []
+    kinds += ["graphs_bf16w"] if (gpu if args.bf16_weights is None else args.bf16_weights) else []
     steps = args.steps or (20 if gpu else 5)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -279,7 +299,7 @@ def main() -> None:
         for preset in presets:
             for precision in precisions:
                 for compiled in [False, True] if args.compile else [False]:
-                    for kind in kinds if not compiled else [k for k in kinds if k != "graphs"]:
+                    for kind in kinds if precision == "bf16" else [k for k in kinds if k != "graphs_bf16w"]:
                         results.append(bench_training(kind, preset, precision, shape, steps, device, compiled))
                         print(json.dumps(results[-1]), flush=True)
                         if gpu:

@@ -32,3 +32,12 @@ def test_wmt14_preset_is_the_papers_base_setup():
     assert 24_000 <= cfg.train.max_tokens * cfg.train.update_freq * 8 <= 26_000  # per side, on 8 GPUs
     assert (cfg.train.warmup, cfg.train.max_steps, cfg.decode.beam, cfg.decode.alpha) == (4000, 100_000, 4, 0.6)
     assert (cfg.data.name, cfg.data.subset, cfg.train.average_last) == ("wmt/wmt14", "de-en", 5)
+
+
+def test_bf16_weights_need_bf16_training():
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["train.bf16_weights=true", "train.precision=fp32"])
+        with pytest.raises(MTError, match="train.bf16_weights: needs train.precision=bf16"):
+            validate(cfg)
+        validate(compose("config", overrides=["train.bf16_weights=true", "train.precision=bf16"]))

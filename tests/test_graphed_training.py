@@ -3,6 +3,7 @@ that change no loss, an update that equals the eager trainer's, skipped on the d
 and a trainer on this path that resumes exactly. Without a GPU the same calls run eagerly (capture off);
 the one test that captures and replays needs CUDA."""
 
+import copy
 import itertools
 
 import numpy as np
@@ -90,8 +91,11 @@ def small_model(seed=0):
 
 
 def loss_of(model):
-    def loss_fn(src, tgt_in, tgt_out):
-        return label_smoothed_loss(model(src, tgt_in), tgt_out, 0.1, pad_id=0)
+    """The loss of `model` itself, or GraphedTraining's loss_fn: that of the module it passes."""
+
+    def loss_fn(*args):
+        net, (src, tgt_in, tgt_out) = (args[0], args[1:]) if len(args) == 4 else (model, args)
+        return label_smoothed_loss(net(src, tgt_in), tgt_out, 0.1, pad_id=0)
 
     return loss_fn
 
@@ -136,6 +140,47 @@ def test_an_update_equals_the_eager_one_and_a_non_finite_one_is_skipped_on_the_d
     assert int(optimizer.state[graphed.params[0]]["step"]) == 1  # Adam's step count was not advanced
 
 
+def test_a_bf16_working_copy_steps_the_fp32_weights_with_its_widened_gradients():
+    """weights_dtype=bf16: forward and backward run a bf16 copy, Adam steps the fp32 model (master weights),
+    whose rounding is the copy after every update; a skipped update changes neither."""
+    model, reference = small_model(), small_model()
+    optimizer = capturable_adam(model.parameters(), (0.9, 0.98), 1e-9, 0.0, torch.device("cpu"))
+    graphed = GraphedTraining(
+        model, optimizer, loss_of(model), clip_norm=0.5, capture=False, weights_dtype=torch.bfloat16
+    )
+    assert {p.dtype for p in graphed.working.parameters()} == {torch.bfloat16}
+    working = copy.deepcopy(reference).to(torch.bfloat16)  # the same by hand
+    adam = torch.optim.Adam(reference.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
+    with stock_ops():
+        for _ in range(2):
+            for src, tgt_in, tgt_out in toy_batches("cpu", 2):
+                graphed.accumulate(src, tgt_in, tgt_out, 1 / 80)
+                loss, _ = loss_of(working)(src, tgt_in, tgt_out)
+                (loss * (1 / 80)).backward()
+            stats = graphed.apply(1e-3).values()
+            for p, w in zip(reference.parameters(), working.parameters()):
+                p.grad, w.grad = w.grad.float(), None
+            norm = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+            adam.step()
+            adam.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                for w, p in zip(working.parameters(), reference.parameters()):
+                    w.copy_(p)
+            assert stats[2] == pytest.approx(float(norm), rel=1e-4) and not stats[3]
+        for a, b in zip(model.parameters(), reference.parameters()):
+            assert a.dtype == torch.float32
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+        for w, p in zip(graphed.working.parameters(), model.parameters()):
+            assert torch.equal(w, p.detach().to(torch.bfloat16))
+        assert all((w.grad == 0).all() for w in graphed.working.parameters())
+
+        before = [p.detach().clone() for p in [*model.parameters(), *graphed.working.parameters()]]
+        src, tgt_in, tgt_out = toy_batches("cpu", 1)[0]
+        graphed.accumulate(src, tgt_in, tgt_out, float("nan"))
+        assert graphed.apply(1e-3).values()[3]
+    assert all(torch.equal(a, b) for a, b in zip(before, [*model.parameters(), *graphed.working.parameters()]))
+
+
 def test_the_graph_path_is_chosen_on_cuda_only_and_can_be_turned_off():
     assert cuda_graphs_off_because(torch.device("cuda"), True, "bf16", False, 1) is None
     assert cuda_graphs_off_because(torch.device("cpu"), True, "bf16", False, 1) == "not on CUDA"
@@ -153,11 +198,24 @@ def graph_path_on_this_device(monkeypatch):
 COMMON = ["train.log_every=4", "train.valid_every=1000", "train.save_every=1000", "data.test_split=null"]
 
 
-def test_a_graph_path_run_resumes_exactly(tiny_corpus, tmp_path, graph_path_on_this_device):
+@pytest.mark.parametrize("weights", ["fp32", "bf16 copy"])
+def test_a_graph_path_run_resumes_exactly(tiny_corpus, tmp_path, graph_path_on_this_device, weights):
     accumulating = [*COMMON, "train.update_freq=2"]  # two batches an update
+    if weights == "bf16 copy":
+        accumulating += ["train.precision=bf16", "train.bf16_weights=true"]
     straight = tiny_trainer(tiny_corpus, tmp_path / "straight", "train.max_steps=24", *accumulating)
+    order = straight.data_order
+    first_batch = order.buckets.pad(collate(*order.take(copy.deepcopy(straight.progress), 1)[0]))
+    straight.model.eval()
+    loss_before = straight.batch_loss(first_batch)[0].item()
     assert straight.fit().step == 24
+    straight.model.eval()
+    assert straight.batch_loss(first_batch)[0].item() < 0.8 * loss_before
     assert isinstance(straight.optimizer.param_groups[0]["lr"], torch.Tensor)  # the graph path's Adam
+    working_dtype = {p.dtype for p in straight.graphed.working.parameters()}
+    assert working_dtype == {torch.bfloat16 if weights == "bf16 copy" else torch.float32}
+    saved = torch.load(tmp_path / "straight" / "checkpoints" / "last.pt", weights_only=True)
+    assert {t.dtype for t in saved["model"].values() if t.is_floating_point()} == {torch.float32}
     epoch_batches = straight.data_order.epoch_length(0)
     assert straight.progress.epoch * epoch_batches + straight.progress.batch_in_epoch == 48
     first = tiny_trainer(tiny_corpus, tmp_path / "resumed", "train.max_steps=11", *accumulating)
@@ -172,7 +230,7 @@ def test_skipped_updates_on_the_graph_path_are_uncounted_then_stop(tiny_corpus, 
     trainer = tiny_trainer(tiny_corpus, tmp_path, "train.max_bad_steps=3")
     trainer.train_step()
     real_loss = trainer.batch_loss
-    trainer.batch_loss = lambda batch: tuple(x * float("nan") for x in real_loss(batch))
+    trainer.batch_loss = lambda batch, net=None: tuple(x * float("nan") for x in real_loss(batch, net))
     stats = trainer.train_step()
     trainer.settle()  # figures are read back later on this path
     assert not stats["finite"] and trainer.progress.step == 1 and trainer.progress.skipped_steps == 1
@@ -180,7 +238,7 @@ def test_skipped_updates_on_the_graph_path_are_uncounted_then_stop(tiny_corpus, 
     trainer.train_step()
     trainer.settle()
     assert trainer.progress.step == 2 and trainer.bad_in_a_row == 0
-    trainer.batch_loss = lambda batch: tuple(x * float("inf") for x in real_loss(batch))
+    trainer.batch_loss = lambda batch, net=None: tuple(x * float("inf") for x in real_loss(batch, net))
     with pytest.raises(Exception, match="3 updates in a row had a non-finite loss"):
         for _ in range(3):
             trainer.train_step()
@@ -188,13 +246,16 @@ def test_skipped_updates_on_the_graph_path_are_uncounted_then_stop(tiny_corpus, 
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_replayed_graphs_equal_the_eager_updates_on_cuda():
+@pytest.mark.parametrize("weights_dtype", [None, torch.bfloat16])
+def test_replayed_graphs_equal_the_eager_updates_on_cuda(weights_dtype):
     cuda = torch.device("cuda")
     runs = []
     for capture in (False, True):
         model = small_model().to(cuda)
         optimizer = capturable_adam(model.parameters(), (0.9, 0.98), 1e-9, 0.0, cuda)
-        graphed = GraphedTraining(model, optimizer, loss_of(model), clip_norm=1.0, capture=capture)
+        graphed = GraphedTraining(
+            model, optimizer, loss_of(model), clip_norm=1.0, capture=capture, weights_dtype=weights_dtype
+        )
         stats = []
         for src, tgt_in, tgt_out in toy_batches(cuda, 6):  # warm-up runs, the capture, then replays
             graphed.accumulate(src, tgt_in, tgt_out, 1 / 40)

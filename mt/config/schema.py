@@ -86,6 +86,9 @@ class TrainConfig:
     clip_norm: float = 0.0  # 0 = no clipping
     precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only)
     cuda_graphs: bool = True  # on CUDA: batches in a few fixed shapes, each update replayed as CUDA graphs
+    # with precision=bf16 on the CUDA-graph path: forward and backward run a bf16 copy of the weights (no
+    # autocast casts, a bf16 residual stream), Adam updates fp32 ones; off until its speed is measured
+    bf16_weights: bool = False
     compile: bool = False  # torch.compile the model (dynamic shapes); off: compiling did not pay back in short runs
     max_steps: int = 100_000
     max_epochs: int = 0  # 0 = no limit
@@ -200,6 +203,7 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(0 <= tr.label_smoothing < 1, "train.label_smoothing", "must be in [0, 1)")
     _check(not tr.subword_sampling or t.type == "unigram", "train.subword_sampling", "needs tokenizer.type=unigram")
     _check(tr.precision in ("fp32", "bf16", "fp16"), "train.precision", "must be fp32, bf16 or fp16")
+    _check(not tr.bf16_weights or tr.precision == "bf16", "train.bf16_weights", "needs train.precision=bf16")
     _check(tr.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda")
     _check(
         tr.init_from != "",

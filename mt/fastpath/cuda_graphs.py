@@ -11,7 +11,11 @@ back by the host inside the step, so:
 - the update (clip, the finite check, Adam, zeroing the gradients) is one more graph (`apply`). The
   learning rate and the loss normaliser are device tensors filled before each replay; Adam is fused and
   capturable, and skips a non-finite update on the device (its `found_inf`), as GradScaler makes it do;
-- the host reads an update's figures later (`PendingStats`), never waiting inside the step.
+- the host reads an update's figures later (`PendingStats`), never waiting inside the step;
+- optionally (`weights_dtype=torch.bfloat16`) forward and backward run a bf16 working copy of the model,
+  without autocast, and Adam updates the fp32 model from the copy's gradients, widened (fp32 master weights,
+  as fairseq's --bf16 and NVIDIA's MLPerf transformer train): no per-op casts of weights and activations, a
+  bf16 residual stream. The fp32 model stays what checkpoints, validation and resume see.
 
 All graphs share one memory pool: everything that lives from one graph to another (inputs, gradients,
 sums) is allocated outside them, so their temporaries may share memory whatever order they replay in.
@@ -22,6 +26,7 @@ eagerly on any device: the reference the tests compare with.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable
 
@@ -29,7 +34,7 @@ import torch
 
 log = logging.getLogger(__name__)
 
-LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+LossFn = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 class PendingStats:
@@ -108,8 +113,10 @@ class GraphedTraining:
     """Training updates of `model` with `optimizer`, whose batches are accumulated by `accumulate` and
     applied by `apply`, captured as CUDA graphs when `capture` (CUDA only).
 
-    The optimizer must be fused and capturable on CUDA (see `capturable_adam`); `loss_fn(src, tgt_in,
-    tgt_out)` returns the batch's summed (loss, nll), the loss differentiable.
+    The optimizer must be fused and capturable on CUDA (see `capturable_adam`); `loss_fn(net, src, tgt_in,
+    tgt_out)` returns the batch's summed (loss, nll) of the module `net`, the loss differentiable. net is
+    `model`, or with weights_dtype its working copy in that dtype (see the module's docstring), which
+    loss_fn must run as it is (no autocast: under autocast layer norm would give fp32 again).
     """
 
     def __init__(
@@ -120,6 +127,7 @@ class GraphedTraining:
         clip_norm: float,
         capture: bool,
         warmup: int = 2,
+        weights_dtype: torch.dtype | None = None,
     ):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -127,6 +135,13 @@ class GraphedTraining:
         self.max_norm = clip_norm if clip_norm > 0 else float("inf")
         for p in self.params:  # allocated once: backward adds into them, `apply` zeroes them
             p.grad = torch.zeros_like(p)
+        self.working, self.working_params = model, self.params  # what forward and backward run
+        if weights_dtype is not None and weights_dtype != self.params[0].dtype:
+            self.working = copy.deepcopy(model).to(weights_dtype)
+            self.working_params = [p for p in self.working.parameters() if p.requires_grad]
+            assert len(self.working_params) == len(self.params)  # the same order, ties kept by deepcopy
+            for p in self.working_params:
+                p.grad = torch.zeros_like(p)
         # The learning rate as one device tensor that every replay reads. A resumed optimizer's may be a
         # float (a checkpoint of the eager path) or a tensor on the CPU (where checkpoints load to).
         first = optimizer.param_groups[0]["lr"]
@@ -145,17 +160,23 @@ class GraphedTraining:
     # ---- the two parts of an update ------------------------------------------------------------
 
     def _accumulate_body(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> None:
-        loss, nll = self.loss_fn(src, tgt_in, tgt_out)
+        loss, nll = self.loss_fn(self.working, src, tgt_in, tgt_out)
         (loss * self.scale).backward()
         self.sums.add_(torch.stack([loss.detach().float(), nll.float()]))
 
     def _apply_body(self) -> None:
+        copied = self.working is not self.model
+        if copied:  # the working copy's gradients, widened to fp32 for clipping and Adam
+            torch._foreach_copy_([p.grad for p in self.params], [p.grad for p in self.working_params])
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_norm, foreach=True)
         finite = torch.isfinite(self.sums[0]) & torch.isfinite(norm)
         self.found_inf.copy_((~finite).float())
         self.optimizer.step()
+        if copied:  # the updated fp32 weights, rounded into the working copy (unchanged if skipped)
+            with torch.no_grad():
+                torch._foreach_copy_(self.working_params, self.params)
         self.stats.copy_(torch.stack([self.sums[0], self.sums[1], norm.float(), self.found_inf]))
-        torch._foreach_zero_([p.grad for p in self.params])
+        torch._foreach_zero_([p.grad for p in self.working_params])
         self.sums.zero_()
 
     # ---- what the trainer calls ----------------------------------------------------------------
@@ -164,6 +185,7 @@ class GraphedTraining:
         """Add one batch's gradients, its loss multiplied by scale (host tensors are copied over
         without waiting)."""
         self.scale.fill_(scale)
+        self.working.train(self.model.training)
         shape = (tuple(src.shape), tuple(tgt_in.shape))
         if shape not in self.inputs:
             self.inputs[shape] = tuple(torch.empty_like(t, device=self.device) for t in (src, tgt_in, tgt_out))

@@ -24,7 +24,7 @@ def target_tokens(update: list[tuple[EncodedCorpus, np.ndarray]]) -> int:
 
 class GraphedSteps:
     """graphed_train_step, and reading back what its updates did (collect, settle). Needs the Trainer's
-    model, optimizer, batch_loss, data_order, progress, scheduled_lr and _count_bad_update."""
+    model, optimizer, weights_dtype, batch_loss, data_order, progress, scheduled_lr and _count_bad_update."""
 
     def graphed_train_step(self) -> dict:
         """train_step as CUDA graph replays: the same update, with the host never waiting for the device.
@@ -40,9 +40,12 @@ class GraphedSteps:
                 self._loss_of_tensors,
                 self.tc.clip_norm,
                 capture=self.device.type == "cuda",  # elsewhere (tests) the same calls run eagerly
+                weights_dtype=self.weights_dtype,
             )
             shapes = ", ".join(f"{rows}x{length}" for rows, length in self.data_order.buckets.shapes())
             log.info("training replays CUDA graphs; batch shapes (sentences x padded length): %s", shapes)
+            if self.weights_dtype is not None:
+                log.info("forward and backward run a bf16 copy of the weights; Adam updates the fp32 ones")
         self.model.train()
         update = self.data_order.take(self.progress, self.tc.update_freq)
         total_tokens = target_tokens(update)
@@ -64,8 +67,8 @@ class GraphedSteps:
         self.collect(keep=2)  # the host runs at most two updates ahead of the device
         return stats
 
-    def _loss_of_tensors(self, src, tgt_in, tgt_out) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.batch_loss(Batch(src, tgt_in, tgt_out, 0))
+    def _loss_of_tensors(self, net, src, tgt_in, tgt_out) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.batch_loss(Batch(src, tgt_in, tgt_out, 0), net=net)
 
     def collect(self, keep: int = 0) -> None:
         """Read back the launched updates' figures, waiting for all but the last `keep` (and taking any

@@ -84,6 +84,11 @@ class Trainer(GraphedSteps):
         else:
             self.optimizer = build_optimizer(model, self.tc)
         self.graphed: GraphedTraining | None = None  # built at the first update, after a resume
+        # On that path, bf16 weights: forward and backward run a bf16 copy, Adam updates the fp32 model.
+        bf16_weights = self.graphs_off is None and self.tc.precision == "bf16" and self.tc.bf16_weights
+        self.weights_dtype = torch.bfloat16 if bf16_weights else None
+        if self.tc.bf16_weights and not bf16_weights:
+            log.warning("train.bf16_weights applies on the CUDA-graph path only (off: %s)", self.graphs_off)
         self.pending: list[tuple[PendingStats, dict]] = []  # updates launched, their figures not read yet
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not (a no-op then).
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.tc.precision == "fp16")
@@ -103,11 +108,12 @@ class Trainer(GraphedSteps):
 
     # ---- one update -------------------------------------------------------------------------
 
-    def batch_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Summed (label-smoothed loss, nll) over the batch's real target tokens."""
+    def batch_loss(self, batch, net=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Summed (label-smoothed loss, nll) over the batch's real target tokens, of self.net under the run's
+        autocast, or of net (a low-precision working copy of the model) as it is."""
         keep = fastpath.rows_to_score(batch.tgt_out != PAD)  # None: every position, padding ignored by the loss
-        with autocast(self.device, self.tc.precision):
-            logits = self.net(batch.src, batch.tgt_in, keep=keep)  # (N, V) or (B, T, V)
+        with autocast(self.device, self.tc.precision) if net is None else contextlib.nullcontext():
+            logits = (self.net if net is None else net)(batch.src, batch.tgt_in, keep=keep)  # (N, V) or (B, T, V)
         target = batch.tgt_out if keep is None else batch.tgt_out[keep]
         return label_smoothed_loss(logits, target, self.tc.label_smoothing, pad_id=PAD)
 
