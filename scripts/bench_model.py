@@ -253,7 +253,20 @@ def main() -> None:
         default=None,
         help="also time nn.Transformer (default: on a GPU)",
     )
-    p.add_argument("--compile", action="store_true", help="also time each under torch.compile")
+    p.add_argument(
+        "--compile",
+        nargs="?",
+        const="also",
+        choices=["also", "only"],
+        help="also time each under torch.compile (`--compile only`: compiled only)",
+    )
+    p.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=list(MODEL_NAMES),
+        help="exactly these (mt: ours eagerly, torch: nn.Transformer, graphs, graphs_bf16w); "
+        "default: from --reference, --graphs and --bf16-weights",
+    )
     p.add_argument(
         "--graphs",
         action=argparse.BooleanOptionalAction,
@@ -281,6 +294,8 @@ def main() -> None:
     kinds = ["mt", "torch"] if (gpu if args.reference is None else args.reference) else ["mt"]
     kinds += ["graphs"] if (gpu if args.graphs is None else args.graphs) else []
     kinds += ["graphs_bf16w"] if (gpu if args.bf16_weights is None else args.bf16_weights) else []
+    kinds = args.kinds or kinds
+    compiled_too = {None: [False], "also": [False, True], "only": [True]}[args.compile]
     steps = args.steps or (20 if gpu else 5)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -298,7 +313,7 @@ def main() -> None:
     for shape in [] if args.no_train else shapes:
         for preset in presets:
             for precision in precisions:
-                for compiled in [False, True] if args.compile else [False]:
+                for compiled in compiled_too:
                     for kind in kinds if precision == "bf16" else [k for k in kinds if k != "graphs_bf16w"]:
                         results.append(bench_training(kind, preset, precision, shape, steps, device, compiled))
                         print(json.dumps(results[-1]), flush=True)
