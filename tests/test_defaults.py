@@ -92,8 +92,24 @@ def test_the_preset_follows_the_machine_unless_one_is_named(argv, cuda, bf16, ch
     used, message = choose_experiment(argv, cuda, bf16)
     assert used == [f"experiment={chosen}", *argv] and message.startswith(f"experiment={chosen} (")
     assert message.endswith(f'add experiment={other} (make train ARGS="experiment={other}")')
-    for named in (["experiment=smoke"], ["~experiment"], ["+experiment=smoke"], ["--cfg", "job"]):
+    for named in (["experiment=wmt14_en_de_base"], ["~experiment"], ["+experiment=smoke"], ["--cfg", "job"]):
         assert choose_experiment(argv + named, cuda, bf16) == (argv + named, None)
+    named = ["experiment=smoke"]  # kept, except on a CPU without native bf16 (next test)
+    kept = bf16 or (cuda and "train.device=cpu" not in argv)
+    assert (choose_experiment(argv + named, cuda, bf16) == (argv + named, None)) == kept
+
+
+@pytest.mark.parametrize(("named", "form"), [("smoke", "smoke_fp32"), ("multi30k_cpu", "multi30k_cpu_fp32")])
+def test_a_bf16_cpu_preset_named_on_a_cpu_without_native_bf16_trains_its_fp32_form(named, form):
+    argv = ["data.src_lang=en", f"experiment={named}", "train.max_time=60"]
+    used, message = choose_experiment(argv, cuda=False, native_bf16=False)
+    assert used == ["data.src_lang=en", f"experiment={form}", "train.max_time=60"]
+    assert message.startswith(f"experiment={named}: this CPU has no native bf16") and f"experiment={form}" in message
+    assert message.endswith("add train.precision=fp32")
+    for kept in (argv + ["train.precision=fp32"], argv + ["train.precision=bf16"]):
+        assert choose_experiment(kept, cuda=False, native_bf16=False) == (kept, None)
+    assert choose_experiment(argv, cuda=True, native_bf16=False) == (argv, None)  # on the GPU
+    assert choose_experiment(argv + ["train.device=cpu"], cuda=True, native_bf16=False)[1] is not None
 
 
 def test_the_fp32_cpu_preset_is_the_cpu_preset_sized_for_fewer_tokens():
@@ -103,6 +119,15 @@ def test_the_fp32_cpu_preset_is_the_cpu_preset_sized_for_fewer_tokens():
     narrower = {"dropout": 0.2, "d_model": 192, "ffn_dim": 768}
     assert to_dict(fp32)["model"] == {**to_dict(bf16)["model"], **narrower} and fp32.tokenizer == bf16.tokenizer
     assert fp32.train.max_time == bf16.train.max_time + 180 and fp32.train.max_tokens < bf16.train.max_tokens // 2
+
+
+def test_the_fp32_smoke_is_smoke_sized_for_fp32_under_smokes_name():
+    bf16, fp32 = default_config("experiment=smoke"), default_config("experiment=smoke_fp32")
+    assert bf16.name == fp32.name == "smoke" and fp32.train.max_time == bf16.train.max_time
+    assert (bf16.train.precision, fp32.train.precision) == ("bf16", "fp32")
+    cpu_fp32 = default_config("experiment=multi30k_cpu_fp32")
+    assert (fp32.model.d_model, fp32.model.ffn_dim) == (cpu_fp32.model.d_model, cpu_fp32.model.ffn_dim)
+    assert fp32.train.max_tokens == cpu_fp32.train.max_tokens and fp32.tokenizer == bf16.tokenizer
 
 
 def test_the_default_run_directory_names_the_corpus_and_the_preset(tmp_path):

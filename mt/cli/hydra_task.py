@@ -24,14 +24,24 @@ CHOSEN: list[str] = []
 GPU_PRESET, CPU_PRESET, FP32_CPU_PRESET = "multi30k_base", "multi30k_cpu", "multi30k_cpu_fp32"
 
 
+# The CPU presets' forms for a CPU without native bf16, where a bf16 preset would train in fp32 at a sixth of
+# its tokens per second: sized for fp32 (the smoke form keeps smoke's name, so its run directory too).
+FP32_FORMS = {"smoke": "smoke_fp32", CPU_PRESET: FP32_CPU_PRESET}
+
+
 def choose_experiment(argv: list[str], cuda: bool, native_bf16: bool = True) -> tuple[list[str], str | None]:
     """With no experiment= among the overrides: the paper's base model where there is a CUDA GPU (and
     train.device is not cpu), else a CPU preset that ends by itself within the hour on 2 cores: the bf16
     one where the CPU multiplies bf16 natively, else its fp32 form, sized for the fewer updates fp32 makes.
+    A bf16 CPU preset named on such a CPU becomes its fp32 form too, unless train.precision is given.
     Returns the overrides to use and what to tell the user (None: the user chose)."""
-    if any(arg.lstrip("+~").split("=")[0] == "experiment" for arg in argv) or any(a.startswith("-") for a in argv):
-        return argv, None
     on_gpu = cuda and "train.device=cpu" not in argv
+    if any(a.startswith("-") for a in argv):
+        return argv, None
+    if any(arg.lstrip("+~").split("=")[0] == "experiment" for arg in argv):
+        if on_gpu or native_bf16 or any(arg.startswith("train.precision=") for arg in argv):
+            return argv, None
+        return fp32_form(argv)
     if on_gpu:
         preset, other = GPU_PRESET, CPU_PRESET if native_bf16 else FP32_CPU_PRESET
         why = "a CUDA GPU is here: the paper's 6+6 base model, under 3 min on an H100"
@@ -49,6 +59,20 @@ def choose_experiment(argv: list[str], cuda: bool, native_bf16: bool = True) -> 
         )
     return [f"experiment={preset}", *argv], (
         f'experiment={preset} ({why}); for the other, add experiment={other} (make train ARGS="experiment={other}")'
+    )
+
+
+def fp32_form(argv: list[str]) -> tuple[list[str], str | None]:
+    """argv with experiment=X replaced by X's fp32 form if it has one, and the line that says so."""
+    named = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("experiment=")), None)
+    if named not in FP32_FORMS:
+        return argv, None
+    form = FP32_FORMS[named]
+    used = [f"experiment={form}" if arg == f"experiment={named}" else arg for arg in argv]
+    return used, (
+        f"experiment={named}: this CPU has no native bf16 (AVX512-BF16, AMX), where bf16 runs many times slower "
+        f"than fp32, so it trains {named}'s fp32 form, experiment={form} (a narrower model, smaller batches); "
+        f"to train {named} itself in fp32, add train.precision=fp32"
     )
 
 

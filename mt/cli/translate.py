@@ -229,7 +229,10 @@ def run(args) -> None:
     finally:
         bar.close()
         if out is not sys.stdout:
-            out.close()
+            try:
+                out.close()  # writes what is still buffered
+            except OSError as err:
+                raise MTError(f"{args.output}: writing failed ({err.strerror or err})") from None
     if not args.quiet and not interactive:
         models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
         seconds = time.perf_counter() - start
