@@ -269,6 +269,29 @@ def test_replayed_graphs_equal_the_eager_updates_on_cuda(weights_dtype):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_graphs_captured_before_the_position_table_grows_replay_the_same():
+    """A batch longer than the position table (256) grows it after a shape was captured; that graph reads the
+    old table by address, so the old table must stay allocated for its replays to equal the eager updates."""
+    cuda = torch.device("cuda")
+    short = toy_batches(cuda, 4)
+    g = torch.Generator().manual_seed(5)
+    long = tuple(torch.randint(4, 50, (8, 300), generator=g).to(cuda) for _ in range(3))
+    order = [*short[:3], long, short[3], short[0]]  # the short shape captured at its 3rd run, then replayed
+    runs = []
+    for capture in (False, True):
+        model = small_model().to(cuda)
+        optimizer = capturable_adam(model.parameters(), (0.9, 0.98), 1e-9, 0.0, cuda)
+        graphed = GraphedTraining(model, optimizer, loss_of(model), clip_norm=1.0, capture=capture)
+        stats = []
+        for src, tgt_in, tgt_out in order:
+            graphed.accumulate(src, tgt_in, tgt_out, 1 / 40)
+            stats.append(graphed.apply(1e-3))
+            torch.empty(64 << 20, device=cuda).fill_(7.0)  # freed memory, if any, gets overwritten
+        runs.append([s.values() for s in stats])
+    np.testing.assert_allclose(np.array(runs[0], dtype=float), np.array(runs[1], dtype=float), rtol=1e-4)
+
+
 def test_a_run_saved_on_one_path_resumes_on_the_other(tiny_corpus, tmp_path, monkeypatch, caplog):
     """A run started with CUDA graphs and resumed without (another machine, or train.cuda_graphs=false):
     the other path's epoch has other batches, so the epoch restarts from its first batch, said in a line."""

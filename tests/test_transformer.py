@@ -166,6 +166,18 @@ def test_sinusoidal_positions_formula_and_any_length():
     assert out.shape == (1, 700, 50) and torch.isfinite(out).all()
 
 
+def test_an_outgrown_position_table_stays_allocated():
+    """CUDA graphs captured before the table grew read the old one by address (see
+    test_graphed_training's CUDA test): it must not be freed and its memory handed to other tensors."""
+    positions = layers.PositionalEncoding(16, 0.0)
+    first = positions.table.data_ptr()
+    positions(torch.zeros(1, 300, 16))
+    positions.reserve(1000)
+    assert positions.table.size(0) == 1000
+    kept = [t.data_ptr() for t in positions.outgrown]
+    assert kept[0] == first and len(kept) == 2 and positions.table.data_ptr() not in kept
+
+
 def test_base_preset_has_the_papers_size():
     model = Transformer(37_000, 37_000)  # 6+6, d 512, h 8, ffn 2048, shared 37k vocabulary
     n = sum(p.numel() for p in model.parameters())

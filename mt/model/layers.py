@@ -72,7 +72,9 @@ def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
 class PositionalEncoding(nn.Module):
     """Adds sinusoidal positions to scaled embeddings, then dropout (Sec. 3.4, 3.5, 5.4).
 
-    The table grows on demand, so there is no fixed maximum length.
+    The table grows on demand, so there is no fixed maximum length. A table it outgrows is kept: CUDA
+    graphs captured before (mt.fastpath.cuda_graphs) read it by its address, which freed memory would
+    give to other tensors.
     """
 
     def __init__(self, d_model: int, dropout: float):
@@ -80,11 +82,16 @@ class PositionalEncoding(nn.Module):
         self.d_model = d_model
         self.dropout = Dropout(dropout)
         self.register_buffer("table", sinusoidal_positions(torch.arange(256), d_model), persistent=False)
+        self.outgrown: list[torch.Tensor] = []
 
     def reserve(self, length: int) -> None:
         """Grow the table to hold `length` positions now (a position given as a tensor cannot grow it)."""
         if length > self.table.size(0):
-            self.table = sinusoidal_positions(torch.arange(length, device=self.table.device), self.d_model)
+            self._grow(length)
+
+    def _grow(self, length: int) -> None:
+        self.outgrown.append(self.table)
+        self.table = sinusoidal_positions(torch.arange(length, device=self.table.device), self.d_model)
 
     def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0) -> torch.Tensor:
         """x: (B, T, d) embeddings of positions offset .. offset+T-1; with offset a () device tensor (a
@@ -93,7 +100,7 @@ class PositionalEncoding(nn.Module):
             return self.dropout(x + self.table.index_select(0, offset.view(1)).to(x.dtype))
         end = offset + x.size(1)
         if end > self.table.size(0):
-            self.table = sinusoidal_positions(torch.arange(2 * end, device=x.device), self.d_model)
+            self._grow(2 * end)
         return self.dropout(x + self.table[offset:end].to(x.dtype))
 
 
