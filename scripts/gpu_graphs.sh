@@ -50,7 +50,7 @@ speeds = [r["tgt_tokens_per_s"] for r in rows if r["step"] > 100]
 print(sys.argv[1], "median tgt tok/s after update 100", statistics.median(speeds), "padding", rows[-1].get("padding"),
       "mfu", rows[-1].get("mfu"))
 PYEOF
-    grep -h '"test' "$OUT/$name/results.json" >> "$OUT/steps.log" 2>/dev/null
+    grep -h '"split"\|"bleu"' "$OUT/$name/results.json" >> "$OUT/steps.log" 2>/dev/null
 }
 
 for part in $PARTS; do

@@ -226,6 +226,20 @@ def test_a_graph_path_run_resumes_exactly(tiny_corpus, tmp_path, graph_path_on_t
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("bf16_weights", [False, True])
+def test_on_the_graph_path_the_model_runs_under_autocast_and_a_bf16_copy_without(
+    tiny_corpus, tmp_path, graph_path_on_this_device, bf16_weights
+):
+    trainer = tiny_trainer(tiny_corpus, tmp_path, "train.precision=bf16", f"train.bf16_weights={bf16_weights}")
+    trainer.train_step()  # builds the graphed training (eagerly here)
+    seen = []
+    trainer.graphed.working.register_forward_hook(
+        lambda module, args, out: seen.append((torch.is_autocast_enabled("cpu"), module.src_embed.weight.dtype))
+    )
+    trainer.train_step()
+    assert seen == [(False, torch.bfloat16)] if bf16_weights else seen == [(True, torch.float32)]
+
+
 def test_skipped_updates_on_the_graph_path_are_uncounted_then_stop(tiny_corpus, tmp_path, graph_path_on_this_device):
     trainer = tiny_trainer(tiny_corpus, tmp_path, "train.max_bad_steps=3")
     trainer.train_step()

@@ -67,6 +67,10 @@ def write_heatmaps(results, folder: str, first_line: int = 0) -> None:
 SAMPLING_FLAGS = ("temperature", "topk", "topp", "seed")
 
 
+def writing_failed(name: str, err: OSError) -> MTError:
+    return MTError(f"{name}: writing failed ({err.strerror or err})")
+
+
 def check_args(args) -> None:
     check_output_file(args.output, "--output")
     if args.attention_dir and Path(args.attention_dir).exists() and not Path(args.attention_dir).is_dir():
@@ -221,7 +225,7 @@ def run(args) -> None:
             except BrokenPipeError:
                 raise
             except OSError as err:  # disk full, say: name the file (the error itself does not)
-                raise MTError(f"{args.output or '<stdout>'}: writing failed ({err.strerror or err})") from None
+                raise writing_failed(args.output or "<stdout>", err) from None
             done += len(chunk)
             bar.update(len(chunk))
         if args.prefix and next(prefixes, None):
@@ -232,7 +236,7 @@ def run(args) -> None:
             try:
                 out.close()  # writes what is still buffered
             except OSError as err:
-                raise MTError(f"{args.output}: writing failed ({err.strerror or err})") from None
+                raise writing_failed(args.output, err) from None
     if not args.quiet and not interactive:
         models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
         seconds = time.perf_counter() - start

@@ -68,7 +68,8 @@ class GraphedSteps:
         return stats
 
     def _loss_of_tensors(self, net, src, tgt_in, tgt_out) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.batch_loss(Batch(src, tgt_in, tgt_out, 0), net=net)
+        """GraphedTraining's loss_fn: the model under the run's autocast, or its bf16 working copy as it is."""
+        return self.batch_loss(Batch(src, tgt_in, tgt_out, 0), net=None if net is self.model else net)
 
     def collect(self, keep: int = 0) -> None:
         """Read back the launched updates' figures, waiting for all but the last `keep` (and taking any
