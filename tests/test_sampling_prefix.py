@@ -206,11 +206,14 @@ def test_translate_samples_and_forces_prefixes_from_the_command_line(trained_run
     out = run_cli("translate", "-c", ckpt, "-i", str(src), "--prefix", str(pre), *flags, "--chunk-lines", "3", "-q")
     api = mt.load_translator(ckpt, device="cpu", strategy="sample", seed=7, topp=0.9, nbest=2)
     expected = [
-        f"{i}\t{k}\t{t.score:.4f}\t{t.text}"
+        (str(i), str(k), t.score, t.text)
         for i, found in enumerate(api.translate_nbest(lines, prefixes=prefixes))
         for k, t in enumerate(found)
     ]
-    assert out.stdout.splitlines() == expected
+    printed = [line.split("\t") for line in out.stdout.splitlines()]
+    assert [(i, k, text) for i, k, _, text in printed] == [(i, k, text) for i, k, _, text in expected]
+    # batches of 3 lines pad differently from the whole file: scores agree to float noise, not to the last digit
+    assert [float(score) for _, _, score, _ in printed] == pytest.approx([s for _, _, s, _ in expected], abs=2e-4)
     pre.write_text("the\n" * 4, encoding="utf-8")
     short = run_cli("translate", "-c", ckpt, "-i", str(src), "--prefix", str(pre), "-q", check=False)
     assert short.returncode == 2 and short.stderr.strip().endswith(
