@@ -5,6 +5,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 
 from mt.checkpoint import load_checkpoint
@@ -171,6 +172,18 @@ def test_translate_errors_are_one_line(trained_run, tmp_path):
     result = run_cli("mt-evaluate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--split", "test",
                      "--alpha", "1", "-1", check=False)  # fmt: skip
     assert result.returncode == 2 and result.stderr.strip() == "error: --alpha must be >= 0"
+
+
+@pytest.mark.parametrize(
+    "command", [["translate"], ["mt-evaluate", "--split", "test"], ["mt-export", "-o", "export"], ["mt-serve"]]
+)
+def test_every_command_shows_the_traceback_with_debug_and_one_line_without(command, tmp_path):
+    command = [str(tmp_path / arg) if arg == "export" else arg for arg in command]
+    missing = ["-c", str(tmp_path / "missing.pt")]
+    plain = run_cli(*command, *missing, check=False, input_text="x\n")
+    assert plain.returncode == 2 and plain.stderr.strip().startswith("error: ") and "Traceback" not in plain.stderr
+    debug = run_cli(*command, *missing, "--debug", check=False, input_text="x\n")
+    assert debug.returncode != 0 and "Traceback" in debug.stderr and "missing.pt" in debug.stderr
 
 
 def test_an_output_that_cannot_be_written_is_one_line_before_any_decoding(trained_run, tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from mt.errors import report_errors, take_debug_flag, warnings_as_lines
@@ -115,6 +116,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -136,6 +138,7 @@ def export_parser() -> argparse.ArgumentParser:
         help="weight type of the export (none: fp32)",
     )
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -173,10 +176,18 @@ def serve_parser() -> argparse.ArgumentParser:
     return p
 
 
+def parsed(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; --debug turns tracebacks on for the rest of the command (report_errors reads it)."""
+    args = parser.parse_args(argv)
+    if args.debug:
+        os.environ["MT_DEBUG"] = "1"
+    return args
+
+
 @report_errors
 def serve(argv: list[str] | None = None) -> None:
     """mt-serve (mt.cli.serve)."""
-    args = serve_parser().parse_args(argv)
+    args = parsed(serve_parser(), argv)
     from mt.cli.serve import run
 
     run(args)
@@ -184,7 +195,7 @@ def serve(argv: list[str] | None = None) -> None:
 
 @report_errors
 def export(argv: list[str] | None = None) -> None:
-    args = export_parser().parse_args(argv)
+    args = parsed(export_parser(), argv)
     warnings_as_lines()
     from mt.export.convert import export as write_export
 
@@ -194,7 +205,7 @@ def export(argv: list[str] | None = None) -> None:
 
 @report_errors
 def translate(argv: list[str] | None = None) -> None:
-    args = translate_parser().parse_args(argv)
+    args = parsed(translate_parser(), argv)
     warnings_as_lines()
     from mt.cli.translate import run
 
@@ -203,7 +214,7 @@ def translate(argv: list[str] | None = None) -> None:
 
 @report_errors
 def evaluate(argv: list[str] | None = None) -> None:
-    args = evaluate_parser().parse_args(argv)
+    args = parsed(evaluate_parser(), argv)
     warnings_as_lines()
     from mt.cli.evaluate import run
 

@@ -16,7 +16,6 @@ prefix per line with any of them.
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 import time
 from pathlib import Path
@@ -192,8 +191,6 @@ def aligned(chunk: list[str], prefixes: list[str] | None, args, first_line: int)
 
 def run(args) -> None:
     """translate with the arguments of mt.cli.commands's parser."""
-    if args.debug:
-        os.environ["MT_DEBUG"] = "1"
     check_args(args)
     start = time.perf_counter()
     translator = load_translator(args)
