@@ -1,0 +1,302 @@
+#!/usr/bin/env bash
+# The same Transformer trained and decoded by this toolkit, by JoeyNMT 2.3.0 and by OpenNMT-py 3.5.1 on the
+# same machine, one after the other: multi30k_cpu_fp32's model (3+3 layers, d_model 192, 4 heads, FFN 768,
+# pre-norm, tied embeddings, dropout 0.2) and tokenizer (the others read the same sentencepiece model); about
+# the same target tokens per update (our batches of 1,800 tokens counted with padding hold ~1,630, as do
+# OpenNMT-py's; JoeyNMT draws sentences at random, so its batches carry more padding: at 1,800 they held about
+# half as many, hence JOEY_BATCH=3600); Adam (0.9, 0.98) at a peak of 2e-3 after 400 warm-up updates, then
+# 1/sqrt(step); label smoothing 0.1, clipping at 1.0, fp32, UPDATES updates. Then each decodes test2016 with
+# beam 5 and alpha 1.0 (all three use GNMT's length penalty), with its own output length limit. Where the CPU
+# has native bf16, our run is repeated with train.precision=bf16 (the same model under autocast), which is
+# what mt-train does there by default.
+#   bash scripts/compare_toolkits.sh        # PARTS="ours joeynmt opennmt" UPDATES=1000 OUT=/tmp/compare_toolkits
+# Needs the project's .venv (make venv) and PyPI: each other toolkit goes into a venv of its own under $OUT,
+# with this project's torch version. Prints one TSV table (also $OUT/summary.tsv); the logs stay under $OUT.
+# The others read the tokenizer of our fp32 run: PARTS without "ours" reuses the one under $OUT.
+set -euo pipefail
+UPDATES=${UPDATES:-1000}
+JOEY_BATCH=${JOEY_BATCH:-3600}
+OUT=${OUT:-/tmp/compare_toolkits}
+PARTS=${PARTS:-"ours joeynmt opennmt"}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY="$ROOT/.venv/bin/python"
+DATA="$ROOT/data/multi30k"
+mkdir -p "$OUT"
+[ -x "$PY" ] || { echo "error: $PY missing: run make venv first" >&2; exit 1; }
+TORCH=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
+
+wanted() { [[ " $PARTS " == *" $1 "* ]]; }
+
+venv() {  # name, pip arguments...: a venv under $OUT with this project's torch, then the packages
+    local dir="$OUT/$1-venv"
+    shift
+    if [ ! -x "$dir/bin/python" ]; then
+        python3 -m venv "$dir"
+        "$dir/bin/pip" -q install "torch==$TORCH"
+        "$dir/bin/pip" -q install "$@"
+    fi
+}
+
+timed() {  # name, command...: the command's wall time, start-up included, into $OUT/name.decode.time
+    local name=$1 t0 t1
+    shift
+    t0=$(date +%s.%N)
+    "$@"
+    t1=$(date +%s.%N)
+    echo "$t0 $t1" > "$OUT/$name.decode.time"
+}
+
+ours() {  # name, extra overrides...
+    local name=$1
+    shift
+    rm -rf "${OUT:?}/$name"
+    "$ROOT/.venv/bin/mt-train" experiment=multi30k_cpu_fp32 "hydra.run.dir=$OUT/$name" train.seed=1 \
+        train.max_time=0 "train.max_steps=$UPDATES" train.cooldown=0 "train.valid_every=$UPDATES" \
+        "train.save_every=$UPDATES" train.log_every=50 "$@" > "$OUT/$name.train.log" 2>&1
+    timed "$name" "$ROOT/.venv/bin/translate" -c "$OUT/$name/checkpoints/best.pt" -i "$DATA/test2016.de" \
+        -o "$OUT/$name.test2016.en" --beam 5 --alpha 1.0 -q
+}
+
+if wanted ours; then
+    echo "== $(date +%T) this toolkit, fp32"
+    ours ours_fp32 train.precision=fp32
+    if grep -q -E 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+        echo "== $(date +%T) this toolkit, bf16 autocast"
+        ours ours_bf16 train.precision=bf16
+    fi
+fi
+[ -f "$OUT/ours_fp32/tokenizer/spm.model" ] || { echo "error: no tokenizer under $OUT: run PARTS=ours" >&2; exit 1; }
+cp "$OUT/ours_fp32/tokenizer/spm.model" "$OUT/spm.model"
+
+joeynmt_side() {  # lang
+    cat <<END
+    lang: "$1"
+    level: "bpe"
+    max_length: 256
+    voc_file: "$OUT/joeynmt_vocab.txt"
+    tokenizer_type: "sentencepiece"
+    tokenizer_cfg:
+      model_file: "$OUT/spm.model"
+END
+}
+
+joeynmt_layers() {
+    cat <<END
+    type: "transformer"
+    num_layers: 3
+    num_heads: 4
+    embeddings: {embedding_dim: 192, scale: True, dropout: 0.2}
+    hidden_size: 192
+    ff_size: 768
+    dropout: 0.2
+    layer_norm: "pre"
+END
+}
+
+joeynmt() {
+    # JoeyNMT 2.3.0 as published: it imports importlib_metadata without declaring it, and calls
+    # SentencePieceProcessor.SetVocabulary, which sentencepiece 0.2 no longer has.
+    venv joeynmt joeynmt==2.3.0 "sentencepiece<0.2" importlib_metadata
+    local joey="$OUT/joeynmt-venv/bin/python"
+    "$PY" - "$OUT" <<'END'
+import sys
+
+import sentencepiece as spm
+
+out = sys.argv[1]
+sp = spm.SentencePieceProcessor(model_file=f"{out}/spm.model")
+pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+with open(f"{out}/joeynmt_vocab.txt", "w", encoding="utf-8") as f:
+    f.write("".join(p + "\n" for p in pieces))  # JoeyNMT puts its own <unk> <pad> <s> </s> first
+END
+    cat > "$OUT/joeynmt.yaml" <<END
+name: "multi30k_cpu_fp32"
+joeynmt_version: "2.3.0"
+model_dir: "$OUT/joeynmt"
+use_cuda: False
+fp16: False
+random_seed: 1
+data:
+  train: "$DATA/train"
+  dev: "$DATA/valid"
+  test: "$DATA/test2016"
+  dataset_type: "plain"
+  src:
+$(joeynmt_side de)
+  trg:
+$(joeynmt_side en)
+testing:
+  beam_size: 5
+  beam_alpha: 1.0
+  batch_size: 3600
+  batch_type: "token"
+  eval_metrics: ["bleu"]
+training:
+  optimizer: "adam"
+  adam_betas: [0.9, 0.98]
+  scheduling: "warmupinversesquareroot"
+  learning_rate: 0.002
+  learning_rate_min: 1.0e-8
+  learning_rate_warmup: 400
+  clip_grad_norm: 1.0
+  label_smoothing: 0.1
+  normalization: "tokens"
+  batch_size: $JOEY_BATCH
+  batch_type: "token"
+  updates: $UPDATES
+  epochs: 1000
+  validation_freq: $UPDATES
+  logging_freq: 50
+  early_stopping_metric: "ppl"
+  keep_best_ckpts: 1
+  overwrite: True
+  shuffle: True
+model:
+  initializer: "xavier_uniform"
+  embed_initializer: "xavier_uniform"
+  bias_initializer: "zeros"
+  tied_embeddings: True
+  tied_softmax: True
+  encoder:
+$(joeynmt_layers)
+  decoder:
+$(joeynmt_layers)
+END
+    "$joey" -m joeynmt train "$OUT/joeynmt.yaml" --skip-test > "$OUT/joeynmt.train.log" 2>&1
+    # to stdout: its --output-path fails after decoding in 2.3.0 (AttributeError: 'BaseConfig' object has no
+    # attribute 'n_best'); its log goes to stderr
+    timed joeynmt sh -c '"$0" -m joeynmt translate "$1/joeynmt.yaml" < "$2/test2016.de" \
+        > "$1/joeynmt.test2016.en" 2> "$1/joeynmt.decode.log"' "$joey" "$OUT" "$DATA"
+}
+
+opennmt() {
+    # OpenNMT-py 3.5.1 pins torch < 2.3: installed without its dependencies, then those it imports.
+    venv opennmt --no-deps OpenNMT-py==3.5.1
+    local bin="$OUT/opennmt-venv/bin"
+    "$bin/pip" -q install configargparse "ctranslate2>=4,<5" tensorboard pyonmttok pyyaml sacrebleu rapidfuzz \
+        pyahocorasick six spacy waitress flask fasttext-wheel sentencepiece
+    mkdir -p "$OUT/opennmt"
+    cat > "$OUT/opennmt.yaml" <<END
+save_data: $OUT/opennmt/data
+src_vocab: $OUT/opennmt/vocab.txt
+share_vocab: true
+overwrite: true
+data:
+  corpus_1:
+    path_src: $DATA/train.de
+    path_tgt: $DATA/train.en
+    transforms: [sentencepiece, filtertoolong]
+  valid:
+    path_src: $DATA/valid.de
+    path_tgt: $DATA/valid.en
+    transforms: [sentencepiece]
+src_subword_model: $OUT/spm.model
+tgt_subword_model: $OUT/spm.model
+src_seq_length: 256
+tgt_seq_length: 256
+src_vocab_size: 8100
+tgt_vocab_size: 8100
+encoder_type: transformer
+decoder_type: transformer
+position_encoding: true
+enc_layers: 3
+dec_layers: 3
+heads: 4
+hidden_size: 192
+word_vec_size: 192
+transformer_ff: 768
+dropout: [0.2]
+attention_dropout: [0.2]
+share_embeddings: true
+share_decoder_embeddings: true
+batch_type: tokens
+batch_size: 1800
+valid_batch_size: 1800
+batch_size_multiple: 1
+accum_count: [1]
+optim: adam
+adam_beta1: 0.9
+adam_beta2: 0.98
+# noam: learning_rate * 192^-0.5 * min(step^-0.5, step * 400^-1.5): 2e-3 at step 400
+decay_method: noam
+learning_rate: 0.5543
+warmup_steps: 400
+max_grad_norm: 1.0
+label_smoothing: 0.1
+param_init: 0
+param_init_glorot: true
+normalization: tokens
+train_steps: $UPDATES
+valid_steps: $UPDATES
+save_checkpoint_steps: $UPDATES
+report_every: 50
+seed: 1
+model_dtype: fp32
+save_model: $OUT/opennmt/model
+END
+    "$bin/onmt_build_vocab" -config "$OUT/opennmt.yaml" -n_sample -1 > "$OUT/opennmt.vocab.log" 2>&1
+    "$bin/onmt_train" -config "$OUT/opennmt.yaml" > "$OUT/opennmt.train.log" 2>&1
+    timed opennmt "$bin/onmt_translate" -model "$OUT/opennmt/model_step_$UPDATES.pt" -src "$DATA/test2016.de" \
+        -output "$OUT/opennmt.test2016.en" -beam_size 5 -length_penalty wu -alpha 1.0 -batch_type tokens \
+        -batch_size 3600 -transforms sentencepiece -src_subword_model "$OUT/spm.model" \
+        -tgt_subword_model "$OUT/spm.model" > "$OUT/opennmt.decode.log" 2>&1
+}
+
+if wanted joeynmt; then
+    echo "== $(date +%T) JoeyNMT 2.3.0, fp32"
+    joeynmt
+fi
+if wanted opennmt; then
+    echo "== $(date +%T) OpenNMT-py 3.5.1, fp32"
+    opennmt
+fi
+
+echo "== $(date +%T) summary"
+"$PY" - "$OUT" "$DATA" <<'END' | tee "$OUT/summary.tsv"
+import datetime as dt
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import sacrebleu
+
+out, data = Path(sys.argv[1]), Path(sys.argv[2])
+refs = (data / "test2016.en").read_text(encoding="utf-8").splitlines()
+
+
+def stamp(line: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+", line)[0].replace(",", "."))
+
+
+def training(log: Path, start: str, step: str, rate: str) -> tuple[float, float, int]:
+    """Seconds from the first batch to the last update's log line, median logged tok/s, updates logged."""
+    lines = log.read_text(encoding="utf-8").splitlines()
+    first = next(line for line in lines if start in line)
+    steps = [line for line in lines if re.search(step, line)]
+    rates = [float(re.search(rate, line)[1]) for line in steps]
+    seconds = (stamp(steps[-1]) - stamp(first)).total_seconds()
+    return seconds, statistics.median(rates), int(re.search(step, steps[-1])[1])
+
+
+rows = []
+for name, label, start, step, rate in (
+    ("ours_fp32", "this toolkit, fp32", "training: ", r"- step (\d+) \|", r"\| (\d+) tgt tok/s"),
+    ("ours_bf16", "this toolkit, bf16 autocast", "training: ", r"- step (\d+) \|", r"\| (\d+) tgt tok/s"),
+    ("joeynmt", "JoeyNMT 2.3.0, fp32", "EPOCH 1", r"Step:\s+(\d+),", r"Tokens per Sec:\s+(\d+)"),
+    ("opennmt", "OpenNMT-py 3.5.1, fp32", "Start training loop", r"Step (\d+)/", r"; \d+/(\d+) tok/s"),
+):
+    if not (out / f"{name}.decode.time").exists():
+        continue
+    seconds, tok_s, updates = training(out / f"{name}.train.log", start, step, rate)
+    hyps = (out / f"{name}.test2016.en").read_text(encoding="utf-8").splitlines()
+    t0, t1 = map(float, (out / f"{name}.decode.time").read_text().split())
+    bleu = sacrebleu.corpus_bleu(hyps, [refs]).score if len(hyps) == len(refs) else float("nan")
+    per_update = tok_s * seconds / updates
+    rows.append((label, updates, f"{per_update:.0f}", f"{seconds:.0f}", f"{tok_s:.0f}", f"{bleu:.2f}", len(hyps),
+                 f"{t1 - t0:.1f}"))
+print("toolkit\tupdates\t~target tokens/update\ttraining s\tmedian target tok/s\ttest2016 BLEU (beam 5)\tlines out"
+      "\tdecode s (start-up incl.)")
+for row in rows:
+    print("\t".join(map(str, row)))
+END
