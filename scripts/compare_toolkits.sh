@@ -6,18 +6,19 @@
 # OpenNMT-py's; JoeyNMT draws sentences at random, so its batches carry more padding: at 1,800 they held about
 # half as many, hence JOEY_BATCH=3600); Adam (0.9, 0.98) at a peak of 2e-3 after 400 warm-up updates, then
 # 1/sqrt(step); label smoothing 0.1, clipping at 1.0, fp32, UPDATES updates. Then each decodes test2016 with
-# beam 5 and alpha 1.0 (all three use GNMT's length penalty), with its own output length limit. Where the CPU
-# has native bf16, our run is repeated with train.precision=bf16 (the same model under autocast), which is
-# what mt-train does there by default.
+# beam 5 and alpha 1.0 (all three use GNMT's length penalty), with its own output length limit, in ROUNDS
+# rounds (default 3) that alternate the toolkits, whole commands timed. Where the CPU has native bf16, our run
+# is repeated with train.precision=bf16 (the same model under autocast), which is what mt-train does there.
 #   bash scripts/compare_toolkits.sh        # PARTS="ours joeynmt opennmt" UPDATES=1000 OUT=/tmp/compare_toolkits
 # Needs the project's .venv (make venv) and PyPI: each other toolkit goes into a venv of its own under $OUT,
 # with this project's torch version. Prints one TSV table (also $OUT/summary.tsv); the logs stay under $OUT.
-# The others read the tokenizer of our fp32 run: PARTS without "ours" reuses the one under $OUT.
+# The others read the tokenizer of our fp32 run: PARTS without "ours" reuses the one under $OUT; PARTS= (empty)
+# only decodes and sums up what $OUT holds.
 set -euo pipefail
 UPDATES=${UPDATES:-1000}
 JOEY_BATCH=${JOEY_BATCH:-3600}
 OUT=${OUT:-/tmp/compare_toolkits}
-PARTS=${PARTS:-"ours joeynmt opennmt"}
+PARTS=${PARTS-"ours joeynmt opennmt"}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY="$ROOT/.venv/bin/python"
 DATA="$ROOT/data/multi30k"
@@ -37,13 +38,13 @@ venv() {  # name, pip arguments...: a venv under $OUT with this project's torch,
     fi
 }
 
-timed() {  # name, command...: the command's wall time, start-up included, into $OUT/name.decode.time
+timed() {  # name, command...: the command's wall time, start-up included, appended to $OUT/name.decode.time
     local name=$1 t0 t1
     shift
     t0=$(date +%s.%N)
     "$@"
     t1=$(date +%s.%N)
-    echo "$t0 $t1" > "$OUT/$name.decode.time"
+    echo "$t0 $t1" >> "$OUT/$name.decode.time"
 }
 
 ours() {  # name, extra overrides...
@@ -53,8 +54,11 @@ ours() {  # name, extra overrides...
     "$ROOT/.venv/bin/mt-train" experiment=multi30k_cpu_fp32 "hydra.run.dir=$OUT/$name" train.seed=1 \
         train.max_time=0 "train.max_steps=$UPDATES" train.cooldown=0 "train.valid_every=$UPDATES" \
         "train.save_every=$UPDATES" train.log_every=50 "$@" > "$OUT/$name.train.log" 2>&1
-    timed "$name" "$ROOT/.venv/bin/translate" -c "$OUT/$name/checkpoints/best.pt" -i "$DATA/test2016.de" \
-        -o "$OUT/$name.test2016.en" --beam 5 --alpha 1.0 -q
+}
+
+decode_ours() {  # name
+    "$ROOT/.venv/bin/translate" -c "$OUT/$1/checkpoints/best.pt" -i "$DATA/test2016.de" \
+        -o "$OUT/$1.test2016.en" --beam 5 --alpha 1.0 -q
 }
 
 if wanted ours; then
@@ -163,10 +167,13 @@ $(joeynmt_layers)
 $(joeynmt_layers)
 END
     "$joey" -m joeynmt train "$OUT/joeynmt.yaml" --skip-test > "$OUT/joeynmt.train.log" 2>&1
+}
+
+decode_joeynmt() {
     # to stdout: its --output-path fails after decoding in 2.3.0 (AttributeError: 'BaseConfig' object has no
     # attribute 'n_best'); its log goes to stderr
-    timed joeynmt sh -c '"$0" -m joeynmt translate "$1/joeynmt.yaml" < "$2/test2016.de" \
-        > "$1/joeynmt.test2016.en" 2> "$1/joeynmt.decode.log"' "$joey" "$OUT" "$DATA"
+    "$OUT/joeynmt-venv/bin/python" -m joeynmt translate "$OUT/joeynmt.yaml" < "$DATA/test2016.de" \
+        > "$OUT/joeynmt.test2016.en" 2> "$OUT/joeynmt.decode.log"
 }
 
 opennmt() {
@@ -236,7 +243,12 @@ save_model: $OUT/opennmt/model
 END
     "$bin/onmt_build_vocab" -config "$OUT/opennmt.yaml" -n_sample -1 > "$OUT/opennmt.vocab.log" 2>&1
     "$bin/onmt_train" -config "$OUT/opennmt.yaml" > "$OUT/opennmt.train.log" 2>&1
-    timed opennmt "$bin/onmt_translate" -model "$OUT/opennmt/model_step_$UPDATES.pt" -src "$DATA/test2016.de" \
+}
+
+decode_opennmt() {
+    # its checkpoints hold an argparse.Namespace, which torch >= 2.6 refuses to unpickle by default
+    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 "$OUT/opennmt-venv/bin/onmt_translate" \
+        -model "$OUT/opennmt/model_step_$UPDATES.pt" -src "$DATA/test2016.de" \
         -output "$OUT/opennmt.test2016.en" -beam_size 5 -length_penalty wu -alpha 1.0 -batch_type tokens \
         -batch_size 3600 -transforms sentencepiece -src_subword_model "$OUT/spm.model" \
         -tgt_subword_model "$OUT/spm.model" > "$OUT/opennmt.decode.log" 2>&1
@@ -250,6 +262,22 @@ if wanted opennmt; then
     echo "== $(date +%T) OpenNMT-py 3.5.1, fp32"
     opennmt
 fi
+
+# Decoding timed in rounds, the toolkits alternating (ROUNDS, default 3), for every model under $OUT
+ROUNDS=${ROUNDS:-3}
+models=()
+[ -f "$OUT/ours_fp32/checkpoints/best.pt" ] && models+=("ours ours_fp32")
+[ -f "$OUT/ours_bf16/checkpoints/best.pt" ] && models+=("ours ours_bf16")
+[ -f "$OUT/joeynmt/best.ckpt" ] && models+=("joeynmt joeynmt")
+[ -f "$OUT/opennmt/model_step_$UPDATES.pt" ] && models+=("opennmt opennmt")
+for model in "${models[@]}"; do rm -f "$OUT/${model#* }.decode.time"; done
+for round in $(seq "$ROUNDS"); do
+    echo "== $(date +%T) decoding test2016, round $round of $ROUNDS"
+    for model in "${models[@]}"; do
+        read -r kind name <<< "$model"
+        if [ "$kind" = ours ]; then timed "$name" decode_ours "$name"; else timed "$name" "decode_$kind"; fi
+    done
+done
 
 echo "== $(date +%T) summary"
 "$PY" - "$OUT" "$DATA" <<'END' | tee "$OUT/summary.tsv"
@@ -290,13 +318,14 @@ for name, label, start, step, rate in (
         continue
     seconds, tok_s, updates = training(out / f"{name}.train.log", start, step, rate)
     hyps = (out / f"{name}.test2016.en").read_text(encoding="utf-8").splitlines()
-    t0, t1 = map(float, (out / f"{name}.decode.time").read_text().split())
+    spans = (line.split() for line in (out / f"{name}.decode.time").read_text().splitlines())
+    rounds = [float(t1) - float(t0) for t0, t1 in spans]
     bleu = sacrebleu.corpus_bleu(hyps, [refs]).score if len(hyps) == len(refs) else float("nan")
     per_update = tok_s * seconds / updates
     rows.append((label, updates, f"{per_update:.0f}", f"{seconds:.0f}", f"{tok_s:.0f}", f"{bleu:.2f}", len(hyps),
-                 f"{t1 - t0:.1f}"))
+                 f"{statistics.median(rounds):.1f}", " ".join(f"{x:.1f}" for x in rounds)))
 print("toolkit\tupdates\t~target tokens/update\ttraining s\tmedian target tok/s\ttest2016 BLEU (beam 5)\tlines out"
-      "\tdecode s (start-up incl.)")
+      "\tdecode s, median (start-up incl.)\teach round")
 for row in rows:
     print("\t".join(map(str, row)))
 END
