@@ -17,6 +17,7 @@
 set -euo pipefail
 UPDATES=${UPDATES:-1000}
 JOEY_BATCH=${JOEY_BATCH:-3600}
+LOG_EVERY=$((UPDATES < 100 ? UPDATES / 2 : 50))  # JoeyNMT wants it below the validation interval (= UPDATES)
 OUT=${OUT:-/tmp/compare_toolkits}
 PARTS=${PARTS-"ours joeynmt opennmt"}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +54,7 @@ ours() {  # name, extra overrides...
     rm -rf "${OUT:?}/$name"
     "$ROOT/.venv/bin/mt-train" experiment=multi30k_cpu_fp32 "hydra.run.dir=$OUT/$name" train.seed=1 \
         train.max_time=0 "train.max_steps=$UPDATES" train.cooldown=0 "train.valid_every=$UPDATES" \
-        "train.save_every=$UPDATES" train.log_every=50 "$@" > "$OUT/$name.train.log" 2>&1
+        "train.save_every=$UPDATES" "train.log_every=$LOG_EVERY" "$@" > "$OUT/$name.train.log" 2>&1
 }
 
 decode_ours() {  # name
@@ -150,7 +151,7 @@ training:
   updates: $UPDATES
   epochs: 1000
   validation_freq: $UPDATES
-  logging_freq: 50
+  logging_freq: $LOG_EVERY
   early_stopping_metric: "ppl"
   keep_best_ckpts: 1
   overwrite: True
@@ -236,7 +237,7 @@ normalization: tokens
 train_steps: $UPDATES
 valid_steps: $UPDATES
 save_checkpoint_steps: $UPDATES
-report_every: 50
+report_every: $LOG_EVERY
 seed: 1
 model_dtype: fp32
 save_model: $OUT/opennmt/model
