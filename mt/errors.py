@@ -21,11 +21,16 @@ def debug_enabled() -> bool:
     return os.environ.get("MT_DEBUG", "") not in ("", "0")
 
 
+def enable_debug() -> None:
+    """Tracebacks on for the rest of the process (what `--debug` asks for)."""
+    os.environ["MT_DEBUG"] = "1"
+
+
 def take_debug_flag(argv: list[str]) -> None:
     """`--debug` on a Hydra command line (which Hydra would reject): remove it, turn tracebacks on."""
     if "--debug" in argv:
         argv.remove("--debug")
-        os.environ["MT_DEBUG"] = "1"
+        enable_debug()
         os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra shows the whole traceback, not its short report
 
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
-from mt.errors import report_errors, take_debug_flag, warnings_as_lines
+from mt.errors import enable_debug, report_errors, take_debug_flag, warnings_as_lines
 
 # Hydra's flags that print and exit before any task runs (help, the composed config, search path).
 HYDRA_INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve", "-p", "--package")
@@ -180,7 +179,7 @@ def parsed(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     """The arguments; --debug turns tracebacks on for the rest of the command (report_errors reads it)."""
     args = parser.parse_args(argv)
     if args.debug:
-        os.environ["MT_DEBUG"] = "1"
+        enable_debug()
     return args
 
 
