@@ -19,7 +19,7 @@ UPDATES=${UPDATES:-1000}
 JOEY_BATCH=${JOEY_BATCH:-3600}
 LOG_EVERY=$((UPDATES < 100 ? UPDATES / 2 : 50))  # JoeyNMT wants it below the validation interval (= UPDATES)
 OUT=${OUT:-/tmp/compare_toolkits}
-PARTS=${PARTS-"ours joeynmt opennmt"}
+PARTS=${PARTS-"ours joeynmt opennmt fairseq"}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY="$ROOT/.venv/bin/python"
 DATA="$ROOT/data/multi30k"
@@ -255,6 +255,110 @@ decode_opennmt() {
         -tgt_subword_model "$OUT/spm.model" > "$OUT/opennmt.decode.log" 2>&1
 }
 
+fairseq_install() {
+    # fairseq 0.12.2, the last PyPI release, does not install on Python 3.11 as published: its sdist lacks the
+    # sources of its C++ extensions (none of which a Transformer needs), so setup.py is told to skip them; and
+    # fairseq, like the hydra-core 1.0 it pins, gives dataclass fields instance defaults, which Python 3.11
+    # refuses, so those become default_factory (what fairseq's main branch did after the release).
+    local bin="$OUT/fairseq-venv/bin"
+    [ -x "$bin/fairseq-train" ] && return
+    venv fairseq cython "numpy<2" setuptools wheel
+    "$bin/pip" -q install "pip<24.1"  # omegaconf 2.0.6's metadata reads "PyYAML>=5.1.*", which newer pip rejects
+    "$bin/pip" -q install "hydra-core==1.0.7" "omegaconf==2.0.6" bitarray sacrebleu regex tqdm cffi sentencepiece
+    rm -rf "$OUT/fairseq-src"
+    "$bin/pip" -q download --no-deps --no-build-isolation fairseq==0.12.2 -d "$OUT/fairseq-src"
+    tar -xzf "$OUT/fairseq-src/fairseq-0.12.2.tar.gz" -C "$OUT/fairseq-src"
+    "$bin/python" - "$OUT/fairseq-src/fairseq-0.12.2" <<'END'
+import sys
+from pathlib import Path
+
+setup = Path(sys.argv[1]) / "setup.py"
+text = setup.read_text()
+old = "    from torch.utils import cpp_extension\n"
+assert old in text, "fairseq's setup.py changed"
+setup.write_text(text.replace(old, '    raise ImportError("the sdist lacks the C++ sources")\n'))
+END
+    "$bin/pip" -q install --no-deps --no-build-isolation "$OUT/fairseq-src/fairseq-0.12.2"
+    "$bin/python" - <<'END'
+import re
+import sysconfig
+from pathlib import Path
+
+site = Path(sysconfig.get_paths()["purelib"])
+
+
+def patch(path: str, pattern: str, replacement: str) -> None:
+    file = site / path
+    text, n = re.subn(pattern, replacement, file.read_text(), flags=re.MULTILINE)
+    assert n, f"{path}: nothing matched {pattern!r}"
+    file.write_text(text)
+
+
+instance_default = r"^(\s+\w+: (\w+) = )\2\(\)$"  # e.g. "common: CommonConfig = CommonConfig()"
+for path in ("fairseq/dataclass/configs.py", "fairseq/models/transformer/transformer_config.py",
+             "hydra/conf/__init__.py"):
+    patch(path, instance_default, r"\1field(default_factory=\2)")
+patch("fairseq/models/transformer/transformer_config.py", r"field\(default=QuantNoiseConfig\(\)\)",
+      "field(default_factory=QuantNoiseConfig)")
+patch("fairseq/dataclass/initialize.py", r"^(\s+)v = FairseqConfig.__dataclass_fields__\[k\].default$",
+      r"\1f = FairseqConfig.__dataclass_fields__[k]\n\1v = f.default if f.default_factory is MISSING"
+      r" else f.default_factory()")
+patch("fairseq/dataclass/initialize.py", r"^from hydra.core.config_store import ConfigStore$",
+      "from dataclasses import MISSING\n\\g<0>")
+END
+    "$bin/fairseq-train" --help > /dev/null
+}
+
+fairseq() {
+    fairseq_install
+    local bin="$OUT/fairseq-venv/bin" dir="$OUT/fairseq"
+    rm -rf "$dir"
+    mkdir -p "$dir/pieces"
+    # the same subwords as ours, and a dictionary of the whole sentencepiece vocabulary (shared by both sides)
+    "$PY" - "$OUT" "$DATA" <<'END'
+import sys
+
+import sentencepiece as spm
+
+out, data = sys.argv[1:]
+sp = spm.SentencePieceProcessor(model_file=f"{out}/spm.model")
+for split in ("train", "valid"):
+    for lang in ("de", "en"):
+        with open(f"{data}/{split}.{lang}", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        with open(f"{out}/fairseq/pieces/{split}.{lang}", "w", encoding="utf-8") as f:
+            f.write("".join(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines))
+pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+with open(f"{out}/fairseq/dict.txt", "w", encoding="utf-8") as f:
+    f.write("".join(f"{p} 1\n" for p in pieces))  # fairseq puts its own <s> <pad> </s> <unk> first
+END
+    "$bin/fairseq-preprocess" --source-lang de --target-lang en --trainpref "$dir/pieces/train" \
+        --validpref "$dir/pieces/valid" --destdir "$dir/bin" --srcdict "$dir/dict.txt" --joined-dictionary \
+        --workers 2 > "$OUT/fairseq.preprocess.log" 2>&1
+    # --max-tokens bounds sentences x the longer side, padding included, as ours does; by default fairseq
+    # also rounds the sentences of a batch down to a multiple of 8, which ours does not
+    "$bin/fairseq-train" "$dir/bin" --cpu --seed 1 --arch transformer --share-all-embeddings \
+        --encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 192 --decoder-embed-dim 192 \
+        --encoder-ffn-embed-dim 768 --decoder-ffn-embed-dim 768 --encoder-attention-heads 4 \
+        --decoder-attention-heads 4 --encoder-normalize-before --decoder-normalize-before --dropout 0.2 \
+        --optimizer adam --adam-betas "(0.9, 0.98)" --lr 2e-3 --lr-scheduler inverse_sqrt --warmup-updates 400 \
+        --warmup-init-lr 1e-7 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --clip-norm 1.0 \
+        --max-tokens 1800 --required-batch-size-multiple 1 --max-update "$UPDATES" --validate-interval 1000 --validate-interval-updates "$UPDATES" \
+        --save-interval 1000 --save-interval-updates "$UPDATES" --no-epoch-checkpoints --save-dir "$dir/checkpoints" \
+        --log-format simple --log-interval "$LOG_EVERY" > "$OUT/fairseq.train.log" 2>&1
+}
+
+decode_fairseq() {
+    # fairseq-interactive reads raw text and applies the sentencepiece model itself, as our translate does;
+    # its length penalty divides the score by length ** lenpen (GNMT's, which the others use, differs)
+    # its checkpoints hold an argparse.Namespace too
+    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 "$OUT/fairseq-venv/bin/fairseq-interactive" "$OUT/fairseq/bin" --cpu \
+        --path "$OUT/fairseq/checkpoints/checkpoint_last.pt" --input "$DATA/test2016.de" --source-lang de \
+        --target-lang en --bpe sentencepiece --sentencepiece-model "$OUT/spm.model" --beam 5 --lenpen 1.0 \
+        --buffer-size 2000 --max-tokens 3600 > "$OUT/fairseq.decode.log" 2>&1
+    grep '^D-' "$OUT/fairseq.decode.log" | sort -t- -k2 -n | cut -f3 > "$OUT/fairseq.test2016.en"
+}
+
 if wanted joeynmt; then
     echo "== $(date +%T) JoeyNMT 2.3.0, fp32"
     joeynmt
@@ -262,6 +366,10 @@ fi
 if wanted opennmt; then
     echo "== $(date +%T) OpenNMT-py 3.5.1, fp32"
     opennmt
+fi
+if wanted fairseq; then
+    echo "== $(date +%T) fairseq 0.12.2, fp32"
+    fairseq
 fi
 
 # Decoding timed in rounds, the toolkits alternating (ROUNDS, default 3), for every model under $OUT
@@ -271,6 +379,7 @@ models=()
 [ -f "$OUT/ours_bf16/checkpoints/best.pt" ] && models+=("ours ours_bf16")
 [ -f "$OUT/joeynmt/best.ckpt" ] && models+=("joeynmt joeynmt")
 [ -f "$OUT/opennmt/model_step_$UPDATES.pt" ] && models+=("opennmt opennmt")
+[ -f "$OUT/fairseq/checkpoints/checkpoint_last.pt" ] && models+=("fairseq fairseq")
 for model in "${models[@]}"; do rm -f "$OUT/${model#* }.decode.time"; done
 for round in $(seq "$ROUNDS"); do
     echo "== $(date +%T) decoding test2016, round $round of $ROUNDS"
@@ -295,7 +404,7 @@ refs = (data / "test2016.en").read_text(encoding="utf-8").splitlines()
 
 
 def stamp(line: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+", line)[0].replace(",", "."))
+    return dt.datetime.fromisoformat(re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?", line)[0].replace(",", "."))
 
 
 def training(log: Path, start: str, step: str, rate: str) -> tuple[float, float, int]:
@@ -314,6 +423,8 @@ for name, label, start, step, rate in (
     ("ours_bf16", "this toolkit, bf16 autocast", "training: ", r"- step (\d+) \|", r"\| (\d+) tgt tok/s"),
     ("joeynmt", "JoeyNMT 2.3.0, fp32", "EPOCH 1", r"Step:\s+(\d+),", r"Tokens per Sec:\s+(\d+)"),
     ("opennmt", "OpenNMT-py 3.5.1, fp32", "Start training loop", r"Step (\d+)/", r"; \d+/(\d+) tok/s"),
+    ("fairseq", "fairseq 0.12.2, fp32", "begin training epoch 1", r"\| train_inner \|.*num_updates=(\d+),",
+     r"\bwps=(\d+)"),
 ):
     if not (out / f"{name}.decode.time").exists():
         continue
