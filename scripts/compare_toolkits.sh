@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The same Transformer trained and decoded by this toolkit, by JoeyNMT 2.3.0 and by OpenNMT-py 3.5.1 on the
-# same machine, one after the other: multi30k_cpu_fp32's model (3+3 layers, d_model 192, 4 heads, FFN 768,
-# pre-norm, tied embeddings, dropout 0.2) and tokenizer (the others read the same sentencepiece model); about
-# the same target tokens per update (our batches of 1,800 tokens counted with padding hold ~1,630, as do
-# OpenNMT-py's; JoeyNMT draws sentences at random, so its batches carry more padding: at 1,800 they held about
-# half as many, hence JOEY_BATCH=3600); Adam (0.9, 0.98) at a peak of 2e-3 after 400 warm-up updates, then
-# 1/sqrt(step); label smoothing 0.1, clipping at 1.0, fp32, UPDATES updates. Then each decodes test2016 with
-# beam 5 and alpha 1.0 (all three use GNMT's length penalty), with its own output length limit, in ROUNDS
-# rounds (default 3) that alternate the toolkits, whole commands timed. Where the CPU has native bf16, our run
-# is repeated with train.precision=bf16 (the same model under autocast), which is what mt-train does there.
-#   bash scripts/compare_toolkits.sh        # PARTS="ours joeynmt opennmt" UPDATES=1000 OUT=/tmp/compare_toolkits
+# The same Transformer trained and decoded by this toolkit, by JoeyNMT 2.3.0, by OpenNMT-py 3.5.1 and by fairseq
+# 0.12.2 on the same machine, one after the other: multi30k_cpu_fp32's model (3+3 layers, d_model 192, 4 heads,
+# FFN 768, pre-norm, tied embeddings, dropout 0.2 on the residual branches and embeddings, none on attention
+# weights; JoeyNMT 2.3.0 also drops attention weights and FFN activations at that rate, OpenNMT-py 3.5.1 FFN
+# activations, neither can be told otherwise) and tokenizer (the others read the same sentencepiece model);
+# about the same target tokens per update (our batches of 1,800 tokens counted with padding hold ~1,630, as do
+# OpenNMT-py's; fairseq's held ~1,545 at 1,800, hence FAIRSEQ_BATCH=1900; JoeyNMT draws sentences at random, so
+# its batches carry more padding: at 1,800 they held about half as many, hence JOEY_BATCH=3600); Adam (0.9,
+# 0.98) at a peak of 2e-3 after 400 warm-up updates, then 1/sqrt(step); label smoothing 0.1, clipping at 1.0,
+# fp32, UPDATES updates. Then each decodes test2016 with beam 5 and length penalty 1.0 (GNMT's, except
+# fairseq's, which divides by length), with its own output length limit, in ROUNDS rounds (default 3) that
+# alternate the toolkits, whole commands timed. Where the CPU has native bf16, our run is repeated with
+# train.precision=bf16 (the same model under autocast), which is what mt-train does there.
+#   bash scripts/compare_toolkits.sh   # PARTS="ours joeynmt opennmt fairseq" UPDATES=1000 OUT=/tmp/compare_toolkits
 # Needs the project's .venv (make venv) and PyPI: each other toolkit goes into a venv of its own under $OUT,
 # with this project's torch version. Prints one TSV table (also $OUT/summary.tsv); the logs stay under $OUT.
 # The others read the tokenizer of our fp32 run: PARTS without "ours" reuses the one under $OUT; PARTS= (empty)
@@ -17,6 +20,7 @@
 set -euo pipefail
 UPDATES=${UPDATES:-1000}
 JOEY_BATCH=${JOEY_BATCH:-3600}
+FAIRSEQ_BATCH=${FAIRSEQ_BATCH:-1900}
 LOG_EVERY=$((UPDATES < 100 ? UPDATES / 2 : 50))  # JoeyNMT wants it below the validation interval (= UPDATES)
 OUT=${OUT:-/tmp/compare_toolkits}
 PARTS=${PARTS-"ours joeynmt opennmt fairseq"}
@@ -214,7 +218,7 @@ hidden_size: 192
 word_vec_size: 192
 transformer_ff: 768
 dropout: [0.2]
-attention_dropout: [0.2]
+attention_dropout: [0.0]
 share_embeddings: true
 share_decoder_embeddings: true
 batch_type: tokens
@@ -335,15 +339,17 @@ END
     "$bin/fairseq-preprocess" --source-lang de --target-lang en --trainpref "$dir/pieces/train" \
         --validpref "$dir/pieces/valid" --destdir "$dir/bin" --srcdict "$dir/dict.txt" --joined-dictionary \
         --workers 2 > "$OUT/fairseq.preprocess.log" 2>&1
-    # --max-tokens bounds sentences x the longer side, padding included, as ours does; by default fairseq
-    # also rounds the sentences of a batch down to a multiple of 8, which ours does not
+    # --max-tokens bounds sentences x the longer side, padding included, as ours does, but fairseq's batches
+    # held fewer target tokens at the same bound; by default it also rounds the sentences of a batch down to a
+    # multiple of 8, which ours does not
     "$bin/fairseq-train" "$dir/bin" --cpu --seed 1 --arch transformer --share-all-embeddings \
         --encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 192 --decoder-embed-dim 192 \
         --encoder-ffn-embed-dim 768 --decoder-ffn-embed-dim 768 --encoder-attention-heads 4 \
         --decoder-attention-heads 4 --encoder-normalize-before --decoder-normalize-before --dropout 0.2 \
         --optimizer adam --adam-betas "(0.9, 0.98)" --lr 2e-3 --lr-scheduler inverse_sqrt --warmup-updates 400 \
         --warmup-init-lr 1e-7 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --clip-norm 1.0 \
-        --max-tokens 1800 --required-batch-size-multiple 1 --max-update "$UPDATES" --validate-interval 1000 --validate-interval-updates "$UPDATES" \
+        --max-tokens "$FAIRSEQ_BATCH" --required-batch-size-multiple 1 --max-update "$UPDATES" \
+        --validate-interval 1000 --validate-interval-updates "$UPDATES" \
         --save-interval 1000 --save-interval-updates "$UPDATES" --no-epoch-checkpoints --save-dir "$dir/checkpoints" \
         --log-format simple --log-interval "$LOG_EVERY" > "$OUT/fairseq.train.log" 2>&1
 }
@@ -404,7 +410,8 @@ refs = (data / "test2016.en").read_text(encoding="utf-8").splitlines()
 
 
 def stamp(line: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?", line)[0].replace(",", "."))
+    found = re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?", line)[0]
+    return dt.datetime.fromisoformat(found.replace(",", "."))
 
 
 def training(log: Path, start: str, step: str, rate: str) -> tuple[float, float, int]:
