@@ -5,7 +5,7 @@
 # weights; JoeyNMT 2.3.0 also drops attention weights and FFN activations at that rate, OpenNMT-py 3.5.1 FFN
 # activations, neither can be told otherwise) and tokenizer (the others read the same sentencepiece model);
 # about the same target tokens per update (our batches of 1,800 tokens counted with padding hold ~1,630, as do
-# OpenNMT-py's; fairseq's held ~1,545 at 1,800, hence FAIRSEQ_BATCH=1900; JoeyNMT draws sentences at random, so
+# OpenNMT-py's; fairseq's held ~1,565 at 1,800, hence FAIRSEQ_BATCH=1900; JoeyNMT draws sentences at random, so
 # its batches carry more padding: at 1,800 they held about half as many, hence JOEY_BATCH=3600); Adam (0.9,
 # 0.98) at a peak of 2e-3 after 400 warm-up updates, then 1/sqrt(step); label smoothing 0.1, clipping at 1.0,
 # fp32, UPDATES updates. Then each decodes test2016 with beam 5 and length penalty 1.0 (GNMT's, except
