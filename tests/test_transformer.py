@@ -184,6 +184,39 @@ def test_base_preset_has_the_papers_size():
     assert 60e6 < n < 66e6, n  # the paper reports 65M
 
 
+@pytest.mark.parametrize("init", ["xavier", "fairseq"])
+def test_initial_weight_scales(init):
+    """xavier: each projection Xavier-uniform. fairseq: Q/K/V as one packed 3d x d Xavier matrix, feed-forward
+    at nn.Linear's default. Both: embeddings N(0, d^-1/2), attention biases zero."""
+    d, ffn = 64, 256
+    torch.manual_seed(0)
+    model = Transformer(50, 50, d_model=d, heads=4, ffn_dim=ffn, encoder_layers=1, decoder_layers=1, init=init)
+    params = dict(model.named_parameters())
+
+    def spans(name, bound):  # uniform within bound: the largest of thousands of draws lies just below it
+        top = params[name].abs().max().item()
+        assert 0.97 * bound < top <= bound, (name, top, bound)
+
+    fairseq = init == "fairseq"
+    for attn in ("encoder_layers.0.self_attn", "decoder_layers.0.self_attn", "decoder_layers.0.cross_attn"):
+        spans(f"{attn}.q_proj.weight", math.sqrt(6 / ((4 if fairseq else 2) * d)))
+        spans(f"{attn}.kv_proj.weight", math.sqrt(6 / ((4 if fairseq else 2) * d)))
+        spans(f"{attn}.out_proj.weight", math.sqrt(6 / (2 * d)))
+        assert not params[f"{attn}.kv_proj.bias"].any()
+    spans("encoder_layers.0.ffn.linear1.weight", 1 / math.sqrt(d) if fairseq else math.sqrt(6 / (d + ffn)))
+    spans("decoder_layers.0.ffn.linear2.weight", 1 / math.sqrt(ffn) if fairseq else math.sqrt(6 / (d + ffn)))
+    assert params["decoder_layers.0.ffn.linear2.bias"].any() == fairseq  # nn.Linear's default bias is not zero
+    assert abs(params["src_embed.weight"][1:].std().item() - d**-0.5) < 0.1 * d**-0.5
+
+
+def test_an_unknown_init_is_a_config_error():
+    from mt.config.model import TransformerConfig
+    from mt.errors import MTError
+
+    with pytest.raises(MTError, match="model.init"):
+        TransformerConfig(init="kaiming").check()
+
+
 def test_pad_embedding_is_zero_and_tied_weights_shared():
     model = small_model()
     assert model.src_embed.weight[PAD].abs().max() == 0

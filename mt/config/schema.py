@@ -66,6 +66,7 @@ class ModelConfig:
     activation_dropout: float | None = None  # transformer
     norm_first: bool | None = None  # transformer: False post-norm (the paper's), True pre-norm
     tie_embeddings: bool | None = None
+    init: str | None = None  # transformer: xavier | fairseq (initial weight scales)
     rnn_cell: str | None = None  # rnn_attention: gru | lstm
     attention: str | None = None  # rnn_attention: bahdanau (additive) | general | dot
 
