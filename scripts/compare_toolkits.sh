@@ -76,13 +76,25 @@ if wanted ours; then
 fi
 [ -f "$OUT/ours_fp32/tokenizer/spm.model" ] || { echo "error: no tokenizer under $OUT: run PARTS=ours" >&2; exit 1; }
 cp "$OUT/ours_fp32/tokenizer/spm.model" "$OUT/spm.model"
+# its pieces but the control and unknown ones, one a line: JoeyNMT's and fairseq's vocabularies (each adds its
+# own <unk> <pad> <s> </s> first)
+"$PY" - "$OUT" <<'END'
+import sys
+
+import sentencepiece as spm
+
+sp = spm.SentencePieceProcessor(model_file=f"{sys.argv[1]}/spm.model")
+pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+with open(f"{sys.argv[1]}/spm.pieces", "w", encoding="utf-8") as f:
+    f.write("".join(p + "\n" for p in pieces))
+END
 
 joeynmt_side() {  # lang
     cat <<END
     lang: "$1"
     level: "bpe"
     max_length: 256
-    voc_file: "$OUT/joeynmt_vocab.txt"
+    voc_file: "$OUT/spm.pieces"
     tokenizer_type: "sentencepiece"
     tokenizer_cfg:
       model_file: "$OUT/spm.model"
@@ -107,17 +119,6 @@ joeynmt() {
     # SentencePieceProcessor.SetVocabulary, which sentencepiece 0.2 no longer has.
     venv joeynmt joeynmt==2.3.0 "sentencepiece<0.2" importlib_metadata
     local joey="$OUT/joeynmt-venv/bin/python"
-    "$PY" - "$OUT" <<'END'
-import sys
-
-import sentencepiece as spm
-
-out = sys.argv[1]
-sp = spm.SentencePieceProcessor(model_file=f"{out}/spm.model")
-pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
-with open(f"{out}/joeynmt_vocab.txt", "w", encoding="utf-8") as f:
-    f.write("".join(p + "\n" for p in pieces))  # JoeyNMT puts its own <unk> <pad> <s> </s> first
-END
     cat > "$OUT/joeynmt.yaml" <<END
 name: "multi30k_cpu_fp32"
 joeynmt_version: "2.3.0"
@@ -318,7 +319,7 @@ fairseq() {
     local bin="$OUT/fairseq-venv/bin" dir="$OUT/fairseq"
     rm -rf "$dir"
     mkdir -p "$dir/pieces"
-    # the same subwords as ours, and a dictionary of the whole sentencepiece vocabulary (shared by both sides)
+    # the same subwords as ours, and the whole sentencepiece vocabulary as one dictionary for both sides
     "$PY" - "$OUT" "$DATA" <<'END'
 import sys
 
@@ -332,10 +333,8 @@ for split in ("train", "valid"):
             lines = f.read().splitlines()
         with open(f"{out}/fairseq/pieces/{split}.{lang}", "w", encoding="utf-8") as f:
             f.write("".join(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines))
-pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
-with open(f"{out}/fairseq/dict.txt", "w", encoding="utf-8") as f:
-    f.write("".join(f"{p} 1\n" for p in pieces))  # fairseq puts its own <s> <pad> </s> <unk> first
 END
+    sed 's/$/ 1/' "$OUT/spm.pieces" > "$dir/dict.txt"  # fairseq's dictionary: a piece and a count a line
     "$bin/fairseq-preprocess" --source-lang de --target-lang en --trainpref "$dir/pieces/train" \
         --validpref "$dir/pieces/valid" --destdir "$dir/bin" --srcdict "$dir/dict.txt" --joined-dictionary \
         --workers 2 > "$OUT/fairseq.preprocess.log" 2>&1
