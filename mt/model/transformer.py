@@ -37,7 +37,7 @@ class Transformer(nn.Module):
         activation_dropout: float = 0.0,
         norm_first: bool = False,
         tie_embeddings: bool = True,
-        init: str = "xavier",
+        init: str = "fairseq",
         pad_id: int = 0,
     ):
         super().__init__()
@@ -63,11 +63,12 @@ class Transformer(nn.Module):
     def reset_parameters(self) -> None:
         """Initial weights; embeddings keep N(0, d^-1/2), so that x sqrt(d) has unit scale.
 
-        init="xavier": every other matrix Xavier-uniform, each of the query, key and value projections as a
-        d x d matrix of its own; biases zero. init="fairseq": fairseq's scales, the query, key and value
-        projections Xavier-uniform as if the three were one 3d x d matrix (as nn.MultiheadAttention's packed
-        weight is: sqrt(2) narrower), the feed-forward layers at nn.Linear's default (uniform within
-        1/sqrt(fan_in)); it converged faster over the first 1,000 updates (docs/benchmarks.md#initialisation).
+        init="fairseq" (the default): fairseq's scales, the query, key and value projections Xavier-uniform as
+        if the three were one 3d x d matrix (as nn.MultiheadAttention's packed weight is: sqrt(2) narrower),
+        the feed-forward layers at nn.Linear's default (uniform within 1/sqrt(fan_in)), every other matrix
+        Xavier-uniform, attention biases zero; its valid loss stayed below xavier's through whole runs
+        (docs/benchmarks.md#initialisation). init="xavier": every matrix Xavier-uniform, each of the query, key
+        and value projections as a d x d matrix of its own; biases zero.
         """
         packed = self.init == "fairseq"
         for name, p in self.named_parameters():
