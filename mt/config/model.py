@@ -27,7 +27,7 @@ class TransformerConfig:
     norm_first: bool = False  # False: post-norm, the paper's; True: pre-norm
     tie_embeddings: bool = True
     # fairseq: fairseq's scales (query/key/value sqrt(2) narrower than Xavier, feed-forward at nn.Linear's
-    # default), a lower valid loss all through multi30k_cpu_fp32 and smoke; xavier: every projection Xavier-uniform
+    # default), ended multi30k_cpu_fp32 and smoke at a lower valid loss; xavier: every projection Xavier-uniform
     init: str = "fairseq"
 
     def check(self) -> None:

@@ -66,7 +66,7 @@ class Transformer(nn.Module):
         init="fairseq" (the default): fairseq's scales, the query, key and value projections Xavier-uniform as
         if the three were one 3d x d matrix (as nn.MultiheadAttention's packed weight is: sqrt(2) narrower),
         the feed-forward layers at nn.Linear's default (uniform within 1/sqrt(fan_in)), every other matrix
-        Xavier-uniform, attention biases zero; its valid loss stayed below xavier's through whole runs
+        Xavier-uniform, biases zero but the feed-forward's; it ended whole runs at a lower valid loss than xavier
         (docs/benchmarks.md#initialisation). init="xavier": every matrix Xavier-uniform, each of the query, key
         and value projections as a d x d matrix of its own; biases zero.
         """
