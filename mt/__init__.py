@@ -3,6 +3,7 @@
     import mt
     translator = mt.load_translator("runs/multi30k.de-en/smoke/checkpoints/final.pt")
     print(translator.translate(["Ein Hund rennt durch den Schnee."]))
+    print(translator.score(["Ein Hund rennt."], ["A dog runs."])[0].log_prob)  # log P(target | source)
 
 The names below are imported on first use, so `import mt` (and every console script's --help) stays free
 of torch.
@@ -16,6 +17,7 @@ _LAZY = {
     "Translator": "mt.decoding.translator",
     "DecodeSettings": "mt.decoding.settings",
     "Translation": "mt.decoding.settings",
+    "PairScore": "mt.decoding.settings",
     "MTError": "mt.errors",
 }
 

@@ -1,6 +1,6 @@
 """The console scripts' entry points. They parse their arguments before importing torch or the model,
 so that `--help` (and a usage error) answers at once; the work lives in the modules beside this one
-(translate, evaluate, train, tokenizer) and in mt.export.
+(translate, evaluate, score, train, tokenizer, serve) and in mt.export.
 """
 
 from __future__ import annotations
@@ -119,6 +119,48 @@ def evaluate_parser() -> argparse.ArgumentParser:
     return p
 
 
+def score_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mt-score",
+        description="Score given translations with a trained model: log P(target | source) per pair (forced "
+        "decoding), for filtering corpora, reranking and perplexity.",
+    )
+    p.add_argument(
+        "--checkpoint",
+        "-c",
+        nargs="+",
+        required=True,
+        help="checkpoint file(s) or run directories (their final.pt); several are averaged into one model",
+    )
+    p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
+    p.add_argument("--src", help="source file (with --tgt; default: 'source<TAB>target' lines on stdin)")
+    p.add_argument("--tgt", help="target file, line-aligned with --src")
+    p.add_argument("--output", "-o", help="output file (default: stdout)")
+    p.add_argument("--json", help="write the summary (pairs, pieces, log-probability per piece, perplexity) here")
+    p.add_argument(
+        "--normalize", action="store_true", help="per target piece (EOS included) instead of the sentence's sum"
+    )
+    p.add_argument("--pieces", action="store_true", help="append the target's pieces and each one's log-probability")
+    p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch (default 4096)")
+    p.add_argument("--max-src-len", type=int, default=1024, help="longer sources are truncated (and counted)")
+    p.add_argument("--chunk-lines", type=int, default=2_000, help="read, score and write this many pairs at a time")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
+    p.add_argument(
+        "--dtype",
+        choices=["fp32", "bf16", "fp16", "int8"],
+        help="torch engine: fp32 (default), bf16 or fp16; ctranslate2: as exported (default), or any",
+    )
+    p.add_argument(
+        "--engine",
+        choices=["torch", "ctranslate2"],
+        default="torch",
+        help="ctranslate2: --checkpoint is a directory written by mt-export",
+    )
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
 def export_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mt-export", description="Export a Transformer checkpoint to CTranslate2.")
     p.add_argument(
@@ -216,6 +258,16 @@ def evaluate(argv: list[str] | None = None) -> None:
     args = parsed(evaluate_parser(), argv)
     warnings_as_lines()
     from mt.cli.evaluate import run
+
+    run(args)
+
+
+@report_errors
+def score(argv: list[str] | None = None) -> None:
+    """mt-score (mt.cli.score)."""
+    args = parsed(score_parser(), argv)
+    warnings_as_lines()
+    from mt.cli.score import run
 
     run(args)
 

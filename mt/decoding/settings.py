@@ -1,5 +1,6 @@
-"""How to decode (DecodeSettings) and what decoding gives (Translation), shared by both engines:
-mt/decoding/translator.py (PyTorch) and mt/export/engine.py (CTranslate2), which runs without torch."""
+"""How to decode (DecodeSettings) and what decoding and scoring give (Translation, PairScore), shared by
+both engines: mt/decoding/translator.py (PyTorch) and mt/export/engine.py (CTranslate2), which runs
+without torch."""
 
 from __future__ import annotations
 
@@ -101,6 +102,25 @@ class Translation:
     attention: torch.Tensor | None = None  # (T, S) cross-attention, when asked for
 
 
+@dataclass
+class PairScore:
+    """How likely the model finds a given translation: the log-probability (natural log) of each of its
+    target pieces, EOS included, given the source and the pieces before it."""
+
+    pieces: list[str]  # the target's pieces, EOS last
+    piece_log_probs: list[float]
+
+    @property
+    def log_prob(self) -> float:
+        """log P(target | source): the sum over its pieces."""
+        return float(sum(self.piece_log_probs))
+
+    @property
+    def mean_log_prob(self) -> float:
+        """Per target piece (EOS included): comparable across lengths, as corpus filtering wants."""
+        return self.log_prob / len(self.piece_log_probs)
+
+
 def check_aligned(lines: list[str], values: list | None, name: str) -> None:
     """One value per line, or a one-line error."""
     if values is not None and len(values) != len(lines):
@@ -132,6 +152,11 @@ class LineTranslator:
         return [found[0].text for found in self.translate_nbest(list(lines))]
 
     def translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
+        raise NotImplementedError
+
+    def score(self, sources: list[str], targets: list[str], progress: bool = False) -> list[PairScore]:
+        """How likely the model finds each target as the translation of its source (forced decoding), in
+        order: one PairScore per pair, an empty target scored as EOS alone."""
         raise NotImplementedError
 
     def with_settings(self, settings: DecodeSettings) -> LineTranslator:

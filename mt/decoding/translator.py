@@ -21,8 +21,17 @@ from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, FixedSlotSea
 from mt.decoding.fixed_slots import run as run_search
 from mt.decoding.prefix import Prefixes
 from mt.decoding.sampling import Sampler, uniforms
+from mt.decoding.scoring import SCORE_BATCH_TOKENS, score_ids
 from mt.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths, sample_search
-from mt.decoding.settings import DecodeSettings, LineTranslator, Translation, check_aligned, line_seed, verbatim
+from mt.decoding.settings import (
+    DecodeSettings,
+    LineTranslator,
+    PairScore,
+    Translation,
+    check_aligned,
+    line_seed,
+    verbatim,
+)
 from mt.fastpath.cuda_graphs import Replays
 from mt.precision import autocast, low_precision_copy
 
@@ -98,6 +107,20 @@ class Translator(LineTranslator):
             bar.update(len(rows))
         bar.close()
         return results
+
+    def score(
+        self, sources: list[str], targets: list[str], progress: bool = False, batch_tokens: int = SCORE_BATCH_TOKENS
+    ) -> list[PairScore]:
+        """How likely the model finds each target as the translation of its source (mt/decoding/scoring.py):
+        one PairScore per pair, in order. Sources are cut to max_src_len pieces as for translating
+        (counted in self.truncated); targets are scored whole, an empty one as EOS alone."""
+        check_aligned(sources, targets, "targets")
+        src_ids, cut = self.tokenizer.encode_src_truncated(sources, self.max_src_len)
+        self.truncated += cut
+        tgt_ids = self.tokenizer.encode_tgt(targets)
+        with torch.inference_mode(), self._autocast():
+            found = score_ids(self.model, src_ids, tgt_ids, self.device, batch_tokens, progress)
+        return [PairScore(self.tokenizer.tgt_pieces(t + [EOS]), lp) for t, lp in zip(tgt_ids, found)]
 
     def _autocast(self):
         """Autocast over the low-precision copy where it pays (fastpath.autocast_decoding); a no-op in fp32."""

@@ -20,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mt.data.tokenizer import EOS, Tokenizer
-from mt.decoding.settings import DecodeSettings, LineTranslator, Translation, check_aligned, verbatim
+from mt.decoding.settings import DecodeSettings, LineTranslator, PairScore, Translation, check_aligned, verbatim
 from mt.errors import MTError
 from mt.host import cpu_cores
 
@@ -152,6 +152,28 @@ class CTranslate2Translator(LineTranslator):
             bar.update(len(rows))
         bar.close()
         return results
+
+    def score(
+        self, sources: list[str], targets: list[str], progress: bool = False, batch_tokens: int = 4096
+    ) -> list[PairScore]:
+        """As the torch engine's Translator.score, through CTranslate2's score_batch (progress: the torch
+        engine's; CTranslate2 scores the whole list in one call)."""
+        check_aligned(sources, targets, "targets")
+        src_ids, cut = self.tokenizer.encode_src_truncated(sources, self.max_src_len)
+        self.truncated += cut
+        tgt_ids = self.tokenizer.encode_tgt(targets)
+        found = self.engine.score_batch(
+            [self.tokenizer.src_pieces(ids) for ids in src_ids],
+            [self.tokenizer.tgt_pieces(ids) for ids in tgt_ids],
+            max_batch_size=batch_tokens,
+            batch_type="tokens",
+            max_input_length=0,
+        )
+        eos = self.tokenizer.tgt.id_to_piece(EOS)
+        return [
+            PairScore(self.tokenizer.tgt_pieces(ids) + [eos], list(result.log_probs))
+            for ids, result in zip(tgt_ids, found)
+        ]
 
     def _strategy(self) -> dict:
         """CTranslate2's options for the settings' search or sampling."""

@@ -45,5 +45,15 @@ class Ensemble(nn.Module):
             logits, member_state = member.step(tokens, member_state)
             log_probs.append(logits.log_softmax(dim=-1, dtype=torch.float32))
             states.append(member_state)
-        mean = torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(self.members))
-        return mean, EnsembleState(states)
+        return mean_of_probabilities(log_probs), EnsembleState(states)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher forcing, as a member's forward (all target positions, or the kept ones): the log of the
+        mean of the members' probabilities at each position, in fp32, as step gives them one at a time."""
+        log_probs = [m(src, tgt_in, keep).log_softmax(dim=-1, dtype=torch.float32) for m in self.members]
+        return mean_of_probabilities(log_probs)
+
+
+def mean_of_probabilities(log_probs: list[torch.Tensor]) -> torch.Tensor:
+    """log(mean(exp(lp))) over the members, computed in log space."""
+    return torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(log_probs))

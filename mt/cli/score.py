@@ -1,0 +1,158 @@
+"""mt-score: how likely a trained model finds given translations (forced decoding), a line per pair.
+
+    mt-score --checkpoint runs/multi30k.de-en/smoke --src test.de --tgt test.en > scores.txt
+    paste test.de test.en | mt-score --checkpoint runs/multi30k.de-en/smoke --normalize
+
+Output, a line per pair in input order:
+  default       log P(target | source), natural log, summed over the target's pieces and EOS
+  --normalize   the same per target piece (EOS included): comparable across lengths, for filtering a corpus
+  --pieces      then a tab, the target's pieces, a tab, each piece's log-probability (space-separated)
+
+The summary on stderr (and --json FILE) gives the corpus's log-probability per piece and its perplexity.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sys
+import time
+
+from tqdm import tqdm
+
+from mt.cli.translate import writing_failed
+from mt.data.sources import count_lines, read_line_chunks
+from mt.errors import MTError, check_output_file
+from mt.export.engine import load_export_translator
+
+# torch and the model are imported where the torch engine is picked, as in translate.
+
+
+def check_args(args) -> None:
+    check_output_file(args.output, "--output")
+    check_output_file(args.json, "--json")
+    if bool(args.src) != bool(args.tgt):
+        raise MTError("--src and --tgt go together (or neither: 'source<TAB>target' lines on stdin)")
+    if args.src is None and sys.stdin.isatty():
+        raise MTError("give --src and --tgt, or pipe 'source<TAB>target' lines to stdin")
+    for flag, value in (
+        ("--batch-tokens", args.batch_tokens),
+        ("--max-src-len", args.max_src_len),
+        ("--chunk-lines", args.chunk_lines),
+    ):
+        if value < 1:
+            raise MTError(f"{flag} must be >= 1")
+    if args.engine == "ctranslate2" and (args.ensemble or len(args.checkpoint) != 1):
+        raise MTError("--engine ctranslate2 takes one --checkpoint, an export directory (no --ensemble)")
+    if args.engine == "torch" and args.dtype == "int8":
+        raise MTError("--dtype int8 needs --engine ctranslate2 (export with mt-export)")
+
+
+def pair_chunks(args, chunk_lines: int):
+    """(sources, targets) lists of up to chunk_lines pairs: from --src/--tgt, whose line counts are checked
+    before any scoring, or from 'source<TAB>target' lines on stdin."""
+    if args.src:
+        have = {path: count_lines(path) for path in (args.src, args.tgt)}
+        if have[args.src] != have[args.tgt]:
+            raise MTError(
+                f"--src {args.src} has {have[args.src]} lines but --tgt {args.tgt} has {have[args.tgt]}: "
+                "the files must be line-aligned"
+            )
+        pairs = zip(read_line_chunks(args.src, chunk_lines), read_line_chunks(args.tgt, chunk_lines))
+        yield from pairs
+        return
+    done = 0
+    for chunk in read_line_chunks(None, chunk_lines):
+        sources, targets = [], []
+        for number, line in enumerate(chunk, start=done + 1):
+            fields = line.split("\t")
+            if len(fields) != 2:
+                raise MTError(
+                    f"<stdin>:{number}: expected 'source<TAB>target', found {len(fields) - 1} tabs "
+                    "(give --src and --tgt files for text with tabs)"
+                )
+            sources.append(fields[0])
+            targets.append(fields[1])
+        done += len(chunk)
+        yield sources, targets
+
+
+def load_scorer(args):
+    """A translator of the engine asked for: both score pairs through the same interface."""
+    if args.engine == "ctranslate2":
+        return load_export_translator(args.checkpoint[0], args.device, args.dtype, args.max_src_len)
+    from mt.inference import load_translator
+
+    return load_translator(
+        args.checkpoint, args.device, ensemble=args.ensemble, max_src_len=args.max_src_len, precision=args.dtype
+    )
+
+
+def format_score(found, normalize: bool, pieces: bool) -> str:
+    value = found.mean_log_prob if normalize else found.log_prob
+    line = f"{value:.4f}"
+    if pieces:
+        line += "\t" + " ".join(found.pieces) + "\t" + " ".join(f"{lp:.4f}" for lp in found.piece_log_probs)
+    return line
+
+
+def summary(pairs: int, pieces: int, log_prob: float, seconds: float) -> dict:
+    per_piece = log_prob / pieces if pieces else 0.0
+    return {
+        "pairs": pairs,
+        "target_pieces": pieces,
+        "log_prob": round(log_prob, 4),
+        "log_prob_per_piece": round(per_piece, 4),
+        "perplexity": round(math.exp(-per_piece), 4),
+        "seconds": round(seconds, 2),
+    }
+
+
+def run(args) -> None:
+    """mt-score with the arguments of mt.cli.commands's parser."""
+    check_args(args)
+    start = time.perf_counter()
+    chunks = pair_chunks(args, args.chunk_lines)
+    first = next(chunks, None)  # a bad first chunk (or misaligned files) fails before any output exists
+    scorer = load_scorer(args)
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    pairs = pieces = 0
+    log_prob = 0.0
+    bar = tqdm(unit="pair", disable=None if not args.quiet and sys.stderr.isatty() else True)
+    try:
+        for sources, targets in itertools.chain([first] if first is not None else [], chunks):
+            found = scorer.score(sources, targets, batch_tokens=args.batch_tokens)
+            try:
+                out.write("".join(format_score(f, args.normalize, args.pieces) + "\n" for f in found))
+                out.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as err:
+                raise writing_failed(args.output or "<stdout>", err) from None
+            pairs += len(found)
+            pieces += sum(len(f.piece_log_probs) for f in found)
+            log_prob += sum(f.log_prob for f in found)
+            bar.update(len(found))
+    finally:
+        bar.close()
+        if out is not sys.stdout:
+            try:
+                out.close()
+            except OSError as err:
+                raise writing_failed(args.output, err) from None
+    result = summary(pairs, pieces, log_prob, time.perf_counter() - start)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    if not args.quiet:
+        print(
+            f"scored {pairs} pairs ({pieces} target pieces) in {result['seconds']:.1f}s: log-probability per piece "
+            f"{result['log_prob_per_piece']:.4f}, perplexity {result['perplexity']:.2f}",
+            file=sys.stderr,
+        )
+    if scorer.truncated:
+        print(
+            f"warning: {scorer.truncated} sources were longer than {args.max_src_len} pieces and were truncated",
+            file=sys.stderr,
+        )
