@@ -230,16 +230,17 @@ def test_evaluate_refuses_files_of_different_lengths_before_decoding(trained_run
 
 def test_evaluate_sweeps_decoding_settings_with_one_model_load(trained_run, tiny_corpus, tmp_path):
     best_pt = str(trained_run / "checkpoints" / "best.pt")
-    # Two test lines to a line: longer than any training pair, so the model is unsure and the settings matter.
+    # Two test lines to a line: longer than any training pair, so the model is unsure; and alpha 8 against 0,
+    # a length penalty that makes beam search prefer long outputs: the settings matter on any host's arithmetic.
     for lang in ("de", "en"):
         lines = (tiny_corpus / f"test.{lang}").read_text().splitlines()
         (tmp_path / f"pairs.{lang}").write_text("".join(f"{a} {b}\n" for a, b in zip(lines, lines[1:] + lines[:1])))
     src, ref = str(tmp_path / "pairs.de"), str(tmp_path / "pairs.en")
-    sweep = run_cli("mt-evaluate", "-c", best_pt, "--src", src, "--ref", ref, "--beam", "1", "4", "--alpha", "0", "2",
+    sweep = run_cli("mt-evaluate", "-c", best_pt, "--src", src, "--ref", ref, "--beam", "1", "4", "--alpha", "0", "8",
                     "--json", str(tmp_path / "sweep.json"))  # fmt: skip
     rows = json.loads((tmp_path / "sweep.json").read_text())
-    assert [(r["beam"], r["alpha"]) for r in rows] == [(1, 0), (1, 2), (4, 0), (4, 2)]
-    assert sweep.stdout.count("BLEU = ") == 4 and "(beam 4, alpha 2)" in sweep.stdout
+    assert [(r["beam"], r["alpha"]) for r in rows] == [(1, 0), (1, 8), (4, 0), (4, 8)]
+    assert sweep.stdout.count("BLEU = ") == 4 and "(beam 4, alpha 8)" in sweep.stdout
     for row in (rows[0], rows[3]):  # each row scores what translate gives with its settings
         hyp = tmp_path / f"beam{row['beam']}.en"
         run_cli("translate", "-c", best_pt, "-i", src, "-o", str(hyp), "-q",
