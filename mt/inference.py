@@ -68,7 +68,8 @@ def load_translator(
     device: default CUDA when there is one.
 
     translator.translate(lines) gives the best translation of each line as text;
-    translator.translate_nbest(lines) gives each line's nbest Translations (text, score, pieces)."""
+    translator.translate_nbest(lines) gives each line's nbest Translations (text, score, pieces);
+    translator.score(sources, targets) gives each pair's PairScore (log P(target | source), per piece too)."""
     paths = checkpoint_paths(checkpoints)
     if any(is_export(p) for p in paths):
         if len(paths) > 1 or ensemble:

@@ -2,8 +2,9 @@
 
 Training target tokens/s and peak memory for the smoke (transformer_small) and base presets in fp32
 and bf16, decoder step latency, and, given a trained checkpoint, decoding sentences/s and BLEU for
-greedy and beam 5 on Multi30k test2016. Each training figure comes from its own process, so its
-peak RSS is its own. Prints one JSON object per line as it goes, then a table; reports, never asserts.
+greedy and beam 5 on Multi30k test2016, and scoring its references (mt-score). Each training figure
+comes from its own process, so its peak RSS is its own. Prints one JSON object per line as it goes,
+then a table; reports, never asserts.
 
     .venv/bin/python scripts/bench.py [--checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt]
     .venv/bin/python scripts/bench.py --device cuda [--compile]   # on a GPU (make bench ARGS="--device cuda")
@@ -23,7 +24,8 @@ import sys
 from pathlib import Path
 
 import torch
-from bench_decode import print_table as print_decode_table  # scripts/ is on sys.path
+from bench_decode import print_scoring_table  # scripts/ is on sys.path
+from bench_decode import print_table as print_decode_table
 from bench_model import print_training_table
 
 HERE = Path(__file__).resolve().parent
@@ -140,6 +142,7 @@ def main() -> None:
     if runs:
         startup = next(r["seconds"] for r in decode if r["bench"] == "startup")
         print_decode_table(runs, startup, f"decoding test2016 ({args.checkpoint}), batches by tokens")
+        print_scoring_table([r for r in decode if r["bench"] == "score"])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Decoding speed and quality of a checkpoint: sentences/s, target tokens/s and BLEU for greedy and beam
 search in fp32 and bf16, batched by tokens, plus `translate` start-up time on one sentence. On CUDA each
 also with decode.cuda_graphs (search in fixed slots, replayed steps), with the share of lines identical
-to the search without it.
+to the search without it. Given references, also scoring them (mt-score's forced decoding): pairs/s and
+the test set's perplexity, and how well the per-piece score finds pairs made misaligned on purpose (a
+share of the references moved to other lines): the precision among the lowest-scored pairs, and ROC AUC.
 
     .venv/bin/python scripts/bench_decode.py --checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt \\
         --src data/multi30k/test2016.de --ref data/multi30k/test2016.en
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import subprocess
 import sys
 import time
@@ -121,6 +125,13 @@ def main() -> None:
                     row["same_lines"] = round(sum(a == b for a, b in zip(hyps, plain)) / len(hyps), 4)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    scoring = []
+    if references:
+        for precision in args.precisions:
+            settings = DecodeSettings.from_config(cfg.decode, precision=precision)
+            translator = Translator(model, tokenizer, settings, args.device)
+            scoring.append(scoring_row(translator, sources, references, args.repeats, precision))
+            print(json.dumps(scoring[-1]), flush=True)
     startup = startup_seconds(args.checkpoint, sources[0], args.device)
     print(json.dumps({"bench": "startup", "seconds": round(startup, 2)}), flush=True)
     if args.json:
@@ -132,6 +143,64 @@ def main() -> None:
         f"decoding {len(sources)} sentences on {args.device}, batches of {batch_tokens} tokens, "
         f"{env['threads']} threads",
     )
+    print_scoring_table(scoring)
+
+
+def misaligned(references: list[str], share: float, seed: int = 0) -> tuple[list[str], set[int]]:
+    """The references with a share of them moved one place along among themselves (each of those lines
+    now holds another line's reference), and which lines those are."""
+    lines = random.Random(seed).sample(range(len(references)), max(2, round(share * len(references))))
+    noisy = list(references)
+    for here, there in zip(lines, lines[1:] + lines[:1]):
+        noisy[here] = references[there]
+    return noisy, set(lines)
+
+
+def detection(scores: list[float], bad: set[int]) -> tuple[float, float]:
+    """(precision among the len(bad) lowest scores, ROC AUC: the chance a bad pair scores below a good one)."""
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    precision = len(bad & set(order[: len(bad)])) / len(bad)
+    rank_sum = sum(rank for rank, i in enumerate(order, start=1) if i not in bad)  # good pairs ranked high
+    good = len(scores) - len(bad)
+    return precision, (rank_sum - good * (good + 1) / 2) / (good * len(bad))
+
+
+def scoring_row(translator, sources, references, repeats: int, precision: str, share: float = 0.1) -> dict:
+    """Forced decoding of the references: speed, perplexity, and how it finds misaligned pairs."""
+    translator.score(sources[:64], references[:64])  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        found = translator.score(sources, references)
+        best = min(best, time.perf_counter() - start)
+    pieces = sum(len(f.piece_log_probs) for f in found)
+    per_piece = sum(f.log_prob for f in found) / pieces
+    noisy, bad = misaligned(references, share)
+    found_precision, auc = detection([f.mean_log_prob for f in translator.score(sources, noisy)], bad)
+    return {
+        "bench": "score",
+        "precision": precision,
+        "pairs_per_s": round(len(sources) / best, 1),
+        "tgt_tokens_per_s": round(pieces / best),
+        "perplexity": round(math.exp(-per_piece), 3),
+        "misaligned_share": share,
+        "misaligned_found": round(found_precision, 3),
+        "misaligned_auc": round(auc, 4),
+    }
+
+
+def print_scoring_table(rows: list[dict]) -> None:
+    """The scoring rows as a table (also used by bench.py)."""
+    if not rows:
+        return
+    share = rows[0]["misaligned_share"]
+    print(f"\nscoring the references (forced decoding); {share:.0%} of them misaligned on purpose, found by score")
+    print(f"{'precision':9} {'pairs/s':>8} {'tgt tok/s':>10} {'perplexity':>10} {'found':>6} {'AUC':>6}")
+    for r in rows:
+        print(
+            f"{r['precision']:9} {r['pairs_per_s']:>8} {r['tgt_tokens_per_s']:>10} {r['perplexity']:>10} "
+            f"{r['misaligned_found']:>6} {r['misaligned_auc']:>6}"
+        )
 
 
 def print_table(rows: list[dict], startup: float, title: str) -> None:
