@@ -170,13 +170,14 @@ def test_mt_score_refuses_bad_input_in_one_line(trained_run, pair_files, tmp_pat
     cases = {
         "line-aligned": ["--src", str(src), "--tgt", str(short)],
         "go together": ["--src", str(src)],
+        "needs --device cuda": ["--src", str(src), "--tgt", str(tgt), "--dtype", "fp16", "--device", "cpu"],
     }
     for message, flags in cases.items():
         result = run_cli("mt-score", "-c", str(trained_run), *flags, check=False)
         assert result.returncode == 2 and result.stdout == ""
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     result = run_cli("mt-score", "-c", str(trained_run), input_text="ein hund\ta dog\nkein tab hier\n", check=False)
-    assert result.returncode == 2 and "<stdin>:2: expected 'source<TAB>target', found 0 tabs" in result.stderr
+    assert result.returncode == 2 and "<stdin>:2: expected 'source<TAB>target', found no tab" in result.stderr
     assert result.stdout == ""  # the first chunk is checked whole before anything is written
     assert (
         f"has {n} lines but --tgt {short} has 1"

@@ -127,6 +127,58 @@ def test_a_bad_request_gets_one_line_and_the_next_is_served(server, body, status
     assert server.translate({"lines": ["ein hund"]})[0] == 200
 
 
+def test_score_answers_as_mt_score_does(server, checkpoint, lines, tmp_path):
+    targets = translate_cli(checkpoint, lines, "--beam", "1")
+    targets[3], targets[5] = targets[5], targets[3]  # two of them wrong: the scores must follow each pair
+    (tmp_path / "src").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    (tmp_path / "tgt").write_text("".join(x + "\n" for x in targets), encoding="utf-8")
+    expected = run_cli("mt-score", "-c", str(checkpoint), "--src", str(tmp_path / "src"), "--tgt",
+                       str(tmp_path / "tgt"), "--pieces", "-q").stdout.splitlines()  # fmt: skip
+    status, answer = server.request("POST", "/score", {"lines": lines, "targets": targets, "pieces": True})
+    assert status == 200 and len(answer["scores"]) == len(lines)
+    for got, row in zip(answer["scores"], (line.split("\t") for line in expected)):
+        assert got["log_prob"] == pytest.approx(float(row[0]), abs=2e-4)
+        assert got["pieces"] == row[1].split(" ") and len(got["piece_log_probs"]) == len(got["pieces"])
+        assert got["mean_log_prob"] == pytest.approx(got["log_prob"] / len(got["pieces"]), abs=1e-4)
+    assert answer["scores"][3]["mean_log_prob"] < answer["scores"][4]["mean_log_prob"]  # a wrong pair: unlikely
+    status, plain = server.request("POST", "/score", {"lines": lines[:2], "targets": targets[:2]})
+    assert status == 200 and [set(s) for s in plain["scores"]] == [{"log_prob", "mean_log_prob"}] * 2
+
+
+def test_concurrent_score_requests_each_get_their_own_pairs(server, lines):
+    requests = []
+    for i in range(16):
+        sources = lines[i % 12 : i % 12 + 1 + i % 4]
+        requests.append({"lines": sources, "targets": ["a dog", "", "a red cat", "x"][: len(sources)]})
+    alone = [server.request("POST", "/score", r)[1]["scores"] for r in requests]
+    scored_before = server.request("GET", "/health")[1]["pairs_scored"]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda r: server.request("POST", "/score", r), requests))
+    assert all(status == 200 for status, _ in answers)
+    for (_, answer), own in zip(answers, alone):
+        assert [s["log_prob"] for s in answer["scores"]] == pytest.approx([s["log_prob"] for s in own], abs=1e-3)
+    scored = server.request("GET", "/health")[1]["pairs_scored"] - scored_before
+    assert scored == sum(len(r["lines"]) for r in requests)
+
+
+BAD_SCORE_REQUESTS = [
+    ("no targets", b'{"lines": ["a"]}', 422, "targets: Field required"),
+    ("targets not aligned", b'{"lines": ["a", "b"], "targets": ["x"]}', 422, "targets: 1 for 2 lines"),
+    ("a target too long", json.dumps({"lines": ["a"], "targets": ["b" * 301]}).encode(), 422, "targets.0: 301"),
+    ("a decoding setting", b'{"lines": ["a"], "targets": ["b"], "beam": 2}', 422, "beam: Extra inputs"),
+    ("too many lines", json.dumps({"lines": ["a"] * 17, "targets": ["b"] * 17}).encode(), 422, "the limit is 16"),
+]
+
+
+@pytest.mark.parametrize(
+    "body, status, message", [b[1:] for b in BAD_SCORE_REQUESTS], ids=[b[0] for b in BAD_SCORE_REQUESTS]
+)
+def test_a_bad_score_request_gets_one_line(server, body, status, message):
+    got, answer = server.request("POST", "/score", body)
+    assert got == status and message in answer["error"] and "\n" not in answer["error"], answer
+    assert server.request("POST", "/score", {"lines": ["ein hund"], "targets": ["a dog"]})[0] == 200
+
+
 def test_wrong_paths_and_methods_are_json_errors(server):
     assert server.request("GET", "/translate") == (405, {"error": "Method Not Allowed"})
     assert server.request("GET", "/nowhere") == (404, {"error": "Not Found"})
@@ -200,6 +252,7 @@ def test_an_export_is_served_without_torch(checkpoint, tmp_path):
         "translator, about = load(args)\n"
         "app = import_server()[1](translator, ServeLimits(), about)\n"
         "print(translator.translate(['ein hund']))\n"
+        "assert translator.score(['ein hund'], ['a dog'])[0].log_prob < 0\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,

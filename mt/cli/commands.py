@@ -9,6 +9,7 @@ import argparse
 import importlib
 import sys
 
+from mt.decoding.settings import SCORE_BATCH_TOKENS
 from mt.errors import enable_debug, report_errors, take_debug_flag, warnings_as_lines
 
 # Hydra's flags that print and exit before any task runs (help, the composed config, search path).
@@ -141,7 +142,12 @@ def score_parser() -> argparse.ArgumentParser:
         "--normalize", action="store_true", help="per target piece (EOS included) instead of the sentence's sum"
     )
     p.add_argument("--pieces", action="store_true", help="append the target's pieces and each one's log-probability")
-    p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch (default 4096)")
+    p.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=SCORE_BATCH_TOKENS,
+        help=f"padded tokens per batch (default {SCORE_BATCH_TOKENS}; its logits are tokens x vocabulary floats)",
+    )
     p.add_argument("--max-src-len", type=int, default=1024, help="longer sources are truncated (and counted)")
     p.add_argument("--chunk-lines", type=int, default=2_000, help="read, score and write this many pairs at a time")
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")

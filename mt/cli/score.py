@@ -21,7 +21,7 @@ import time
 
 from tqdm import tqdm
 
-from mt.cli.translate import writing_failed
+from mt.cli.translate import cuda_available, writing_failed
 from mt.data.sources import count_lines, read_line_chunks
 from mt.errors import MTError, check_output_file
 from mt.export.engine import load_export_translator
@@ -47,20 +47,25 @@ def check_args(args) -> None:
         raise MTError("--engine ctranslate2 takes one --checkpoint, an export directory (no --ensemble)")
     if args.engine == "torch" and args.dtype == "int8":
         raise MTError("--dtype int8 needs --engine ctranslate2 (export with mt-export)")
+    if args.device is None:
+        args.device = "cuda" if cuda_available(args.engine) else "cpu"
+    if args.device == "cuda" and not cuda_available(args.engine):
+        raise MTError("--device cuda: no CUDA device is available")
+    if args.dtype == "fp16" and args.device != "cuda":
+        raise MTError("--dtype fp16 needs --device cuda; on CPU use bf16 or fp32")
 
 
 def pair_chunks(args, chunk_lines: int):
     """(sources, targets) lists of up to chunk_lines pairs: from --src/--tgt, whose line counts are checked
     before any scoring, or from 'source<TAB>target' lines on stdin."""
     if args.src:
-        have = {path: count_lines(path) for path in (args.src, args.tgt)}
-        if have[args.src] != have[args.tgt]:
+        src_lines, tgt_lines = count_lines(args.src), count_lines(args.tgt)
+        if src_lines != tgt_lines:
             raise MTError(
-                f"--src {args.src} has {have[args.src]} lines but --tgt {args.tgt} has {have[args.tgt]}: "
+                f"--src {args.src} has {src_lines} lines but --tgt {args.tgt} has {tgt_lines}: "
                 "the files must be line-aligned"
             )
-        pairs = zip(read_line_chunks(args.src, chunk_lines), read_line_chunks(args.tgt, chunk_lines))
-        yield from pairs
+        yield from zip(read_line_chunks(args.src, chunk_lines), read_line_chunks(args.tgt, chunk_lines))
         return
     done = 0
     for chunk in read_line_chunks(None, chunk_lines):
@@ -68,8 +73,9 @@ def pair_chunks(args, chunk_lines: int):
         for number, line in enumerate(chunk, start=done + 1):
             fields = line.split("\t")
             if len(fields) != 2:
+                found = "no tab" if len(fields) == 1 else f"{len(fields) - 1} tabs"
                 raise MTError(
-                    f"<stdin>:{number}: expected 'source<TAB>target', found {len(fields) - 1} tabs "
+                    f"<stdin>:{number}: expected 'source<TAB>target', found {found} "
                     "(give --src and --tgt files for text with tabs)"
                 )
             sources.append(fields[0])

@@ -16,9 +16,7 @@ from tqdm import tqdm
 
 from mt.data.batching import pad_sequences, token_batches
 from mt.data.tokenizer import BOS, EOS, PAD
-
-# Padded tokens per batch (the longer side): a batch's logits are (tokens, vocabulary) floats, 0.5 GB at 32k.
-SCORE_BATCH_TOKENS = 4096
+from mt.decoding.settings import SCORE_BATCH_TOKENS
 
 
 def piece_log_probs(model, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:

@@ -21,9 +21,10 @@ from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, FixedSlotSea
 from mt.decoding.fixed_slots import run as run_search
 from mt.decoding.prefix import Prefixes
 from mt.decoding.sampling import Sampler, uniforms
-from mt.decoding.scoring import SCORE_BATCH_TOKENS, score_ids
+from mt.decoding.scoring import score_ids
 from mt.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths, sample_search
 from mt.decoding.settings import (
+    SCORE_BATCH_TOKENS,
     DecodeSettings,
     LineTranslator,
     PairScore,

@@ -20,7 +20,15 @@ import numpy as np
 from tqdm import tqdm
 
 from mt.data.tokenizer import EOS, Tokenizer
-from mt.decoding.settings import DecodeSettings, LineTranslator, PairScore, Translation, check_aligned, verbatim
+from mt.decoding.settings import (
+    SCORE_BATCH_TOKENS,
+    DecodeSettings,
+    LineTranslator,
+    PairScore,
+    Translation,
+    check_aligned,
+    verbatim,
+)
 from mt.errors import MTError
 from mt.host import cpu_cores
 
@@ -154,7 +162,7 @@ class CTranslate2Translator(LineTranslator):
         return results
 
     def score(
-        self, sources: list[str], targets: list[str], progress: bool = False, batch_tokens: int = 4096
+        self, sources: list[str], targets: list[str], progress: bool = False, batch_tokens: int = SCORE_BATCH_TOKENS
     ) -> list[PairScore]:
         """As the torch engine's Translator.score, through CTranslate2's score_batch (progress: the torch
         engine's; CTranslate2 scores the whole list in one call)."""

@@ -1,5 +1,5 @@
-"""The HTTP application: POST /translate, GET /health and the web page at GET /, over one translator
-(either engine) and the batcher that decodes requests together."""
+"""The HTTP application: POST /translate, POST /score, GET /health and the web page at GET /, over one
+translator (either engine) and the batcher that decodes requests together."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from starlette.requests import ClientDisconnect
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, LineTranslator, line_seed
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
-from mt.serve.limits import RequestError, ServeLimits, TranslateRequest, parse_request
+from mt.serve.limits import RequestError, ScoreRequest, ServeLimits, TranslateRequest, parse_request
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ def create_app(
             "limits": asdict(limits),
             "batches": batcher.batches,
             "lines_translated": batcher.lines_decoded,
+            "pairs_scored": batcher.pairs_scored,
         }
 
     @app.post(
@@ -128,5 +129,33 @@ def create_app(
         if ask.scores or settings.nbest > 1:
             answer["hypotheses"] = [[{"text": t.text, "score": t.score} for t in found] for found in results]
         return answer
+
+    @app.post(
+        "/score",
+        openapi_extra={"requestBody": {"content": {"application/json": {"schema": ScoreRequest.model_json_schema()}}}},
+    )
+    async def score(request: Request):
+        """log P(target | source) of each given translation, as mt-score computes it."""
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            return Response(status_code=499)
+        try:
+            ask = parse_request(body, limits, ScoreRequest)
+            tok = translator.tokenizer
+            pieces = sum(len(ids) + 1 for ids in tok.encode_src(ask.lines) + tok.encode_tgt(ask.targets))
+        except RequestError as err:
+            return JSONResponse({"error": str(err)}, status_code=err.status)
+        try:
+            results = await answer_or_hang_up(request, batcher.submit_scoring(ask.lines, ask.targets, pieces))
+        except Exception as err:  # noqa: BLE001 - one request fails, the server goes on
+            return JSONResponse({"error": f"scoring failed: {str(err).splitlines()[0][:300]}"}, status_code=500)
+        if results is None:
+            return Response(status_code=499)
+        scores = [{"log_prob": round(r.log_prob, 4), "mean_log_prob": round(r.mean_log_prob, 4)} for r in results]
+        if ask.pieces:
+            for entry, r in zip(scores, results):
+                entry.update(pieces=r.pieces, piece_log_probs=[round(lp, 4) for lp in r.piece_log_probs])
+        return {"scores": scores}
 
     return app

@@ -1,7 +1,8 @@
 """Decoding across requests: requests wait in one queue and decoding threads take what is waiting (a few
 milliseconds after the first arrived, so that requests sent together are decoded together), decode
 their lines in one call to the translator, and hand each request its own lines back. Under load a batch
-holds many requests' lines, as `translate` batches a file's.
+holds many requests' lines, as `translate` batches a file's. Scoring requests (given translations)
+queue alike, and those taken together are scored in one call.
 
 With several decoding threads (fastpath.serving_layout), an idle thread takes its share of what waits,
 the rest is left to the others, and their batches decode side by side.
@@ -22,6 +23,9 @@ from mt.decoding.settings import DecodeSettings, LineTranslator
 log = logging.getLogger(__name__)
 
 
+SCORING = "score"  # the group of scoring jobs, beside the decode settings that group decoding jobs
+
+
 @dataclass
 class Job:
     """One request's lines, how to decode them, and where the answer goes."""
@@ -30,14 +34,16 @@ class Job:
     settings: DecodeSettings
     prefixes: list[str] | None
     seeds: list[int] | None  # sampling: each line's seed
-    pieces: int  # source pieces, against the batch budget and for sharing work out
+    pieces: int  # source pieces (and target pieces, to score), against the batch budget and for sharing work out
+    targets: list[str] | None = None  # a scoring job: the translations to score, one per line
     future: Future = field(default_factory=Future)
     arrived: float = field(default_factory=time.monotonic)
 
     @property
-    def group(self) -> DecodeSettings:
-        """Jobs with equal settings decode in one call (each line's seed travels with it)."""
-        return replace(self.settings, seed=0)
+    def group(self) -> DecodeSettings | str:
+        """Jobs with equal settings decode in one call (each line's seed travels with it); scoring jobs
+        are scored in one call."""
+        return SCORING if self.targets is not None else replace(self.settings, seed=0)
 
 
 class Batcher:
@@ -52,13 +58,19 @@ class Batcher:
         self.waiting: deque[Job] = deque()
         self.idle = workers
         self.closed = False
-        self.batches = self.lines_decoded = 0
+        self.batches = self.lines_decoded = self.pairs_scored = 0
         self.threads = [threading.Thread(target=self._run, name=f"mt-decoder-{i}", daemon=True) for i in range(workers)]
         for thread in self.threads:
             thread.start()
 
     def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0) -> Future:
-        job = Job(lines, settings, prefixes, seeds, pieces)
+        return self._queue(Job(lines, settings, prefixes, seeds, pieces))
+
+    def submit_scoring(self, lines: list[str], targets: list[str], pieces: int = 0) -> Future:
+        """A future of the pairs' PairScores (pieces: source and target pieces, against the budget)."""
+        return self._queue(Job(lines, self.translator.settings, None, None, pieces, targets))
+
+    def _queue(self, job: Job) -> Future:
         with self.changed:
             if self.closed:
                 raise RuntimeError("the server is shutting down")
@@ -76,11 +88,14 @@ class Batcher:
     def _run(self) -> None:
         while (jobs := self._take()) is not None:
             try:
-                groups: dict[DecodeSettings, list[Job]] = {}
+                groups: dict[DecodeSettings | str, list[Job]] = {}
                 for job in jobs:
                     groups.setdefault(job.group, []).append(job)
-                for settings, group in groups.items():
-                    self._decode(settings, group)
+                for key, group in groups.items():
+                    if key == SCORING:
+                        self._score(group)
+                    else:
+                        self._decode(key, group)
             finally:
                 with self.changed:
                     self.idle += 1
@@ -120,16 +135,30 @@ class Batcher:
         if any(job.prefixes for job in jobs):
             prefixes = [p for job in jobs for p in (job.prefixes or [""] * len(job.lines))]
         seeds = [s for job in jobs for s in job.seeds] if settings.sampling else None
+        self._answer(
+            jobs, lambda: self.translator.with_settings(settings).translate_nbest(lines, prefixes=prefixes, seeds=seeds)
+        )
+
+    def _score(self, jobs: list[Job]) -> None:
+        lines = [line for job in jobs for line in job.lines]
+        targets = [t for job in jobs for t in job.targets]
+        self._answer(jobs, lambda: self.translator.score(lines, targets))
+
+    def _answer(self, jobs: list[Job], work) -> None:
+        """Run work (a call giving one result per line of the jobs, in order) and hand each job its own."""
         try:
-            results = self.translator.with_settings(settings).translate_nbest(lines, prefixes=prefixes, seeds=seeds)
+            results = work()
         except Exception as err:  # noqa: BLE001 - every request of the batch learns of it; the server goes on
-            log.exception("decoding a batch of %d lines failed", len(lines))
+            log.exception("a batch of %d lines failed", sum(len(job.lines) for job in jobs))
             for job in jobs:
                 job.future.set_exception(err)
             return
         with self.changed:
             self.batches += 1
-            self.lines_decoded += len(lines)
+            if jobs[0].targets is None:
+                self.lines_decoded += len(results)
+            else:
+                self.pairs_scored += len(results)
         start = 0
         for job in jobs:
             job.future.set_result(results[start : start + len(job.lines)])

@@ -38,6 +38,16 @@ class TranslateRequest(BaseModel):
     scores: bool = Field(False, description="also return each line's hypotheses with their scores")
 
 
+class ScoreRequest(BaseModel):
+    """POST /score's body: translations to score, one target per source line."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    lines: list[str] = Field(description="source lines")
+    targets: list[str] = Field(description="a translation per line; its log-probability comes back, in order")
+    pieces: bool = Field(False, description="also return each target's pieces and their log-probabilities")
+
+
 class RequestError(Exception):
     """A request the server refuses: its HTTP status and the one line that says why."""
 
@@ -46,8 +56,8 @@ class RequestError(Exception):
         self.status = status
 
 
-def parse_request(body: bytes, limits: ServeLimits) -> TranslateRequest:
-    """The request in body, or a RequestError naming what is wrong."""
+def parse_request(body: bytes, limits: ServeLimits, kind: type[BaseModel] = TranslateRequest):
+    """The request in body (a TranslateRequest, or what kind names), or a RequestError naming what is wrong."""
     if len(body) > limits.max_bytes:
         raise RequestError(413, f"request body is {len(body)} bytes; the limit is {limits.max_bytes}")
     try:
@@ -57,7 +67,7 @@ def parse_request(body: bytes, limits: ServeLimits) -> TranslateRequest:
     if not isinstance(data, dict):
         raise RequestError(422, 'the body must be a JSON object, e.g. {"lines": ["Guten Morgen."]}')
     try:
-        request = TranslateRequest.model_validate(data)
+        request = kind.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
@@ -66,17 +76,21 @@ def parse_request(body: bytes, limits: ServeLimits) -> TranslateRequest:
     return request
 
 
-def check_limits(request: TranslateRequest, limits: ServeLimits) -> None:
+def check_limits(request: TranslateRequest | ScoreRequest, limits: ServeLimits) -> None:
     if len(request.lines) > limits.max_lines:
         raise RequestError(422, f"lines: {len(request.lines)} lines; the limit is {limits.max_lines} a request")
-    if request.prefixes is not None and len(request.prefixes) != len(request.lines):
-        raise RequestError(422, f"prefixes: {len(request.prefixes)} for {len(request.lines)} lines (one per line)")
-    for field in ("lines", "prefixes"):
+    per_line = "targets" if isinstance(request, ScoreRequest) else "prefixes"  # one per line, or none
+    values = getattr(request, per_line)
+    if values is not None and len(values) != len(request.lines):
+        raise RequestError(422, f"{per_line}: {len(values)} for {len(request.lines)} lines (one per line)")
+    for field in ("lines", per_line):
         for i, text in enumerate(getattr(request, field) or []):
             if len(text) > limits.max_line_chars:
                 raise RequestError(
                     422, f"{field}.{i}: {len(text)} characters; the limit is {limits.max_line_chars} a line"
                 )
+    if isinstance(request, ScoreRequest):
+        return
     for field, most in (
         ("beam", limits.max_beam),
         ("nbest", limits.max_nbest),
