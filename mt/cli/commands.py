@@ -22,8 +22,8 @@ ENSEMBLE_HELP = (
 )
 
 
-def translate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="translate", description="Translate text with a trained checkpoint.")
+def checkpoint_options(p: argparse.ArgumentParser) -> None:
+    """--checkpoint and --ensemble, as translate and mt-score take them."""
     p.add_argument(
         "--checkpoint",
         "-c",
@@ -32,6 +32,27 @@ def translate_parser() -> argparse.ArgumentParser:
         help="checkpoint file(s) or run directories (their final.pt); several are averaged into one model",
     )
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
+
+
+def engine_options(p: argparse.ArgumentParser) -> None:
+    """--device, --dtype and --engine, as translate and mt-score take them."""
+    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
+    p.add_argument(
+        "--dtype",
+        choices=["fp32", "bf16", "fp16", "int8"],
+        help="torch engine: fp32 (default), bf16 or fp16; ctranslate2: as exported (default), or any",
+    )
+    p.add_argument(
+        "--engine",
+        choices=["torch", "ctranslate2"],
+        default="torch",
+        help="ctranslate2: --checkpoint is a directory written by mt-export",
+    )
+
+
+def translate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="translate", description="Translate text with a trained checkpoint.")
+    checkpoint_options(p)
     p.add_argument("--input", "-i", help="input file (default: stdin)")
     p.add_argument("--output", "-o", help="output file (default: stdout)")
     p.add_argument(
@@ -56,24 +77,13 @@ def translate_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")
     p.add_argument("--max-len-b", type=int)
     p.add_argument("--max-src-len", type=int, default=1024, help="longer inputs are truncated (and counted)")
-    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
-    p.add_argument(
-        "--dtype",
-        choices=["fp32", "bf16", "fp16", "int8"],
-        help="torch engine: fp32 (default), bf16 or fp16; ctranslate2: as exported (default), or any",
-    )
+    engine_options(p)
     p.add_argument(
         "--cuda-graphs",
         action="store_true",
         default=None,
         help="torch engine, Transformer: greedy and beam search in fixed slots, each step a replayed CUDA graph "
         "on CUDA (the same translations; default: the checkpoint's decode.cuda_graphs)",
-    )
-    p.add_argument(
-        "--engine",
-        choices=["torch", "ctranslate2"],
-        default="torch",
-        help="ctranslate2: --checkpoint is a directory written by mt-export",
     )
     p.add_argument("--attention-dir", help="write a cross-attention heatmap (SVG) per input line here")
     p.add_argument("--attention-layer", type=int, default=-1, help="decoder layer for heatmaps/alignments")
@@ -126,14 +136,7 @@ def score_parser() -> argparse.ArgumentParser:
         description="Score given translations with a trained model: log P(target | source) per pair (forced "
         "decoding), for filtering corpora, reranking and perplexity.",
     )
-    p.add_argument(
-        "--checkpoint",
-        "-c",
-        nargs="+",
-        required=True,
-        help="checkpoint file(s) or run directories (their final.pt); several are averaged into one model",
-    )
-    p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
+    checkpoint_options(p)
     p.add_argument("--src", help="source file (with --tgt; default: 'source<TAB>target' lines on stdin)")
     p.add_argument("--tgt", help="target file, line-aligned with --src")
     p.add_argument("--output", "-o", help="output file (default: stdout)")
@@ -150,18 +153,7 @@ def score_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-src-len", type=int, default=1024, help="longer sources are truncated (and counted)")
     p.add_argument("--chunk-lines", type=int, default=2_000, help="read, score and write this many pairs at a time")
-    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
-    p.add_argument(
-        "--dtype",
-        choices=["fp32", "bf16", "fp16", "int8"],
-        help="torch engine: fp32 (default), bf16 or fp16; ctranslate2: as exported (default), or any",
-    )
-    p.add_argument(
-        "--engine",
-        choices=["torch", "ctranslate2"],
-        default="torch",
-        help="ctranslate2: --checkpoint is a directory written by mt-export",
-    )
+    engine_options(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
