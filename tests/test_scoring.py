@@ -6,11 +6,13 @@ import math
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from mt.data.sources import load_split
 from mt.data.tokenizer import BOS, EOS
 from mt.decoding.scoring import score_ids
 from mt.decoding.search import beam_search, greedy_search, max_output_lengths
+from mt.errors import MTError
 from mt.inference import load_translator
 from mt.model import RNNAttention, Transformer
 from mt.model.ensemble import Ensemble
@@ -80,6 +82,11 @@ def test_a_pairs_score_does_not_depend_on_its_batch():
         assert a == pytest.approx(b, abs=1e-5)
 
 
+def corpus_config(corpus):
+    """The data section that names the tiny corpus's files."""
+    return OmegaConf.create({"source": "files", "dir": str(corpus), "src_lang": "de", "tgt_lang": "en"})
+
+
 @pytest.fixture(scope="module")
 def translator(trained_run):
     return load_translator(trained_run / "checkpoints" / "best.pt", device="cpu")
@@ -90,7 +97,7 @@ def test_the_searches_own_scores_are_what_scoring_gives_their_output(translator,
     """Greedy search and beam search at alpha 0 report the summed log-probability of what they chose,
     EOS included: scoring their tokens must give the same number."""
     model, tokenizer = translator.model, translator.tokenizer
-    ids = tokenizer.encode_src(load_split(translator_cfg_data(tiny_corpus), "test").src[:20])
+    ids = tokenizer.encode_src(load_split(corpus_config(tiny_corpus), "test").src[:20])
     src = pad_ids(ids, suffix=[EOS])
     limits = max_output_lengths(src, 1.2, 10)
     greedy = greedy_search(model, src)
@@ -102,14 +109,8 @@ def test_the_searches_own_scores_are_what_scoring_gives_their_output(translator,
         assert [sum(f) for f in found] == pytest.approx([hyps[i].score for i in ended], abs=1e-4)
 
 
-def translator_cfg_data(corpus):
-    from omegaconf import OmegaConf
-
-    return OmegaConf.create({"source": "files", "dir": str(corpus), "src_lang": "de", "tgt_lang": "en"})
-
-
 def test_a_trained_model_prefers_the_reference_to_another_lines(translator, tiny_corpus):
-    test = load_split(translator_cfg_data(tiny_corpus), "test")
+    test = load_split(corpus_config(tiny_corpus), "test")
     right = translator.score(test.src, test.tgt)
     wrong = translator.score(test.src, test.tgt[1:] + test.tgt[:1])
     better = sum(r.mean_log_prob > w.mean_log_prob for r, w in zip(right, wrong))
@@ -118,8 +119,6 @@ def test_a_trained_model_prefers_the_reference_to_another_lines(translator, tiny
 
 
 def test_the_api_refuses_misaligned_lists(translator):
-    from mt.errors import MTError
-
     with pytest.raises(MTError, match="targets: 1 given for 2 lines"):
         translator.score(["ein hund", "eine katze"], ["a dog"])
 
@@ -127,7 +126,7 @@ def test_the_api_refuses_misaligned_lists(translator):
 @pytest.fixture(scope="module")
 def pair_files(tiny_corpus, tmp_path_factory):
     """The test split with an empty pair and a pair with an empty target inside: every line is scored."""
-    test = load_split(translator_cfg_data(tiny_corpus), "test")
+    test = load_split(corpus_config(tiny_corpus), "test")
     sources = test.src[:5] + ["", test.src[5]] + test.src[6:12]
     targets = test.tgt[:5] + ["", ""] + test.tgt[6:12]
     folder = tmp_path_factory.mktemp("score")
