@@ -21,7 +21,7 @@ import time
 
 from tqdm import tqdm
 
-from mt.cli.translate import cuda_available, writing_failed
+from mt.cli.translate import check_engine_args, writing_failed
 from mt.data.sources import count_lines, read_line_chunks
 from mt.errors import MTError, check_output_file
 from mt.export.engine import load_export_translator
@@ -45,14 +45,7 @@ def check_args(args) -> None:
             raise MTError(f"{flag} must be >= 1")
     if args.engine == "ctranslate2" and (args.ensemble or len(args.checkpoint) != 1):
         raise MTError("--engine ctranslate2 takes one --checkpoint, an export directory (no --ensemble)")
-    if args.engine == "torch" and args.dtype == "int8":
-        raise MTError("--dtype int8 needs --engine ctranslate2 (export with mt-export)")
-    if args.device is None:
-        args.device = "cuda" if cuda_available(args.engine) else "cpu"
-    if args.device == "cuda" and not cuda_available(args.engine):
-        raise MTError("--device cuda: no CUDA device is available")
-    if args.dtype == "fp16" and args.device != "cuda":
-        raise MTError("--dtype fp16 needs --device cuda; on CPU use bf16 or fp32")
+    check_engine_args(args)
 
 
 def pair_chunks(args, chunk_lines: int):

@@ -101,16 +101,9 @@ def check_args(args) -> None:
             raise MTError(f"{flag} must be >= {least}")
     if args.nbest < 1 or (not sampling and args.nbest > (args.beam or args.nbest)):
         raise MTError("--nbest must be between 1 and --beam")
-    if args.device is None:
-        args.device = "cuda" if cuda_available(args.engine) else "cpu"
-    if args.device == "cuda" and not cuda_available(args.engine):
-        raise MTError("--device cuda: no CUDA device is available")
+    check_engine_args(args)
     if args.nbest > 1 and (args.alignments or args.attention_dir):
         raise MTError("--alignments and --attention-dir work with --nbest 1")
-    if args.dtype == "fp16" and args.device != "cuda":
-        raise MTError("--dtype fp16 needs --device cuda; on CPU use bf16 or fp32")
-    if args.engine == "torch" and args.dtype == "int8":
-        raise MTError("--dtype int8 needs --engine ctranslate2 (export with mt-export)")
     if args.ensemble and (args.alignments or args.attention_dir):
         raise MTError("--alignments and --attention-dir show one model's attention: not with --ensemble")
     if args.engine == "ctranslate2" and args.ensemble:
@@ -119,6 +112,19 @@ def check_args(args) -> None:
         raise MTError("--engine ctranslate2 takes one --checkpoint: an export directory (mt-export averages)")
     if args.engine == "ctranslate2" and (args.alignments or args.attention_dir):
         raise MTError("--alignments and --attention-dir need --engine torch (CTranslate2 exports no attention)")
+
+
+def check_engine_args(args) -> None:
+    """--device (default: CUDA when the engine sees one), --dtype and --engine, as translate and mt-score take
+    them (commands.engine_options): a one-line error for a combination that cannot run."""
+    if args.device is None:
+        args.device = "cuda" if cuda_available(args.engine) else "cpu"
+    if args.device == "cuda" and not cuda_available(args.engine):
+        raise MTError("--device cuda: no CUDA device is available")
+    if args.dtype == "fp16" and args.device != "cuda":
+        raise MTError("--dtype fp16 needs --device cuda; on CPU use bf16 or fp32")
+    if args.engine == "torch" and args.dtype == "int8":
+        raise MTError("--dtype int8 needs --engine ctranslate2 (export with mt-export)")
 
 
 def describe(settings) -> str:

@@ -163,6 +163,13 @@ class LineTranslator:
         order: one PairScore per pair, an empty target scored as EOS alone."""
         raise NotImplementedError
 
+    def _encode_pairs(self, sources: list[str], targets: list[str]) -> tuple[list[list[int]], list[list[int]]]:
+        """The pairs as piece ids for score: sources cut to max_src_len (counted in truncated), targets whole."""
+        check_aligned(sources, targets, "targets")
+        src_ids, cut = self.tokenizer.encode_src_truncated(sources, self.max_src_len)
+        self.truncated += cut
+        return src_ids, self.tokenizer.encode_tgt(targets)
+
     def with_settings(self, settings: DecodeSettings) -> LineTranslator:
         """A translator sharing this one's model and tokenizer, decoding with other settings (a server's
         request), where the precision stays the one the model was loaded in."""

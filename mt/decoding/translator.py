@@ -115,10 +115,7 @@ class Translator(LineTranslator):
         """How likely the model finds each target as the translation of its source (mt/decoding/scoring.py):
         one PairScore per pair, in order. Sources are cut to max_src_len pieces as for translating
         (counted in self.truncated); targets are scored whole, an empty one as EOS alone."""
-        check_aligned(sources, targets, "targets")
-        src_ids, cut = self.tokenizer.encode_src_truncated(sources, self.max_src_len)
-        self.truncated += cut
-        tgt_ids = self.tokenizer.encode_tgt(targets)
+        src_ids, tgt_ids = self._encode_pairs(sources, targets)
         with torch.inference_mode(), self._autocast():
             found = score_ids(self.model, src_ids, tgt_ids, self.device, batch_tokens, progress)
         return [PairScore(self.tokenizer.tgt_pieces(t + [EOS]), lp) for t, lp in zip(tgt_ids, found)]

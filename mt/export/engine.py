@@ -166,10 +166,7 @@ class CTranslate2Translator(LineTranslator):
     ) -> list[PairScore]:
         """As the torch engine's Translator.score, through CTranslate2's score_batch (progress: the torch
         engine's; CTranslate2 scores the whole list in one call)."""
-        check_aligned(sources, targets, "targets")
-        src_ids, cut = self.tokenizer.encode_src_truncated(sources, self.max_src_len)
-        self.truncated += cut
-        tgt_ids = self.tokenizer.encode_tgt(targets)
+        src_ids, tgt_ids = self._encode_pairs(sources, targets)
         found = self.engine.score_batch(
             [self.tokenizer.src_pieces(ids) for ids in src_ids],
             [self.tokenizer.tgt_pieces(ids) for ids in tgt_ids],
@@ -177,10 +174,8 @@ class CTranslate2Translator(LineTranslator):
             batch_type="tokens",
             max_input_length=0,
         )
-        eos = self.tokenizer.tgt.id_to_piece(EOS)
         return [
-            PairScore(self.tokenizer.tgt_pieces(ids) + [eos], list(result.log_probs))
-            for ids, result in zip(tgt_ids, found)
+            PairScore(self.tokenizer.tgt_pieces(ids + [EOS]), result.log_probs) for ids, result in zip(tgt_ids, found)
         ]
 
     def _strategy(self) -> dict:
