@@ -2,11 +2,15 @@
 shipped Multi30k), where runs go by default, and the learning-rate cool-down that ends a budgeted run at rate 0."""
 
 import json
+from dataclasses import fields
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
+from mt.checkpoint import load_checkpoint
 from mt.cli.hydra_task import choose_experiment
+from mt.config.model import TransformerConfig
 from mt.config.schema import CONFIG_DIR, REPO_DIR, register_configs, run_dir_of, to_dict
 from mt.data.sources import load_split
 from mt.fastpath.cpu_process import native_bf16
@@ -72,6 +76,12 @@ def test_mt_train_with_no_arguments_picks_the_cpu_preset_here_and_says_so(tmp_pa
     assert [r["step"] for r in records] == [1, 2] and all(r["loss"] > 0 for r in records)
     saved = (run / "config.yaml").read_text()
     assert f"name: {preset}\n" in saved and f"d_model: {width}\n" in saved and str(REPO / "data" / "multi30k") in saved
+    # Every option of the architecture is written out, defaults included, so the file still says what was
+    # trained after a default changes (the preset leaves init and attention_dropout to the schema).
+    model = OmegaConf.load(run / "config.yaml").model
+    assert (model.arch, model.init, model.attention_dropout, model.norm_first) == ("transformer", "fairseq", 0.0, True)
+    assert all(model[f.name] is not None for f in fields(TransformerConfig))
+    assert load_checkpoint(run / "checkpoints" / "last.pt")["config"]["model"] == OmegaConf.to_container(model)
     first = (run / "train.log").read_text().splitlines()[0]
     assert f"experiment={preset} {said}" in first and "add experiment=multi30k_base" in first
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from mt.config.model import with_defaults
 from mt.config.schema import check_overrides, fine_tune, register_configs, run_dir_of
 from mt.errors import Interrupted, MTError, debug_enabled, take_debug_flag
 
@@ -114,14 +115,16 @@ def start(hydra_main) -> None:
 
 
 def setup_run(cfg: DictConfig) -> None:
-    """First thing inside a Hydra task: say which preset was chosen for the machine, and take a fine-tune's
-    model and tokenizer settings from its parent (train.init_from)."""
+    """First thing inside a Hydra task: say which preset was chosen for the machine, take a fine-tune's
+    model and tokenizer settings from its parent (train.init_from), and write out the model's defaults."""
     for message in CHOSEN:
         log.info("%s", message)
     if fine_tune(cfg):
         from mt.training.finetune import inherit_parent
 
         inherit_parent(cfg, list(HydraConfig.get().overrides.task))
+    for key, value in with_defaults(cfg.model).items():
+        cfg.model[key] = value
 
 
 def run_dir() -> Path:

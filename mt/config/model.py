@@ -85,6 +85,12 @@ def model_options(model_cfg, strict: bool = True) -> TransformerConfig | RNNAtte
     return options
 
 
+def with_defaults(model_cfg) -> dict:
+    """cfg.model with every option of its architecture given, defaults included: what a run records, so that
+    its config.yaml and checkpoints still say what was trained once a default changes."""
+    return {"arch": dict(model_cfg).get("arch", "transformer"), **asdict(model_options(model_cfg))}
+
+
 def changed_model_options(saved: dict, current: dict) -> list[str]:
     """The model options in which two configs (a checkpoint's, this run's) differ."""
     if saved.get("arch", "transformer") != current.get("arch", "transformer"):
