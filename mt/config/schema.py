@@ -7,7 +7,9 @@ An unknown key or a value of the wrong type is rejected by Hydra when the config
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -27,7 +29,8 @@ class DataConfig:
     dir: str | None = None  # folder holding {split}.{lang} files (source=files)
     src_lang: str = "de"
     tgt_lang: str = "en"
-    train_split: str = "train"
+    # one split, or several trained on as one ([train,synthetic]; a split named twice counts twice)
+    train_split: Any = "train"
     valid_split: str = "valid"
     test_split: str | None = "test"
     max_len: int = 256  # sentencepiece pieces per side; longer training pairs are filtered (counted)
@@ -181,6 +184,12 @@ def validate(cfg: DictConfig | Config) -> None:
     else:
         _check(bool(d.name), "data.name", "is required with data=hub (a hub id or local dataset folder)")
     _check(d.src_lang != d.tgt_lang, "data.src_lang", "must differ from data.tgt_lang")
+    splits = [d.train_split] if isinstance(d.train_split, str) else d.train_split
+    _check(
+        isinstance(splits, Sequence) and len(splits) > 0 and all(isinstance(s, str) and s for s in splits),
+        "data.train_split",
+        f"must be a split's name or a list of them, got {d.train_split!r}",
+    )
     _check(d.max_len > 0, "data.max_len", "must be positive")
     _check(d.pool_pairs > 0, "data.pool_pairs", "must be positive")
     _check(d.shard_lines > 0, "data.shard_lines", "must be positive")

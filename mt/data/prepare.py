@@ -19,6 +19,7 @@ from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.hub_split import HubSplit
 from mt.data.order import ShardPools
 from mt.data.shards import EncodedShards
+from mt.data.concatenation import Concatenation
 from mt.data.sources import ParallelCorpus, hub_table, load_split
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
@@ -68,14 +69,26 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
 def load_training_split(data_cfg, sample_size: int):
     """The training split, read a slice at a time, never held as Python strings: text files scanned in blocks
     (AlignedTextFiles), or a Hugging Face dataset's Arrow table (HubSplit); with a tokenizer sample of up to
-    sample_size lines a side."""
+    sample_size lines a side. Several splits (data.train_split=[a,b]) are read one after another."""
     d = data_cfg
-    if d.source != "files":
-        table, origin = hub_table(d.name, d.subset, d.train_split, d.src_lang, d.tgt_lang)
-        return HubSplit(table, d.src_lang, d.tgt_lang, origin, sample_size, d.shard_lines)
-    folder, split = Path(d.dir), d.train_split
-    if not folder.is_dir():
+    splits = training_splits(d)
+    if d.source == "files" and not Path(d.dir).is_dir():
         raise MTError(f"data.dir={d.dir}: no such directory")
+    parts = [_training_part(d, split, sample_size) for split in splits]
+    return parts[0] if len(parts) == 1 else Concatenation(parts, sample_size)
+
+
+def training_splits(data_cfg) -> list[str]:
+    """data.train_split as a list: one split's name, or several."""
+    splits = data_cfg.train_split
+    return [splits] if isinstance(splits, str) else list(splits)
+
+
+def _training_part(d, split: str, sample_size: int):
+    if d.source != "files":
+        table, origin = hub_table(d.name, d.subset, split, d.src_lang, d.tgt_lang)
+        return HubSplit(table, d.src_lang, d.tgt_lang, origin, sample_size, d.shard_lines)
+    folder = Path(d.dir)
     src, tgt = folder / f"{split}.{d.src_lang}", folder / f"{split}.{d.tgt_lang}"
     origin = f"{folder / split}.{{{d.src_lang},{d.tgt_lang}}}"
     return AlignedTextFiles(src, tgt, origin, sample_size, d.shard_lines, cache_dir=d.cache_dir)

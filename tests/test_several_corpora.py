@@ -1,0 +1,95 @@
+"""Several training corpora trained on as one (data.train_split=[a,b]): read in order across shard
+boundaries, identified as a whole, sampled for the tokenizer in proportion, and refused one line at a time."""
+
+import re
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from mt.data.concatenation import Concatenation
+from mt.data.sources import ParallelCorpus
+from mt.data.text_files import AlignedTextFiles
+
+from conftest import make_pairs, train_tiny, write_corpus
+
+
+def text_files(folder: Path, name: str, pairs, shard_lines: int) -> AlignedTextFiles:
+    folder.mkdir(parents=True, exist_ok=True)
+    for side, lang in ((0, "de"), (1, "en")):
+        (folder / f"{name}.{lang}").write_text("".join(p[side] + "\n" for p in pairs), encoding="utf-8")
+    return AlignedTextFiles(folder / f"{name}.de", folder / f"{name}.en", name, 1000, shard_lines)
+
+
+def three_parts(tmp_path, shard_lines=5):
+    pairs = [make_pairs(13, seed=1), make_pairs(3, seed=2), make_pairs(9, seed=3)]
+    parts = [
+        text_files(tmp_path, "a", pairs[0], shard_lines),
+        ParallelCorpus([s for s, _ in pairs[1]], [t for _, t in pairs[1]], "b", shard_lines=shard_lines),
+        text_files(tmp_path, "c", pairs[2], shard_lines),
+    ]
+    return parts, [p for part in pairs for p in part]
+
+
+def test_a_concatenation_reads_every_line_of_its_parts_in_order_across_shard_boundaries(tmp_path):
+    parts, pairs = three_parts(tmp_path)
+    whole = Concatenation(parts, sample_size=1000)
+    assert len(whole) == 25 and whole.shards == 5 and whole.origin == "a + b + c"
+    shards = [whole.shard(i) for i in range(whole.shards)]
+    assert [len(src) for src, _ in shards] == [5] * 5 and all(len(s) == len(t) for s, t in shards)
+    assert [line for src, _ in shards for line in src] == [s for s, _ in pairs]
+    assert [line for _, tgt in shards for line in tgt] == [t for _, t in pairs]
+    memory = whole.in_memory()
+    assert (memory.src, memory.tgt, memory.digest()) == ([s for s, _ in pairs], [t for _, t in pairs], whole.digest())
+
+
+def test_a_concatenation_is_identified_by_its_parts_and_their_order(tmp_path):
+    parts, _ = three_parts(tmp_path)
+    digest = Concatenation(parts, 1000).digest()
+    assert digest == Concatenation(three_parts(tmp_path)[0], 1000).digest()
+    assert digest != Concatenation(parts[::-1], 1000).digest() != Concatenation(parts[:2], 1000).digest()
+    assert digest not in {part.digest() for part in parts}
+
+
+def test_the_tokenizer_sample_takes_each_corpus_in_proportion_to_its_length(tmp_path):
+    parts, pairs = three_parts(tmp_path)
+    assert Concatenation(parts, 1000).tokenizer_sample() == [s for s, _ in pairs] + [t for _, t in pairs]
+    small = Concatenation(parts, sample_size=10)
+    src = small.tokenizer_sample("src")
+    shares = [round(10 * len(part) / 25) for part in parts]  # 5, 1, 4
+    begin = 0
+    for part, share in zip(parts, shares):
+        drawn = src[begin : begin + share]
+        assert len(drawn) == share and set(drawn) <= set(part.tokenizer_sample("src"))
+        begin += share
+    assert len(src) == sum(shares) and small.tokenizer_sample("src") == src  # seeded: the same draw again
+    assert small.tokenizer_sample() == src + small.tokenizer_sample("tgt")
+
+
+def test_mt_train_trains_on_several_splits_as_one_corpus(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", {"train": 200, "synthetic": 120, "valid": 20})
+    run = tmp_path / "run"
+    overrides = ["data.train_split=[train,synthetic]", "data.test_split=null", "train.max_steps=3"]
+    train_tiny(corpus, run, *overrides)
+    log = (run / "train.log").read_text()
+    assert "data: train 320, valid 20" in log and "train.{de,en} + " in log and "synthetic.{de,en}" in log
+    assert list(OmegaConf.load(run / "config.yaml").data.train_split) == ["train", "synthetic"]
+    again = train_tiny(corpus, run, "data.test_split=null", "train.max_steps=3", check=False)
+    said = again.stdout + again.stderr
+    assert again.returncode == 2 and "holds another run" in said and "data.train_split" in said
+
+
+@pytest.mark.parametrize(
+    ("split", "error"),
+    [
+        ("[train,missing]", r"missing\.de: no such file"),
+        ("[]", "config data.train_split: must be a split's name or a list of them"),
+        ("[train,'']", "config data.train_split: must be a split's name or a list of them"),
+    ],
+)
+def test_a_bad_training_split_is_one_line(tmp_path, split, error):
+    corpus = write_corpus(tmp_path / "corpus", {"train": 50, "valid": 10})
+    result = train_tiny(corpus, tmp_path / "run", f"data.train_split={split}", "data.test_split=null", check=False)
+    said = result.stdout + result.stderr
+    assert result.returncode == 2 and "Traceback" not in said
+    assert any(re.search(error, line) for line in said.splitlines()), said
