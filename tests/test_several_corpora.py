@@ -1,13 +1,17 @@
 """Several training corpora trained on as one (data.train_split=[a,b]): read in order across shard
-boundaries, identified as a whole, sampled for the tokenizer in proportion, and refused one line at a time."""
+boundaries, identified as a whole, sampled for the tokenizer in proportion, tagged where asked
+(data.tagged_splits), and refused one line at a time."""
 
 import re
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
-from mt.data.concatenation import Concatenation
+from mt.checkpoint import load_checkpoint
+from mt.data.concatenation import TAG, Concatenation
+from mt.data.tokenizer import UNK, Tokenizer
 from mt.data.sources import ParallelCorpus
 from mt.data.text_files import AlignedTextFiles
 
@@ -85,11 +89,52 @@ def test_mt_train_trains_on_several_splits_as_one_corpus(tmp_path):
         ("[train,missing]", r"missing\.de: no such file"),
         ("[]", "config data.train_split: must be a split's name or a list of them"),
         ("[train,'']", "config data.train_split: must be a split's name or a list of them"),
+        ("train data.tagged_splits=[bt]", r"config data.tagged_splits: 'bt' is not one of data.train_split \(train\)"),
     ],
 )
 def test_a_bad_training_split_is_one_line(tmp_path, split, error):
     corpus = write_corpus(tmp_path / "corpus", {"train": 50, "valid": 10})
-    result = train_tiny(corpus, tmp_path / "run", f"data.train_split={split}", "data.test_split=null", check=False)
+    result = train_tiny(corpus, tmp_path / "run", *f"data.train_split={split}".split(), "data.test_split=null", check=False)
     said = result.stdout + result.stderr
     assert result.returncode == 2 and "Traceback" not in said
     assert any(re.search(error, line) for line in said.splitlines()), said
+
+
+def test_a_tagged_corpus_has_the_tag_before_each_source_and_nowhere_else(tmp_path):
+    parts, pairs = three_parts(tmp_path)
+    parts[1].src[1] = "   "  # a blank source stays blank: the pair is still dropped as empty
+    plain, tagged = Concatenation(parts, 1000), Concatenation(parts, 1000, tagged=[False, True, False])
+    memory = tagged.in_memory()
+    assert memory.src[:13] == plain.in_memory().src[:13] and memory.src[16:] == plain.in_memory().src[16:]
+    assert memory.src[13:16] == [f"{TAG} {parts[1].src[0]}", "   ", f"{TAG} {parts[1].src[2]}"]
+    assert memory.tgt == plain.in_memory().tgt
+    assert tagged.digest() != plain.digest() and (tagged.source_symbols, plain.source_symbols) == ([TAG], [])
+    assert "b (tagged)" in tagged.origin
+
+
+def test_mt_train_tags_the_synthetic_sources_with_one_piece_of_its_own(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", {"train": 200, "synthetic": 120, "valid": 20})
+    run = tmp_path / "run"
+    base = ["data.train_split=[train,synthetic]", "data.test_split=null", "train.max_steps=2"]
+    train_tiny(corpus, run, *base, "data.tagged_splits=[synthetic]")
+    tokenizer = Tokenizer.load(run / "tokenizer")
+    assert tokenizer.src.piece_to_id(TAG) != UNK and tokenizer.src.encode(f"{TAG} x", out_type=str)[1] == TAG
+    assert "synthetic.{de,en} (tagged)" in (run / "train.log").read_text()
+    untagged = train_tiny(corpus, run, *base, check=False)  # the same run directory without the tags
+    said = untagged.stdout + untagged.stderr
+    assert untagged.returncode == 2 and "holds another run" in said and "data.tagged_splits" in said
+    plain = tmp_path / "plain"
+    train_tiny(corpus, plain, *base)
+    assert Tokenizer.load(plain / "tokenizer").src.piece_to_id(TAG) == UNK  # no symbol unless a corpus is tagged
+
+
+def test_a_run_saved_before_tagged_splits_existed_resumes(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", {"train": 100, "valid": 10})
+    run = tmp_path / "run"
+    train_tiny(corpus, run, "data.test_split=null", "train.max_steps=2")
+    last = run / "checkpoints" / "last.pt"
+    state = load_checkpoint(last)
+    del state["config"]["data"]["tagged_splits"]
+    torch.save(state, last)
+    train_tiny(corpus, run, "data.test_split=null", "train.max_steps=3")
+    assert load_checkpoint(last)["trainer"]["progress"]["step"] == 3

@@ -31,6 +31,8 @@ class DataConfig:
     tgt_lang: str = "en"
     # one split, or several trained on as one ([train,synthetic]; a split named twice counts twice)
     train_split: Any = "train"
+    # training splits whose sources start with the tag <bt>: tagged back-translation (synthetic sources)
+    tagged_splits: list[str] = field(default_factory=list)
     valid_split: str = "valid"
     test_split: str | None = "test"
     max_len: int = 256  # sentencepiece pieces per side; longer training pairs are filtered (counted)
@@ -190,6 +192,8 @@ def validate(cfg: DictConfig | Config) -> None:
         "data.train_split",
         f"must be a split's name or a list of them, got {d.train_split!r}",
     )
+    for split in d.tagged_splits:
+        _check(split in splits, "data.tagged_splits", f"{split!r} is not one of data.train_split ({', '.join(splits)})")
     _check(d.max_len > 0, "data.max_len", "must be positive")
     _check(d.pool_pairs > 0, "data.pool_pairs", "must be positive")
     _check(d.shard_lines > 0, "data.shard_lines", "must be positive")

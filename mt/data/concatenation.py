@@ -1,6 +1,10 @@
 """Several training corpora trained on as one (data.train_split=[train,synthetic]): the lines of the first,
 then of the next, and so on, offered as one corpus offers them, so shards, pools, caches and resume work
-unchanged. A shard covers shard_lines lines of the whole and may span two corpora."""
+unchanged. A shard covers shard_lines lines of the whole and may span two corpora.
+
+A tagged corpus (data.tagged_splits) has TAG before each of its sources: tagged back-translation (Caswell
+et al. 2019, "Tagged Back-Translation") tells the model which sources are synthetic, so it learns from them
+without learning to write like them; sources to translate carry no tag."""
 
 from __future__ import annotations
 
@@ -10,19 +14,28 @@ import numpy as np
 
 from mt.data.sources import ParallelCorpus
 
+TAG = "<bt>"  # one sentencepiece piece: the tokenizer of a run with tagged corpora is trained with it as a symbol
+
 
 class Concatenation:
-    """Corpora (ParallelCorpus, AlignedTextFiles or HubSplit, each already checked) read one after another."""
+    """Corpora (ParallelCorpus, AlignedTextFiles or HubSplit, each already checked) read one after another,
+    the sources of those tagged[i] says with TAG before them."""
 
-    def __init__(self, parts: list, sample_size: int, seed: int = 1):
+    def __init__(self, parts: list, sample_size: int, tagged: list[bool] | None = None, seed: int = 1):
         self.parts, self.sample_size, self.seed = parts, sample_size, seed
+        self.tagged = tagged or [False] * len(parts)
         self.shard_lines = parts[0].shard_lines
-        self.origin = " + ".join(part.origin for part in parts)
+        self.origin = " + ".join(f"{part.origin}{' (tagged)' if tag else ''}" for part, tag in zip(parts, self.tagged))
         self.ends = np.cumsum([len(part) for part in parts])  # each part's end, in lines of the whole
         text = hashlib.sha256(b"concatenation")
-        for part in parts:
-            text.update(part.digest().encode())
+        for part, tag in zip(parts, self.tagged):
+            text.update(part.digest().encode() + (TAG.encode() if tag else b""))
         self._digest = text.hexdigest()
+
+    @property
+    def source_symbols(self) -> list[str]:
+        """Pieces the source tokenizer must hold whole."""
+        return [TAG] if any(self.tagged) else []
 
     def __len__(self) -> int:
         return int(self.ends[-1])
@@ -38,11 +51,11 @@ class Concatenation:
         """Lines index * shard_lines onwards of the whole, taken from every part they span."""
         start, stop = index * self.shard_lines, min((index + 1) * self.shard_lines, len(self))
         src, tgt = [], []
-        for part, end in zip(self.parts, self.ends.tolist()):
+        for part, end, tag in zip(self.parts, self.ends.tolist(), self.tagged):
             begin = end - len(part)
             if begin < stop and start < end:
                 s, t = _lines(part, max(start, begin) - begin, min(stop, end) - begin)
-                src += s
+                src += [f"{TAG} {line}" if line.strip() else line for line in s] if tag else s
                 tgt += t
         return src, tgt
 

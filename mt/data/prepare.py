@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
-from mt.config.schema import to_dict, validate
+from mt.config.schema import DataConfig, to_dict, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.hub_split import HubSplit
 from mt.data.order import ShardPools
@@ -23,7 +23,7 @@ from mt.data.concatenation import Concatenation
 from mt.data.sources import ParallelCorpus, hub_table, load_split
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
-from mt.data.tokenizer import Tokenizer, build_tokenizer, fingerprint
+from mt.data.tokenizer import UNK, Tokenizer, build_tokenizer, fingerprint
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -69,13 +69,15 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
 def load_training_split(data_cfg, sample_size: int):
     """The training split, read a slice at a time, never held as Python strings: text files scanned in blocks
     (AlignedTextFiles), or a Hugging Face dataset's Arrow table (HubSplit); with a tokenizer sample of up to
-    sample_size lines a side. Several splits (data.train_split=[a,b]) are read one after another."""
+    sample_size lines a side. Several splits (data.train_split=[a,b]) are read one after another, the sources
+    of data.tagged_splits with a tag before them."""
     d = data_cfg
     splits = training_splits(d)
     if d.source == "files" and not Path(d.dir).is_dir():
         raise MTError(f"data.dir={d.dir}: no such directory")
     parts = [_training_part(d, split, sample_size) for split in splits]
-    return parts[0] if len(parts) == 1 else Concatenation(parts, sample_size)
+    tagged = [split in d.tagged_splits for split in splits]
+    return parts[0] if len(parts) == 1 and not any(tagged) else Concatenation(parts, sample_size, tagged)
 
 
 def training_splits(data_cfg) -> list[str]:
@@ -98,6 +100,9 @@ def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Pat
     """A fine-tune's tokenizer: its parent's sentencepiece model, byte for byte, in the run's tokenizer/
     (meta.json fingerprints this run's training text, so that a change of it under the same path is caught)."""
     tokenizer = Tokenizer.from_state_dict(load_parent(cfg.train.init_from)["tokenizer"])
+    for symbol in getattr(train, "source_symbols", []):
+        if tokenizer.src.piece_to_id(symbol) == UNK:
+            log.warning("data.tagged_splits: the parent's tokenizer has no %s piece; the tag is spelled in pieces", symbol)
     tokenizer.save(folder)
     meta = {
         "fingerprint": fingerprint(cfg.tokenizer, train),
@@ -111,7 +116,7 @@ def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Pat
 
 
 # What makes a run directory's checkpoints another run's: its training data...
-CORPUS_KEYS = ("source", "name", "subset", "dir", "src_lang", "tgt_lang", "train_split")
+CORPUS_KEYS = ("source", "name", "subset", "dir", "src_lang", "tgt_lang", "train_split", "tagged_splits")
 
 
 def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | None = None) -> None:
@@ -123,7 +128,8 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
         return
     before = load_checkpoint(saved, mmap=True)["config"]
     now = {section: to_dict(cfg[section]) for section in ("data", "tokenizer", "model")}
-    differ = [f"data.{k}" for k in CORPUS_KEYS if before.get("data", {}).get(k) != now["data"].get(k)]
+    data_before = {**to_dict(OmegaConf.structured(DataConfig)), **before.get("data", {})}  # a key added since: its default
+    differ = [f"data.{k}" for k in CORPUS_KEYS if data_before.get(k) != now["data"].get(k)]
     differ += [f"tokenizer.{k}" for k in now["tokenizer"] if before.get("tokenizer", {}).get(k) != now["tokenizer"][k]]
     differ += [f"model.{k}" for k in changed_model_options(before.get("model", {}), now["model"])]
     if before.get("train", {}).get("init_from") != cfg.train.init_from:

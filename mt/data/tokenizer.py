@@ -102,8 +102,8 @@ def processor_from_proto(proto: bytes) -> spm.SentencePieceProcessor:
     return processor
 
 
-def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
-    """Train one sentencepiece model on lines and return its serialized bytes."""
+def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1, symbols: list[str] = ()) -> bytes:
+    """Train one sentencepiece model on lines and return its serialized bytes; symbols: pieces kept whole."""
 
     lines = [line for line in lines if line.strip()]
     if not lines:
@@ -126,6 +126,7 @@ def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1) -> bytes:
         eos_id=EOS,
         num_threads=cpu_cores(),
         minloglevel=2,
+        **({"user_defined_symbols": list(symbols)} if symbols else {}),
     )
     return model.getvalue()
 
@@ -167,10 +168,11 @@ def _train(tok_cfg, corpus) -> Tokenizer:
         tok_cfg.vocab_size,
         "joint" if tok_cfg.joint else "separate",
     )
+    symbols = getattr(corpus, "source_symbols", [])  # a tag before some training sources (concatenation.TAG)
     if tok_cfg.joint:
-        return Tokenizer(train_sentencepiece(corpus.tokenizer_sample(), tok_cfg))
+        return Tokenizer(train_sentencepiece(corpus.tokenizer_sample(), tok_cfg, symbols=symbols))
     return Tokenizer(
-        train_sentencepiece(corpus.tokenizer_sample("src"), tok_cfg),
+        train_sentencepiece(corpus.tokenizer_sample("src"), tok_cfg, symbols=symbols),
         train_sentencepiece(corpus.tokenizer_sample("tgt"), tok_cfg),
     )
 
