@@ -10,10 +10,12 @@ import torch
 from omegaconf import OmegaConf
 
 from mt.checkpoint import load_checkpoint
+from mt.config.schema import DataConfig
 from mt.data.concatenation import TAG, Concatenation
-from mt.data.tokenizer import UNK, Tokenizer
+from mt.data.prepare import load_training_split
 from mt.data.sources import ParallelCorpus
 from mt.data.text_files import AlignedTextFiles
+from mt.data.tokenizer import UNK, Tokenizer
 
 from conftest import make_pairs, train_tiny, write_corpus
 
@@ -94,7 +96,9 @@ def test_mt_train_trains_on_several_splits_as_one_corpus(tmp_path):
 )
 def test_a_bad_training_split_is_one_line(tmp_path, split, error):
     corpus = write_corpus(tmp_path / "corpus", {"train": 50, "valid": 10})
-    result = train_tiny(corpus, tmp_path / "run", *f"data.train_split={split}".split(), "data.test_split=null", check=False)
+    result = train_tiny(
+        corpus, tmp_path / "run", *f"data.train_split={split}".split(), "data.test_split=null", check=False
+    )
     said = result.stdout + result.stderr
     assert result.returncode == 2 and "Traceback" not in said
     assert any(re.search(error, line) for line in said.splitlines()), said
@@ -138,3 +142,22 @@ def test_a_run_saved_before_tagged_splits_existed_resumes(tmp_path):
     torch.save(state, last)
     train_tiny(corpus, run, "data.test_split=null", "train.max_steps=3")
     assert load_checkpoint(last)["trainer"]["progress"]["step"] == 3
+
+
+def test_several_splits_of_a_dataset_are_read_as_one_corpus(tmp_path):
+    import datasets
+
+    rows = {
+        name: {"de": [f"{name} satz {i}" for i in range(n)], "en": [f"{name} line {i}" for i in range(n)]}
+        for name, n in (("train", 11), ("extra", 6))
+    }
+    saved = tmp_path / "saved"
+    datasets.DatasetDict({k: datasets.Dataset.from_dict(v) for k, v in rows.items()}).save_to_disk(str(saved))
+    cfg = DataConfig(
+        source="hub", name=str(saved), train_split=["train", "extra"], tagged_splits=["extra"], shard_lines=4
+    )
+    corpus = load_training_split(cfg, sample_size=100)
+    assert len(corpus) == 17 and corpus.shards == 5 and corpus.origin.endswith("[extra] (tagged)")
+    memory = corpus.in_memory()
+    assert memory.src == rows["train"]["de"] + [f"{TAG} {line}" for line in rows["extra"]["de"]]
+    assert memory.tgt == rows["train"]["en"] + rows["extra"]["en"]

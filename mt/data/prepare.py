@@ -16,10 +16,10 @@ from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
 from mt.config.schema import DataConfig, to_dict, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
+from mt.data.concatenation import Concatenation
 from mt.data.hub_split import HubSplit
 from mt.data.order import ShardPools
 from mt.data.shards import EncodedShards
-from mt.data.concatenation import Concatenation
 from mt.data.sources import ParallelCorpus, hub_table, load_split
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
@@ -102,7 +102,9 @@ def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Pat
     tokenizer = Tokenizer.from_state_dict(load_parent(cfg.train.init_from)["tokenizer"])
     for symbol in getattr(train, "source_symbols", []):
         if tokenizer.src.piece_to_id(symbol) == UNK:
-            log.warning("data.tagged_splits: the parent's tokenizer has no %s piece; the tag is spelled in pieces", symbol)
+            log.warning(
+                "data.tagged_splits: the parent's tokenizer has no %s piece; the tag is spelled in pieces", symbol
+            )
     tokenizer.save(folder)
     meta = {
         "fingerprint": fingerprint(cfg.tokenizer, train),
@@ -128,7 +130,10 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
         return
     before = load_checkpoint(saved, mmap=True)["config"]
     now = {section: to_dict(cfg[section]) for section in ("data", "tokenizer", "model")}
-    data_before = {**to_dict(OmegaConf.structured(DataConfig)), **before.get("data", {})}  # a key added since: its default
+    data_before = {
+        **to_dict(OmegaConf.structured(DataConfig)),
+        **before.get("data", {}),
+    }  # a key added since: its default
     differ = [f"data.{k}" for k in CORPUS_KEYS if data_before.get(k) != now["data"].get(k)]
     differ += [f"tokenizer.{k}" for k in now["tokenizer"] if before.get("tokenizer", {}).get(k) != now["tokenizer"][k]]
     differ += [f"model.{k}" for k in changed_model_options(before.get("model", {}), now["model"])]
