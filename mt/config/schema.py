@@ -177,6 +177,12 @@ def _check(ok: bool, key: str, message: str) -> None:
         raise MTError(f"config {key}: {message}")
 
 
+def training_splits(data_cfg) -> list:
+    """data.train_split as a list: one split's name, or several (validate checks they are names)."""
+    splits = data_cfg.train_split
+    return [splits] if isinstance(splits, str) else list(splits) if isinstance(splits, Sequence) else splits
+
+
 def validate(cfg: DictConfig | Config) -> None:
     """Range and consistency checks that types alone cannot express."""
     d, t, m, tr, dec = cfg.data, cfg.tokenizer, cfg.model, cfg.train, cfg.decode
@@ -186,7 +192,7 @@ def validate(cfg: DictConfig | Config) -> None:
     else:
         _check(bool(d.name), "data.name", "is required with data=hub (a hub id or local dataset folder)")
     _check(d.src_lang != d.tgt_lang, "data.src_lang", "must differ from data.tgt_lang")
-    splits = [d.train_split] if isinstance(d.train_split, str) else d.train_split
+    splits = training_splits(d)
     _check(
         isinstance(splits, Sequence) and len(splits) > 0 and all(isinstance(s, str) and s for s in splits),
         "data.train_split",

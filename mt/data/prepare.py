@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
-from mt.config.schema import DataConfig, to_dict, validate
+from mt.config.schema import DataConfig, to_dict, training_splits, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.concatenation import Concatenation
 from mt.data.hub_split import HubSplit
@@ -78,12 +78,6 @@ def load_training_split(data_cfg, sample_size: int):
     parts = [_training_part(d, split, sample_size) for split in splits]
     tagged = [split in d.tagged_splits for split in splits]
     return parts[0] if len(parts) == 1 and not any(tagged) else Concatenation(parts, sample_size, tagged)
-
-
-def training_splits(data_cfg) -> list[str]:
-    """data.train_split as a list: one split's name, or several."""
-    splits = data_cfg.train_split
-    return [splits] if isinstance(splits, str) else list(splits)
 
 
 def _training_part(d, split: str, sample_size: int):
