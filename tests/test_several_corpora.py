@@ -161,3 +161,19 @@ def test_several_splits_of_a_dataset_are_read_as_one_corpus(tmp_path):
     memory = corpus.in_memory()
     assert memory.src == rows["train"]["de"] + [f"{TAG} {line}" for line in rows["extra"]["de"]]
     assert memory.tgt == rows["train"]["en"] + rows["extra"]["en"]
+
+
+def test_a_finetune_on_tagged_pairs_says_when_its_parents_tokenizer_lacks_the_tag(trained_run, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", {"train": 60, "synthetic": 40, "valid": 10})
+    parent = trained_run / "checkpoints" / "final.pt"
+    result = train_tiny(
+        corpus,
+        tmp_path / "ft",
+        f"train.init_from={parent}",
+        "data.train_split=[train,synthetic]",
+        "data.tagged_splits=[synthetic]",
+        "data.test_split=null",
+        "train.max_steps=1",
+    )
+    assert Tokenizer.load(tmp_path / "ft" / "tokenizer").src.piece_to_id(TAG) == UNK  # the parent's, unchanged
+    assert "the parent's tokenizer has no <bt> piece; the tag is spelled in pieces" in result.stdout
