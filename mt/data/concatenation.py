@@ -12,7 +12,7 @@ import hashlib
 
 import numpy as np
 
-from mt.data.sources import ParallelCorpus
+from mt.data.sources import ParallelCorpus, read_shards
 
 TAG = "<bt>"  # one sentencepiece piece: the tokenizer of a run with tagged corpora is trained with it as a symbol
 
@@ -81,21 +81,13 @@ class Concatenation:
             part.forget_sample()
 
     def in_memory(self) -> ParallelCorpus:
-        src, tgt = [], []
-        for index in range(self.shards):
-            s, t = self.shard(index)
-            src += s
-            tgt += t
+        src, tgt = read_shards(self, range(self.shards))
         return ParallelCorpus(src, tgt, self.origin, self._digest, self.shard_lines)
 
 
 def _lines(part, start: int, stop: int) -> tuple[list[str], list[str]]:
     """Lines start..stop of one part, read shard by shard."""
     size = part.shard_lines
-    src, tgt = [], []
-    for index in range(start // size, (stop - 1) // size + 1):
-        s, t = part.shard(index)
-        src += s
-        tgt += t
+    src, tgt = read_shards(part, range(start // size, (stop - 1) // size + 1))
     offset = (start // size) * size
     return src[start - offset : stop - offset], tgt[start - offset : stop - offset]

@@ -66,6 +66,16 @@ class ParallelCorpus:
         return self._digest
 
 
+def read_shards(corpus, shards) -> tuple[list[str], list[str]]:
+    """The lines of both sides of these shards of a corpus, in order."""
+    src, tgt = [], []
+    for index in shards:
+        s, t = corpus.shard(index)
+        src += s
+        tgt += t
+    return src, tgt
+
+
 def split_lines(text: str) -> list[str]:
     """Split on "\\n" only (str.splitlines would also split on \\r, \\x0c, \\u2028, ...)."""
     lines = text.split("\n")

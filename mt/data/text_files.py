@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mt.data.sources import SHARD_LINES, ParallelCorpus, _open_text_file, split_lines
+from mt.data.sources import SHARD_LINES, ParallelCorpus, _open_text_file, read_shards, split_lines
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -205,11 +205,7 @@ class AlignedTextFiles:
 
     def in_memory(self) -> ParallelCorpus:
         """Every line, held as Python strings (what subword sampling's n-best tables are made from)."""
-        src, tgt = [], []
-        for index in range(self.shards):
-            s, t = self.shard(index)
-            src += s
-            tgt += t
+        src, tgt = read_shards(self, range(self.shards))
         return ParallelCorpus(src, tgt, self.origin, self._digest, self.shard_lines)
 
 
