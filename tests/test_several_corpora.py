@@ -73,13 +73,14 @@ def test_the_tokenizer_sample_takes_each_corpus_in_proportion_to_its_length(tmp_
 
 
 def test_mt_train_trains_on_several_splits_as_one_corpus(tmp_path):
-    corpus = write_corpus(tmp_path / "corpus", {"train": 200, "synthetic": 120, "valid": 20})
+    corpus = write_corpus(tmp_path / "corpus", {"train": 200, "valid": 20})
+    write_corpus(tmp_path / "elsewhere", {"synthetic": 120})  # a split named by its path from data.dir
     run = tmp_path / "run"
-    overrides = ["data.train_split=[train,synthetic]", "data.test_split=null", "train.max_steps=3"]
+    overrides = ["data.train_split=[train,../elsewhere/synthetic]", "data.test_split=null", "train.max_steps=3"]
     train_tiny(corpus, run, *overrides)
     log = (run / "train.log").read_text()
-    assert "data: train 320, valid 20" in log and "train.{de,en} + " in log and "synthetic.{de,en}" in log
-    assert list(OmegaConf.load(run / "config.yaml").data.train_split) == ["train", "synthetic"]
+    assert "data: train 320, valid 20" in log and "train.{de,en} + " in log and "elsewhere/synthetic.{de,en}" in log
+    assert list(OmegaConf.load(run / "config.yaml").data.train_split) == ["train", "../elsewhere/synthetic"]
     again = train_tiny(corpus, run, "data.test_split=null", "train.max_steps=3", check=False)
     said = again.stdout + again.stderr
     assert again.returncode == 2 and "holds another run" in said and "data.train_split" in said
