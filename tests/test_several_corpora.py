@@ -76,10 +76,19 @@ def test_mt_train_trains_on_several_splits_as_one_corpus(tmp_path):
     corpus = write_corpus(tmp_path / "corpus", {"train": 200, "valid": 20})
     write_corpus(tmp_path / "elsewhere", {"synthetic": 120})  # a split named by its path from data.dir
     run = tmp_path / "run"
-    overrides = ["data.train_split=[train,../elsewhere/synthetic]", "data.test_split=null", "train.max_steps=3"]
-    train_tiny(corpus, run, *overrides)
+    # shards of 50 lines (one spans the two parts), pools of two: the rest encoded by the background encoder
+    cached = [f"data.cache_dir={tmp_path / 'cache'}", "data.shard_lines=50", "data.pool_pairs=100"]
+    train_tiny(
+        corpus,
+        run,
+        "data.train_split=[train,../elsewhere/synthetic]",
+        "data.test_split=null",
+        "train.max_steps=12",
+        *cached,
+    )
     log = (run / "train.log").read_text()
     assert "data: train 320, valid 20" in log and "train.{de,en} + " in log and "elsewhere/synthetic.{de,en}" in log
+    assert "train: all 7 shards encoded" in log and "step 10 |" in log
     assert list(OmegaConf.load(run / "config.yaml").data.train_split) == ["train", "../elsewhere/synthetic"]
     again = train_tiny(corpus, run, "data.test_split=null", "train.max_steps=3", check=False)
     said = again.stdout + again.stderr
