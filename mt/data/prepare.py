@@ -124,10 +124,8 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
         return
     before = load_checkpoint(saved, mmap=True)["config"]
     now = {section: to_dict(cfg[section]) for section in ("data", "tokenizer", "model")}
-    data_before = {
-        **to_dict(OmegaConf.structured(DataConfig)),
-        **before.get("data", {}),
-    }  # a key added since: its default
+    # a data key added since that checkpoint was written counts as its default
+    data_before = {**to_dict(OmegaConf.structured(DataConfig)), **before.get("data", {})}
     differ = [f"data.{k}" for k in CORPUS_KEYS if data_before.get(k) != now["data"].get(k)]
     differ += [f"tokenizer.{k}" for k in now["tokenizer"] if before.get("tokenizer", {}).get(k) != now["tokenizer"][k]]
     differ += [f"model.{k}" for k in changed_model_options(before.get("model", {}), now["model"])]
