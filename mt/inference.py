@@ -17,6 +17,7 @@ import torch
 from mt.checkpoint import load_averaged, load_with_one_tokenizer
 from mt.config.model import build_model
 from mt.config.schema import from_dict
+from mt.data.languages import into, languages_of
 from mt.data.tokenizer import Tokenizer
 from mt.decoding.settings import DecodeSettings
 from mt.decoding.translator import Translator
@@ -80,7 +81,9 @@ def load_translator(
     model, tokenizer, cfg = load_for_decoding(checkpoints, device, ensemble)
     settings = DecodeSettings.from_config(cfg.decode, **decode_choices)
     translator = Translator(model, tokenizer, settings, device, max_src_len)
-    translator.languages = (cfg.data.src_lang, cfg.data.tgt_lang)
+    translator.languages = languages_of(cfg.data)
+    if settings.tgt_lang:
+        into([], settings.tgt_lang, translator.languages)  # a language the model lacks: one line now
     return translator
 
 

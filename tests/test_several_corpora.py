@@ -117,13 +117,13 @@ def test_a_bad_training_split_is_one_line(tmp_path, split, error):
 def test_a_tagged_corpus_has_the_tag_before_each_source_and_nowhere_else(tmp_path):
     parts, pairs = three_parts(tmp_path)
     parts[1].src[1] = "   "  # a blank source stays blank: the pair is still dropped as empty
-    plain, tagged = Concatenation(parts, 1000), Concatenation(parts, 1000, tagged=[False, True, False])
+    plain, tagged = Concatenation(parts, 1000), Concatenation(parts, 1000, tags=["", TAG, ""])
     memory = tagged.in_memory()
     assert memory.src[:13] == plain.in_memory().src[:13] and memory.src[16:] == plain.in_memory().src[16:]
     assert memory.src[13:16] == [f"{TAG} {parts[1].src[0]}", "   ", f"{TAG} {parts[1].src[2]}"]
     assert memory.tgt == plain.in_memory().tgt
     assert tagged.digest() != plain.digest() and (tagged.source_symbols, plain.source_symbols) == ([TAG], [])
-    assert "b (tagged)" in tagged.origin
+    assert "b (tagged <bt>)" in tagged.origin
 
 
 def test_mt_train_tags_the_synthetic_sources_with_one_piece_of_its_own(tmp_path):
@@ -133,7 +133,7 @@ def test_mt_train_tags_the_synthetic_sources_with_one_piece_of_its_own(tmp_path)
     train_tiny(corpus, run, *base, "data.tagged_splits=[synthetic]")
     tokenizer = Tokenizer.load(run / "tokenizer")
     assert tokenizer.src.piece_to_id(TAG) != UNK and tokenizer.src.encode(f"{TAG} x", out_type=str)[1] == TAG
-    assert "synthetic.{de,en} (tagged)" in (run / "train.log").read_text()
+    assert "synthetic.{de,en} (tagged <bt>)" in (run / "train.log").read_text()
     untagged = train_tiny(corpus, run, *base, check=False)  # the same run directory without the tags
     said = untagged.stdout + untagged.stderr
     assert untagged.returncode == 2 and "holds another run" in said and "data.tagged_splits" in said
@@ -167,7 +167,7 @@ def test_several_splits_of_a_dataset_are_read_as_one_corpus(tmp_path):
         source="hub", name=str(saved), train_split=["train", "extra"], tagged_splits=["extra"], shard_lines=4
     )
     corpus = load_training_split(cfg, sample_size=100)
-    assert len(corpus) == 17 and corpus.shards == 5 and corpus.origin.endswith("[extra] (tagged)")
+    assert len(corpus) == 17 and corpus.shards == 5 and corpus.origin.endswith("[extra] (tagged <bt>)")
     memory = corpus.in_memory()
     assert memory.src == rows["train"]["de"] + [f"{TAG} {line}" for line in rows["extra"]["de"]]
     assert memory.tgt == rows["train"]["en"] + rows["extra"]["en"]

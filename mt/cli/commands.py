@@ -34,8 +34,12 @@ def checkpoint_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
 
 
+TGT_LANG_HELP = "the language to translate into, for a model of several target languages (e.g. fr)"
+
+
 def engine_options(p: argparse.ArgumentParser) -> None:
-    """--device, --dtype and --engine, as translate and mt-score take them."""
+    """--device, --dtype, --engine and --tgt-lang, as translate and mt-score take them."""
+    p.add_argument("--tgt-lang", help=TGT_LANG_HELP)
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     p.add_argument(
         "--dtype",
@@ -112,6 +116,9 @@ def evaluate_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--split", help="a split of the checkpoint's training data (default: its test split, e.g. test2016)")
+    p.add_argument(
+        "--direction", help="SRC-TGT, for a model of several languages: that direction's pairs (with --split) or target"
+    )
     p.add_argument("--src", help="source file to translate")
     p.add_argument("--ref", help="reference file")
     p.add_argument("--hyp", help="score this file of translations instead of translating")
@@ -195,6 +202,7 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16", "int8"], help="as translate --dtype")
+    p.add_argument("--tgt-lang", help="the default target language, for a model of several (a request may choose)")
     p.add_argument("--beam", type=int, help="the default beam size (default: the checkpoint's decode.beam)")
     p.add_argument("--alpha", type=float, help="the default length penalty (default: the checkpoint's)")
     p.add_argument("--batch-tokens", type=int, help="source tokens a batch of requests holds at most")

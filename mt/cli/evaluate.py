@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import sys
 
-from mt.data.sources import load_split, read_lines
+from mt.data.languages import direction_name, directions, source_tag, tagged
+from mt.data.sources import load_directions, read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.inference import decoding_device, load_for_decoding
@@ -64,6 +65,17 @@ def paired_lines(path: str, flag: str, ref: str) -> tuple[list[str], list[str]]:
     return lines, references
 
 
+def chosen_direction(data_cfg, asked: str | None, checkpoint: str) -> str:
+    """The direction to evaluate ("de-en"): the one asked for (--direction), else the model's only one."""
+    known = [direction_name(s, t) for s, t in directions(data_cfg)]
+    if asked is None and len(known) == 1:
+        return known[0]
+    if asked not in known:
+        said = f"--direction {asked}: not" if asked else "give --direction, one of"
+        raise MTError(f"{checkpoint}: {said} the model's directions ({', '.join(known)})")
+    return asked
+
+
 def decode_grid(
     model, tokenizer, cfg, grid, sources: list[str], name: str, args, device
 ) -> list[tuple[str, dict, list]]:
@@ -107,17 +119,19 @@ def run(args) -> None:
     else:
         device = decoding_device(args.device)
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
+        direction = chosen_direction(cfg.data, args.direction, args.checkpoint[0])
         if not args.src:
             split = args.split or cfg.data.test_split
             if not split:
                 raise MTError(f"{args.checkpoint[0]}: its data has no test split (data.test_split): give --split")
-            corpus = load_split(cfg.data, split)
+            corpus = load_directions(cfg.data, split)[direction]
             sources, references, name = corpus.src, corpus.tgt, corpus.origin
         else:
             (sources, references), name = paired_lines(args.src, "--src", args.ref), args.src
+            sources = tagged(sources, source_tag(cfg.data, direction.split("-")[1]))
         grid = settings_grid(args)
         if args.choose_on:
-            tuning = load_split(cfg.data, args.choose_on)
+            tuning = load_directions(cfg.data, args.choose_on)[direction]
             tuning_rows = report(
                 decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), tuning.tgt
             )

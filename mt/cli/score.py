@@ -80,11 +80,18 @@ def pair_chunks(args, chunk_lines: int):
 def load_scorer(args):
     """A translator of the engine asked for: both score pairs through the same interface."""
     if args.engine == "ctranslate2":
-        return load_export_translator(args.checkpoint[0], args.device, args.dtype, args.max_src_len)
+        return load_export_translator(
+            args.checkpoint[0], args.device, args.dtype, args.max_src_len, tgt_lang=args.tgt_lang
+        )
     from mt.inference import load_translator
 
     return load_translator(
-        args.checkpoint, args.device, ensemble=args.ensemble, max_src_len=args.max_src_len, precision=args.dtype
+        args.checkpoint,
+        args.device,
+        ensemble=args.ensemble,
+        max_src_len=args.max_src_len,
+        precision=args.dtype,
+        tgt_lang=args.tgt_lang,
     )
 
 

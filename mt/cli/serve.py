@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from mt.data.languages import languages_label
 from mt.errors import MTError
 from mt.serve.limits import ServeLimits
 
@@ -43,7 +44,7 @@ def check_args(args) -> None:
 
 def load(args):
     """The translator, what /health says of it, and how many threads decode."""
-    choices = dict(beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens)
+    choices = dict(beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens, tgt_lang=args.tgt_lang)
     if args.export:
         from mt.export.engine import load_export_translator
 
@@ -75,9 +76,8 @@ def run(args) -> None:
         max_nbest=args.max_beam,
     )
     app = create_app(translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"])
-    source, target = translator.languages
     print(
-        f"mt-serve: {about['model']} ({source}-{target}, {about['engine']} on {about['device']}) "
+        f"mt-serve: {about['model']} ({languages_label(translator.languages)}, {about['engine']} on {about['device']}) "
         f"at http://{args.host}:{args.port}/ (Ctrl-C to stop)",
         file=sys.stderr,
         flush=True,

@@ -157,6 +157,7 @@ def load_translator(args):
         max_len_b=args.max_len_b,
         nbest=args.nbest,
         batch_tokens=args.batch_tokens,
+        tgt_lang=args.tgt_lang,
         **{name: getattr(args, name) for name in SAMPLING_FLAGS},
     )
     if args.engine == "ctranslate2":

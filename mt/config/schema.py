@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from mt.config.model import model_options
+from mt.data.languages import directions, language_list
 from mt.errors import MTError
 
 # The Hydra presets live at the top of the repository, next to the package.
@@ -27,8 +28,9 @@ class DataConfig:
     name: str | None = None  # hub id or local dataset folder (source=hub)
     subset: str | None = None  # hub configuration name, e.g. "de-en" for wmt14
     dir: str | None = None  # folder holding {split}.{lang} files (source=files)
-    src_lang: str = "de"
-    tgt_lang: str = "en"
+    # a language code, or several ([de,fr,cs]): one model for every direction from a source into a target
+    src_lang: Any = "de"
+    tgt_lang: Any = "en"
     # one split, or several trained on as one ([train,synthetic]; a split named twice counts twice)
     train_split: Any = "train"
     # training splits whose sources start with the tag <bt>: tagged back-translation (synthetic sources)
@@ -164,12 +166,14 @@ def register_configs() -> None:
     OmegaConf.register_new_resolver("corpus", corpus_label, replace=True)
 
 
-def corpus_label(source: str | None, name: str | None, folder: str | None, src: str, tgt: str) -> str:
+def corpus_label(source: str | None, name: str | None, folder: str | None, src, tgt) -> str:
     """A short name for a run's training corpus and direction, for its default run directory:
-    data/mycorpus (files) or org/mycorpus (hub) with de -> en gives mycorpus.de-en."""
+    data/mycorpus (files) or org/mycorpus (hub) with de -> en gives mycorpus.de-en; with several
+    languages, [de,fr] -> en gives mycorpus.de+fr-en."""
     where = folder if source == "files" else name
     base = Path(str(where or "data").rstrip("/")).name or "data"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{base}.{src}-{tgt}")
+    src, tgt = ("+".join(map(str, language_list(langs))) for langs in (src, tgt))
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", f"{base}.{src}-{tgt}")
 
 
 def _check(ok: bool, key: str, message: str) -> None:
@@ -191,7 +195,15 @@ def validate(cfg: DictConfig | Config) -> None:
         _check(bool(d.dir), "data.dir", "is required with data=files (a folder of {split}.{lang} files)")
     else:
         _check(bool(d.name), "data.name", "is required with data=hub (a hub id or local dataset folder)")
-    _check(d.src_lang != d.tgt_lang, "data.src_lang", "must differ from data.tgt_lang")
+    for key in ("src_lang", "tgt_lang"):
+        langs = language_list(d[key])
+        _check(
+            len(langs) > 0 and all(isinstance(lang, str) and re.fullmatch(r"[A-Za-z0-9_]+", lang) for lang in langs),
+            f"data.{key}",
+            f"must be a language code (letters, digits, _) or a list of them, got {d[key]!r}",
+        )
+        _check(len(set(langs)) == len(langs), f"data.{key}", f"names a language twice: {d[key]!r}")
+    _check(bool(directions(d)), "data.src_lang", "must differ from data.tgt_lang")
     splits = training_splits(d)
     _check(
         isinstance(splits, Sequence) and len(splits) > 0 and all(isinstance(s, str) and s for s in splits),

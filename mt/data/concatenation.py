@@ -4,7 +4,9 @@ unchanged. A shard covers shard_lines lines of the whole and may span two corpor
 
 A tagged corpus (data.tagged_splits) has TAG before each of its sources: tagged back-translation (Caswell
 et al. 2019, "Tagged Back-Translation") tells the model which sources are synthetic, so it learns from them
-without learning to write like them; sources to translate carry no tag."""
+without learning to write like them; sources to translate carry no tag. Several languages
+(mt/data/languages.py) are parts too, each direction's sources tagged with the language to translate into
+when there are several."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import hashlib
 
 import numpy as np
 
+from mt.data.languages import tagged
 from mt.data.sources import ParallelCorpus, read_shards
 
 TAG = "<bt>"  # one sentencepiece piece: the tokenizer of a run with tagged corpora is trained with it as a symbol
@@ -19,23 +22,25 @@ TAG = "<bt>"  # one sentencepiece piece: the tokenizer of a run with tagged corp
 
 class Concatenation:
     """Corpora (ParallelCorpus, AlignedTextFiles or HubSplit, each already checked) read one after another,
-    the sources of those tagged[i] says with TAG before them."""
+    each part's sources with tags[i] before them: "" none, else tags separated by spaces ("<2fr> <bt>")."""
 
-    def __init__(self, parts: list, sample_size: int, tagged: list[bool] | None = None, seed: int = 1):
+    def __init__(self, parts: list, sample_size: int, tags: list[str] | None = None, seed: int = 1):
         self.parts, self.sample_size, self.seed = parts, sample_size, seed
-        self.tagged = tagged or [False] * len(parts)
+        self.tags = tags or [""] * len(parts)
         self.shard_lines = parts[0].shard_lines
-        self.origin = " + ".join(f"{part.origin}{' (tagged)' if tag else ''}" for part, tag in zip(parts, self.tagged))
+        self.origin = " + ".join(
+            f"{part.origin}{f' (tagged {tag})' if tag else ''}" for part, tag in zip(parts, self.tags)
+        )
         self.ends = np.cumsum([len(part) for part in parts])  # each part's end, in lines of the whole
         text = hashlib.sha256(b"concatenation")
-        for part, tag in zip(parts, self.tagged):
-            text.update(part.digest().encode() + (TAG.encode() if tag else b""))
+        for part, tag in zip(parts, self.tags):
+            text.update(part.digest().encode() + tag.encode())
         self._digest = text.hexdigest()
 
     @property
     def source_symbols(self) -> list[str]:
-        """Pieces the source tokenizer must hold whole."""
-        return [TAG] if any(self.tagged) else []
+        """Pieces the source tokenizer must hold whole: every tag, in the order first met."""
+        return list(dict.fromkeys(symbol for tag in self.tags for symbol in tag.split()))
 
     def __len__(self) -> int:
         return int(self.ends[-1])
@@ -51,11 +56,11 @@ class Concatenation:
         """Lines index * shard_lines onwards of the whole, taken from every part they span."""
         start, stop = index * self.shard_lines, min((index + 1) * self.shard_lines, len(self))
         src, tgt = [], []
-        for part, end, tag in zip(self.parts, self.ends.tolist(), self.tagged):
+        for part, end, tag in zip(self.parts, self.ends.tolist(), self.tags):
             begin = end - len(part)
             if begin < stop and start < end:
                 s, t = _lines(part, max(start, begin) - begin, min(stop, end) - begin)
-                src += [f"{TAG} {line}" if line.strip() else line for line in s] if tag else s
+                src += tagged(s, tag)
                 tgt += t
         return src, tgt
 

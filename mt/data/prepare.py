@@ -16,11 +16,12 @@ from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
 from mt.config.schema import DataConfig, to_dict, training_splits, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
-from mt.data.concatenation import Concatenation
+from mt.data.concatenation import TAG, Concatenation
 from mt.data.hub_split import HubSplit
+from mt.data.languages import directions, source_tag
 from mt.data.order import ShardPools
 from mt.data.shards import EncodedShards
-from mt.data.sources import ParallelCorpus, hub_table, load_split
+from mt.data.sources import ParallelCorpus, hub_table, joined, load_directions, pair_files
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import UNK, Tokenizer, build_tokenizer, fingerprint
@@ -32,8 +33,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class Prepared:
     train: ParallelCorpus | AlignedTextFiles | HubSplit
-    valid: ParallelCorpus
-    test: ParallelCorpus | None
+    valid: ParallelCorpus  # every direction's valid pairs as one corpus
+    tests: dict[str, ParallelCorpus]  # the test split in each direction ("de-en"), none without one
     tokenizer: Tokenizer
 
 
@@ -43,19 +44,18 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     validate(cfg)
     d = cfg.data
     train = load_training_split(d, cfg.tokenizer.max_sentences)
-    valid = load_split(d, d.valid_split)
-    test = load_split(d, d.test_split) if d.test_split else None
+    valid = joined(load_directions(d, d.valid_split))
+    tests = load_directions(d, d.test_split) if d.test_split else {}
     refuse_another_run(cfg, out_dir, train)
     out_dir.mkdir(parents=True, exist_ok=True)
     if write_config:
         (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
     log.info(
-        "data: train %d, valid %d, test %s pairs (%s -> %s, from %s)",
+        "data: train %d, valid %d, test %s pairs (%s, from %s)",
         len(train),
         len(valid),
-        len(test) if test else "-",
-        d.src_lang,
-        d.tgt_lang,
+        sum(map(len, tests.values())) if tests else "-",
+        ", ".join(" -> ".join(pair) for pair in directions(d)),
         train.origin,
     )
     if cfg.train.init_from:
@@ -63,30 +63,32 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     else:
         tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer", d.cache_dir)
     train.forget_sample()
-    return Prepared(train, valid, test, tokenizer)
+    return Prepared(train, valid, tests, tokenizer)
 
 
 def load_training_split(data_cfg, sample_size: int):
     """The training split, read a slice at a time, never held as Python strings: text files scanned in blocks
     (AlignedTextFiles), or a Hugging Face dataset's Arrow table (HubSplit); with a tokenizer sample of up to
     sample_size lines a side. Several splits (data.train_split=[a,b]) are read one after another, the sources
-    of data.tagged_splits with a tag before them."""
+    of data.tagged_splits with a tag before them; so are several directions (data.src_lang=[de,fr]), each
+    split in every direction, the sources tagged with their target language where there are several."""
     d = data_cfg
-    splits = training_splits(d)
     if d.source == "files" and not Path(d.dir).is_dir():
         raise MTError(f"data.dir={d.dir}: no such directory")
-    parts = [_training_part(d, split, sample_size) for split in splits]
-    tagged = [split in d.tagged_splits for split in splits]
-    return parts[0] if len(parts) == 1 and not any(tagged) else Concatenation(parts, sample_size, tagged)
+    parts, tags = [], []
+    for split in training_splits(d):
+        for src_lang, tgt_lang in directions(d):
+            parts.append(_training_part(d, split, src_lang, tgt_lang, sample_size))
+            tag = [source_tag(d, tgt_lang), TAG if split in d.tagged_splits else ""]
+            tags.append(" ".join(t for t in tag if t))
+    return parts[0] if len(parts) == 1 and not tags[0] else Concatenation(parts, sample_size, tags)
 
 
-def _training_part(d, split: str, sample_size: int):
+def _training_part(d, split: str, src_lang: str, tgt_lang: str, sample_size: int):
     if d.source != "files":
-        table, origin = hub_table(d.name, d.subset, split, d.src_lang, d.tgt_lang)
-        return HubSplit(table, d.src_lang, d.tgt_lang, origin, sample_size, d.shard_lines)
-    folder = Path(d.dir)
-    src, tgt = folder / f"{split}.{d.src_lang}", folder / f"{split}.{d.tgt_lang}"
-    origin = f"{folder / split}.{{{d.src_lang},{d.tgt_lang}}}"
+        table, origin = hub_table(d.name, d.subset, split, src_lang, tgt_lang)
+        return HubSplit(table, src_lang, tgt_lang, origin, sample_size, d.shard_lines)
+    src, tgt, origin = pair_files(Path(d.dir), split, src_lang, tgt_lang)
     return AlignedTextFiles(src, tgt, origin, sample_size, d.shard_lines, cache_dir=d.cache_dir)
 
 
@@ -96,9 +98,7 @@ def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Pat
     tokenizer = Tokenizer.from_state_dict(load_parent(cfg.train.init_from)["tokenizer"])
     for symbol in getattr(train, "source_symbols", []):
         if tokenizer.src.piece_to_id(symbol) == UNK:
-            log.warning(
-                "data.tagged_splits: the parent's tokenizer has no %s piece; the tag is spelled in pieces", symbol
-            )
+            log.warning("tags: the parent's tokenizer has no %s piece; the tag is spelled in pieces", symbol)
     tokenizer.save(folder)
     meta = {
         "fingerprint": fingerprint(cfg.tokenizer, train),

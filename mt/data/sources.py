@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -165,18 +166,31 @@ def _looks_like_text(head: bytes) -> bool:
     return head.count(b"\x00") * 10 <= len(head)
 
 
+def pair_files(folder: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path, str]:
+    """The files of one split and direction in folder, and their name for messages: {split}.{src_lang} and
+    {split}.{tgt_lang}, or where a folder holds corpora of several language pairs, {split}.{src}-{tgt}.{lang}
+    (fairseq's naming; the pair in either order), which win when both exist."""
+    for pair in (f"{src_lang}-{tgt_lang}", f"{tgt_lang}-{src_lang}"):
+        stem = folder / f"{split}.{pair}"
+        src, tgt = Path(f"{stem}.{src_lang}"), Path(f"{stem}.{tgt_lang}")
+        if src.is_file() and tgt.is_file():
+            return src, tgt, f"{stem}.{{{src_lang},{tgt_lang}}}"
+    stem = folder / split
+    return Path(f"{stem}.{src_lang}"), Path(f"{stem}.{tgt_lang}"), f"{stem}.{{{src_lang},{tgt_lang}}}"
+
+
 def load_files(folder: str, split: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
-    """{folder}/{split}.{src_lang} and {split}.{tgt_lang}, line-aligned."""
+    """One split and direction of the text files in folder (pair_files), line-aligned."""
     folder_path = Path(folder)
     if not folder_path.is_dir():
         raise MTError(f"data.dir={folder}: no such directory")
-    src_path, tgt_path = folder_path / f"{split}.{src_lang}", folder_path / f"{split}.{tgt_lang}"
+    src_path, tgt_path, origin = pair_files(folder_path, split, src_lang, tgt_lang)
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise MTError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files must be line-aligned")
     if not src:
         raise MTError(f"{src_path}: empty corpus")
-    return ParallelCorpus(src, tgt, f"{folder_path / split}.{{{src_lang},{tgt_lang}}}")
+    return ParallelCorpus(src, tgt, origin)
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -251,8 +265,32 @@ def load_hub(name: str, subset: str | None, split: str, src_lang: str, tgt_lang:
     return ParallelCorpus(hub_lines(table, 0, len(table), src_lang), hub_lines(table, 0, len(table), tgt_lang), origin)
 
 
-def load_split(data_cfg, split: str) -> ParallelCorpus:
-    """Load one split as configured (data.source = files | hub)."""
+def load_split(data_cfg, split: str, src_lang: str | None = None, tgt_lang: str | None = None) -> ParallelCorpus:
+    """Load one split as configured (data.source = files | hub), in the config's direction or the one given."""
+    src_lang, tgt_lang = src_lang or data_cfg.src_lang, tgt_lang or data_cfg.tgt_lang
     if data_cfg.source == "files":
-        return load_files(data_cfg.dir, split, data_cfg.src_lang, data_cfg.tgt_lang)
-    return load_hub(data_cfg.name, data_cfg.subset, split, data_cfg.src_lang, data_cfg.tgt_lang)
+        return load_files(data_cfg.dir, split, src_lang, tgt_lang)
+    return load_hub(data_cfg.name, data_cfg.subset, split, src_lang, tgt_lang)
+
+
+def load_directions(data_cfg, split: str) -> dict[str, ParallelCorpus]:
+    """One split in each direction of the config ("de-en": its pairs), each direction's sources tagged with
+    its target language where the model has several (mt/data/languages.py)."""
+    found = {}
+    for src_lang, tgt_lang in directions(data_cfg):
+        corpus = load_split(data_cfg, split, src_lang, tgt_lang)
+        corpus.src = tagged(corpus.src, source_tag(data_cfg, tgt_lang))
+        found[direction_name(src_lang, tgt_lang)] = corpus
+    return found
+
+
+def joined(corpora: dict[str, ParallelCorpus]) -> ParallelCorpus:
+    """Several directions' pairs as one corpus (a multilingual run's validation set); one as itself."""
+    if len(corpora) == 1:
+        return next(iter(corpora.values()))
+    parts = list(corpora.values())
+    return ParallelCorpus(
+        [line for c in parts for line in c.src],
+        [line for c in parts for line in c.tgt],
+        " + ".join(c.origin for c in parts),
+    )

@@ -8,6 +8,7 @@ import copy
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
+from mt.data.languages import into
 from mt.errors import MTError
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class DecodeSettings:
     topp: float = 1.0  # sampling: draw within the smallest set of tokens holding this much probability
     seed: int = 0  # sampling: with each line's number, seeds that line's draws
     cuda_graphs: bool = False  # greedy and beam search in fixed slots, each step a replayed CUDA graph (CUDA)
+    tgt_lang: str = ""  # the language to translate into, for a model of several target languages
 
     def __post_init__(self):
         checks = (
@@ -146,12 +148,13 @@ class LineTranslator:
 
     languages: tuple[str, str] = ("", "")  # (source, target) language codes, where the model's config names them
 
-    def translate(self, lines: list[str] | str) -> list[str] | str:
+    def translate(self, lines: list[str] | str, tgt_lang: str | None = None) -> list[str] | str:
         """The best translation of every line, in order (an empty line gives an empty one). One string in,
-        one string out."""
+        one string out. tgt_lang: the language to translate into, for a model of several."""
+        translator = self.with_settings(self.settings.updated(tgt_lang=tgt_lang)) if tgt_lang else self
         if isinstance(lines, str):
-            return self.translate_nbest([lines])[0][0].text
-        return [found[0].text for found in self.translate_nbest(list(lines))]
+            return translator.translate_nbest([lines])[0][0].text
+        return [found[0].text for found in translator.translate_nbest(list(lines))]
 
     def translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
         raise NotImplementedError
@@ -163,10 +166,15 @@ class LineTranslator:
         order: one PairScore per pair, an empty target scored as EOS alone."""
         raise NotImplementedError
 
+    def _sources(self, lines: list[str]) -> list[str]:
+        """Lines as the model reads them: with the tag of settings.tgt_lang where the model has several
+        target languages (mt/data/languages.py); a language it lacks, or none named, is one line."""
+        return into(lines, self.settings.tgt_lang, self.languages)
+
     def _encode_pairs(self, sources: list[str], targets: list[str]) -> tuple[list[list[int]], list[list[int]]]:
         """The pairs as piece ids for score: sources cut to max_src_len (counted in truncated), targets whole."""
         check_aligned(sources, targets, "targets")
-        src_ids, cut = self.tokenizer.encode_src_truncated(sources, self.max_src_len)
+        src_ids, cut = self.tokenizer.encode_src_truncated(self._sources(sources), self.max_src_len)
         self.truncated += cut
         return src_ids, self.tokenizer.encode_tgt(targets)
 

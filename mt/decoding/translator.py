@@ -79,7 +79,7 @@ class Translator(LineTranslator):
         s = self.settings
         check_aligned(lines, prefixes, "prefixes")
         check_aligned(lines, seeds, "seeds")
-        ids, cut = self.tokenizer.encode_src_truncated(lines, self.max_src_len)
+        ids, cut = self.tokenizer.encode_src_truncated(self._sources(lines), self.max_src_len)
         self.truncated += cut
         prefix_ids = self.tokenizer.encode_tgt(prefixes) if prefixes else [[] for _ in lines]
         if s.sampling and seeds is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from mt.data.languages import language_list, languages_of, target_tags
 from mt.errors import MTError
 from mt.export.engine import EXPORT_INFO, import_ctranslate2
 from mt.inference import load_for_inference
@@ -100,11 +101,12 @@ def export(checkpoints: list[str], output: Path, quantization: str = "none", for
             "checkpoints": [str(Path(c).resolve()) for c in checkpoints],
             "quantization": quantization,
             "arch": cfg.model.arch,
-            "languages": [cfg.data.src_lang, cfg.data.tgt_lang],
+            "languages": list(languages_of(cfg.data)),
             "joint_vocabulary": tokenizer.joint,
         }
         (staging / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        (staging / "README.md").write_text(_readme(tokenizer.joint, cfg.decode), encoding="utf-8")
+        readme = _readme(tokenizer.joint, cfg.decode, target_tags(language_list(cfg.data.tgt_lang)))
+        (staging / "README.md").write_text(readme, encoding="utf-8")
         if output.exists():
             shutil.rmtree(output)
         staging.rename(output)
@@ -152,8 +154,16 @@ def _feed_forward(spec, ffn, norm) -> None:
     _layer_norm(spec.layer_norm, norm)
 
 
-def _readme(joint: bool, decode) -> str:
+def _readme(joint: bool, decode, tags: list[str]) -> str:
     models = "spm.model" if joint else "spm.src.model", "spm.model" if joint else "spm.tgt.model"
+    languages = (
+        f"""
+This model translates into several languages: each source starts with the tag of the one wanted and a
+space ({", ".join(tags)}), e.g. `"{tags[0]} Ein Hund rennt."`; `translate --tgt-lang` adds it.
+"""
+        if tags
+        else ""
+    )
     return f"""# A CTranslate2 export of an mt checkpoint
 
 With this toolkit: `translate --engine ctranslate2 --checkpoint THIS_DIR < input > output`.
@@ -175,4 +185,4 @@ print(tgt.decode(results[0].hypotheses[0]))
 The source end-of-sentence token is added by the model's config (add_source_eos). CTranslate2's length
 penalty divides a hypothesis' score by length^alpha; this toolkit's beam search uses GNMT's
 ((5 + length) / 6)^alpha, so beam outputs can differ slightly; greedy outputs are the same.
-"""
+{languages}"""

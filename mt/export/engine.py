@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from mt.data.languages import into
 from mt.data.tokenizer import EOS, Tokenizer
 from mt.decoding.settings import (
     SCORE_BATCH_TOKENS,
@@ -76,6 +77,8 @@ def load_export_translator(
     device = device or ("cuda" if cuda_available() else "cpu")
     translator = CTranslate2Translator(folder, settings, device, compute_type, max_src_len)
     translator.languages = tuple(info.get("languages", ("", "")))
+    if settings.tgt_lang:
+        into([], settings.tgt_lang, translator.languages)  # a language the model lacks: one line now
     return translator
 
 
@@ -120,7 +123,7 @@ class CTranslate2Translator(LineTranslator):
             raise MTError("--alignments and --attention-dir need the torch engine (CTranslate2 exports no attention)")
         check_aligned(lines, prefixes, "prefixes")
         s = self.settings
-        ids, cut = self.tokenizer.encode_src_truncated(lines, self.max_src_len)
+        ids, cut = self.tokenizer.encode_src_truncated(self._sources(lines), self.max_src_len)
         self.truncated += cut
         prefix_ids = self.tokenizer.encode_tgt(prefixes) if prefixes else [[] for _ in lines]
         results: list[list[Translation]] = [[Translation("", 0.0, [], [])] * s.nbest for _ in lines]

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from mt.data.languages import into
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, LineTranslator, line_seed
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
@@ -30,7 +31,12 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
     for name in SAMPLING_FIELDS:
         if getattr(request, name) is not None and not sampling:
             raise RequestError(422, f'{name}: a sampling setting; add "strategy": "sample"')
-    choices = dict(alpha=request.alpha, nbest=request.nbest, **{n: getattr(request, n) for n in SAMPLING_FIELDS})
+    choices = dict(
+        alpha=request.alpha,
+        nbest=request.nbest,
+        tgt_lang=request.tgt_lang,
+        **{n: getattr(request, n) for n in SAMPLING_FIELDS},
+    )
     if request.strategy == "greedy":
         if request.beam not in (None, 1):
             raise RequestError(422, 'beam: greedy decodes with beam 1; use "strategy": "beam"')
@@ -47,6 +53,14 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
         return base.updated(**choices)
     except MTError as err:
         raise RequestError(422, str(err).removeprefix("decode setting ")) from None
+
+
+def known_language(tgt_lang: str, languages: tuple) -> None:
+    """A RequestError (422) unless the model translates into tgt_lang ("": its only target language)."""
+    try:
+        into([], tgt_lang, languages)
+    except MTError as err:
+        raise RequestError(422, f"tgt_lang: {err}") from None
 
 
 async def answer_or_hang_up(request: Request, future, every: float = 0.05):
@@ -114,6 +128,7 @@ def create_app(
         try:
             ask = parse_request(body, limits)
             settings = request_settings(translator.settings, ask)
+            known_language(settings.tgt_lang, translator.languages)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)
@@ -142,12 +157,14 @@ def create_app(
             return Response(status_code=499)
         try:
             ask = parse_request(body, limits, ScoreRequest)
+            known_language(ask.tgt_lang or "", translator.languages)
             tok = translator.tokenizer
             pieces = sum(len(ids) + 1 for ids in tok.encode_src(ask.lines) + tok.encode_tgt(ask.targets))
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)
         try:
-            results = await answer_or_hang_up(request, batcher.submit_scoring(ask.lines, ask.targets, pieces))
+            job = batcher.submit_scoring(ask.lines, ask.targets, pieces, ask.tgt_lang or "")
+            results = await answer_or_hang_up(request, job)
         except Exception as err:  # noqa: BLE001 - one request fails, the server goes on
             return JSONResponse({"error": f"scoring failed: {str(err).splitlines()[0][:300]}"}, status_code=500)
         if results is None:

@@ -40,10 +40,10 @@ class Job:
     arrived: float = field(default_factory=time.monotonic)
 
     @property
-    def group(self) -> DecodeSettings | str:
+    def group(self) -> DecodeSettings | tuple[str, str]:
         """Jobs with equal settings decode in one call (each line's seed travels with it); scoring jobs
-        are scored in one call."""
-        return SCORING if self.targets is not None else replace(self.settings, seed=0)
+        into one target language are scored in one call."""
+        return (SCORING, self.settings.tgt_lang) if self.targets is not None else replace(self.settings, seed=0)
 
 
 class Batcher:
@@ -66,9 +66,11 @@ class Batcher:
     def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0) -> Future:
         return self._queue(Job(lines, settings, prefixes, seeds, pieces))
 
-    def submit_scoring(self, lines: list[str], targets: list[str], pieces: int = 0) -> Future:
-        """A future of the pairs' PairScores (pieces: source and target pieces, against the budget)."""
-        return self._queue(Job(lines, self.translator.settings, None, None, pieces, targets))
+    def submit_scoring(self, lines: list[str], targets: list[str], pieces: int = 0, tgt_lang: str = "") -> Future:
+        """A future of the pairs' PairScores (pieces: source and target pieces, against the budget; tgt_lang:
+        the targets' language, for a model of several)."""
+        settings = self.translator.settings.updated(tgt_lang=tgt_lang)
+        return self._queue(Job(lines, settings, None, None, pieces, targets))
 
     def _queue(self, job: Job) -> Future:
         with self.changed:
@@ -88,11 +90,11 @@ class Batcher:
     def _run(self) -> None:
         while (jobs := self._take()) is not None:
             try:
-                groups: dict[DecodeSettings | str, list[Job]] = {}
+                groups: dict[DecodeSettings | tuple[str, str], list[Job]] = {}
                 for job in jobs:
                     groups.setdefault(job.group, []).append(job)
                 for key, group in groups.items():
-                    if key == SCORING:
+                    if isinstance(key, tuple):
                         self._score(group)
                     else:
                         self._decode(key, group)
@@ -142,7 +144,7 @@ class Batcher:
     def _score(self, jobs: list[Job]) -> None:
         lines = [line for job in jobs for line in job.lines]
         targets = [t for job in jobs for t in job.targets]
-        self._answer(jobs, lambda: self.translator.score(lines, targets))
+        self._answer(jobs, lambda: self.translator.with_settings(jobs[0].settings).score(lines, targets))
 
     def _answer(self, jobs: list[Job], work) -> None:
         """Run work (a call giving one result per line of the jobs, in order) and hand each job its own."""

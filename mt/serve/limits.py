@@ -35,6 +35,7 @@ class TranslateRequest(BaseModel):
     topk: int | None = Field(None, ge=0)
     topp: float | None = Field(None, gt=0, le=1)
     seed: int | None = Field(None, ge=0, lt=2**32)
+    tgt_lang: str | None = Field(None, description="the language to translate into, for a model of several")
     scores: bool = Field(False, description="also return each line's hypotheses with their scores")
 
 
@@ -45,6 +46,7 @@ class ScoreRequest(BaseModel):
 
     lines: list[str] = Field(description="source lines")
     targets: list[str] = Field(description="a translation per line; its log-probability comes back, in order")
+    tgt_lang: str | None = Field(None, description="the targets' language, for a model of several")
     pieces: bool = Field(False, description="also return each target's pieces and their log-probabilities")
 
 

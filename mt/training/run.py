@@ -16,6 +16,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from mt.checkpoint import average_checkpoint_files, save_final
 from mt.config.model import build_model
+from mt.data.languages import language_list
 from mt.data.prepare import encode_splits, prepare
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha
@@ -39,17 +40,18 @@ def pick_device(name: str, dist: Dist) -> torch.device:
     return torch.device("cuda", dist.local_rank)
 
 
-def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, test, device, step: int) -> Path:
+def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, tests: dict, device, step: int) -> Path:
     """Make the run's final checkpoint from the chosen one (best.pt or averaged.pt): choose its length
     penalty on valid (decode.alpha_candidates) and write checkpoints/final.pt with it, then translate the
-    test split once with final.pt; write test.hyp, results.json and test/bleu, test/chrf at the last
-    step to TensorBoard. Returns final.pt."""
+    test split once with final.pt, in each direction (tests: "de-en" -> its pairs); write test.hyp
+    (test.de-en.hyp, ... with several directions), results.json and test/bleu, test/chrf at the last step
+    to TensorBoard. Returns final.pt."""
     final = chosen.parent / "final.pt"
     settings = DecodeSettings.from_config(
         cfg.decode, strategy="search", precision=decode_precision(device, cfg.train.precision)
     )
     sweep = []
-    if cfg.decode.alpha_candidates or test is not None:  # nothing to decode: final.pt is a copy
+    if cfg.decode.alpha_candidates or tests:  # nothing to decode: final.pt is a copy
         model, tokenizer, _ = load_for_inference(chosen)
     if cfg.decode.alpha_candidates:
         settings, sweep = choose_alpha(
@@ -57,12 +59,26 @@ def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, test,
         )
     save_final(chosen, final, settings.alpha)
     log.info("final checkpoint: %s (from %s, length penalty %g)", final, chosen.name, settings.alpha)
-    if test is None:
+    if not tests:
         return final
-    results = Translator(model, tokenizer, settings, device).translate_nbest(test.src, progress=True)
-    hypotheses = [r[0].text for r in results]
-    (out_dir / "test.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
-    scores = score(hypotheses, test.tgt)
+    translator = Translator(model, tokenizer, settings, device)
+    found = {}
+    for direction, test in tests.items():
+        results = translator.translate_nbest(test.src, progress=True)
+        hypotheses = [r[0].text for r in results]
+        name = "test.hyp" if len(tests) == 1 else f"test.{direction}.hyp"
+        (out_dir / name).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        found[direction] = score(hypotheses, test.tgt)
+        log.info(
+            "test %s%s (%s, beam %d, alpha %g): BLEU %.2f | chrF %.2f",
+            cfg.data.test_split,
+            f" {direction}" if len(tests) > 1 else "",
+            chosen.name,
+            settings.beam,
+            settings.alpha,
+            found[direction].bleu,
+            found[direction].chrf,
+        )
     summary = {
         "split": cfg.data.test_split,
         "checkpoint": final.name,
@@ -70,22 +86,23 @@ def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, test,
         "beam": settings.beam,
         "alpha": settings.alpha,
         **({"alpha_sweep_on_valid": sweep} if sweep else {}),
-        **scores.as_dict(),
     }
+    if len(found) == 1:
+        summary.update(next(iter(found.values())).as_dict())
+        bleu, chrf = summary["bleu"], summary["chrf"]
+    else:  # each direction's scores, and their mean over directions on top, as scripts read one run's
+        bleu = round(sum(s.bleu for s in found.values()) / len(found), 2)
+        chrf = round(sum(s.chrf for s in found.values()) / len(found), 2)
+        summary.update(bleu=bleu, chrf=chrf, mean_of=list(found), directions={d: s.as_dict() for d, s in found.items()})
+        log.info("test %s, mean over %d directions: BLEU %.2f | chrF %.2f", cfg.data.test_split, len(found), bleu, chrf)
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     with SummaryWriter(str(out_dir / "tb")) as writer:
-        writer.add_scalar("test/bleu", scores.bleu, step)
-        writer.add_scalar("test/chrf", scores.chrf, step)
-    log.info(
-        "test %s (%s, beam %d, alpha %g): BLEU %.2f | chrF %.2f",
-        cfg.data.test_split,
-        chosen.name,
-        settings.beam,
-        settings.alpha,
-        scores.bleu,
-        scores.chrf,
-    )
-    log.info("%s", scores.bleu_signature)
+        writer.add_scalar("test/bleu", bleu, step)
+        writer.add_scalar("test/chrf", chrf, step)
+        if len(found) > 1:
+            for direction, scores in found.items():
+                writer.add_scalar(f"test/bleu_{direction}", scores.bleu, step)
+    log.info("%s", next(iter(found.values())).bleu_signature)
     return final
 
 
@@ -109,9 +126,9 @@ def choose_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path
     return averaged if bleu > trainer.progress.best_bleu else best
 
 
-def translate_command(out_dir: Path) -> str:
+def translate_command(out_dir: Path, data_cfg=None) -> str:
     """The command that translates with a run's model, as the user can type it here (paths relative to the
-    working directory when below it)."""
+    working directory when below it), into its first target language where it has several."""
 
     def shown(path: Path) -> str:
         path = path.absolute()
@@ -122,7 +139,9 @@ def translate_command(out_dir: Path) -> str:
 
     command = Path(sys.executable).parent / "translate"  # beside the interpreter: the venv's bin/
     program = shown(command) if command.exists() else "translate"
-    return f"{program} -c {shown(out_dir)} < input.txt > output.txt"
+    targets = language_list(data_cfg.tgt_lang) if data_cfg is not None else []
+    into = f" --tgt-lang {targets[0]}" if len(targets) > 1 else ""
+    return f"{program} -c {shown(out_dir)}{into} < input.txt > output.txt"
 
 
 def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.device) -> None:
@@ -160,5 +179,5 @@ def train_with(cfg: DictConfig, data, train, valid, out_dir: Path, dist: Dist, d
     if dist.is_main:
         chosen = choose_checkpoint(cfg, trainer, out_dir / "checkpoints")
         if chosen.exists():
-            finish(cfg, chosen, out_dir, trainer.validator, data.test, device, trainer.progress.step)
-            log.info("to translate with it: %s", translate_command(out_dir))
+            finish(cfg, chosen, out_dir, trainer.validator, data.tests, device, trainer.progress.step)
+            log.info("to translate with it: %s", translate_command(out_dir, cfg.data))

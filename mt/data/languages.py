@@ -1,0 +1,78 @@
+"""Several languages in one model (data.src_lang=[de,fr,cs] data.tgt_lang=en, or the reverse): a run trains
+on every direction of its source and target languages at once. With one target language nothing else
+changes; with several, each source starts with the tag of the language to translate into, as in Johnson et
+al. 2017 ("Google's Multilingual Neural Machine Translation System"), and the caller names that language
+when translating (translate --tgt-lang fr)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mt.errors import MTError
+
+
+def language_list(value) -> list[str]:
+    """data.src_lang or data.tgt_lang as a list: one code, or several."""
+    return [value] if isinstance(value, str) else list(value) if isinstance(value, Sequence) else [value]
+
+
+def languages_of(data_cfg) -> tuple:
+    """(source, target) languages of a config as plain values: a code, or a list of codes."""
+    return tuple(v if isinstance(v, str) else language_list(v) for v in (data_cfg.src_lang, data_cfg.tgt_lang))
+
+
+def languages_label(languages: tuple) -> str:
+    """(source, target) languages as one name: de-en, or de+fr-en for several."""
+    return "-".join("+".join(language_list(side)) for side in languages)
+
+
+def directions(data_cfg) -> list[tuple[str, str]]:
+    """Every (source, target) pair of the configured languages, a language never into itself, in order."""
+    return [(s, t) for s in language_list(data_cfg.src_lang) for t in language_list(data_cfg.tgt_lang) if s != t]
+
+
+def multilingual(data_cfg) -> bool:
+    return len(directions(data_cfg)) > 1
+
+
+def target_tag(lang: str) -> str:
+    """The piece a source starts with to ask for a translation into lang."""
+    return f"<2{lang}>"
+
+
+def target_tags(targets: Sequence[str]) -> list[str]:
+    """The tags a model with these target languages needs: none with one target."""
+    return [target_tag(t) for t in targets] if len(targets) > 1 else []
+
+
+def source_tag(data_cfg, tgt_lang: str) -> str:
+    """The tag a run's sources carry in the direction into tgt_lang: none with one target language."""
+    return target_tag(tgt_lang) if len(language_list(data_cfg.tgt_lang)) > 1 else ""
+
+
+def tagged(lines: list[str], tag: str) -> list[str]:
+    """The lines with the tag before each; an empty line stays empty (nothing to translate)."""
+    return [f"{tag} {line}" if line.strip() else line for line in lines] if tag else lines
+
+
+def direction_name(src: str, tgt: str) -> str:
+    return f"{src}-{tgt}"
+
+
+def into(lines: list[str], tgt_lang: str, languages: tuple) -> list[str]:
+    """Lines to translate into tgt_lang ("" for the model's only target) with a model of these (source,
+    target) languages: tagged when the model has several targets; a language it does not translate
+    into is one line. Languages unknown ("") take the lines as they are."""
+    targets = [t for t in language_list(languages[1]) if t]
+    if not targets:
+        return lines
+    if tgt_lang and tgt_lang not in targets:
+        raise MTError(f"target language {tgt_lang!r}: this model translates into {', '.join(targets)}")
+    if len(targets) == 1:
+        return lines
+    if not tgt_lang:
+        raise MTError(
+            f"this model translates into {', '.join(targets)}: name the target language "
+            '(translate --tgt-lang, tgt_lang= in Python, "tgt_lang" in a request)'
+        )
+    return tagged(lines, target_tag(tgt_lang))

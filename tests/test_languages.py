@@ -1,0 +1,202 @@
+"""Several languages in one model (data.src_lang / data.tgt_lang lists): every direction trained on at once,
+sources tagged with their target language only where there are several targets, each direction tested on
+its own, and the target named when translating (CLI, Python, HTTP), else one line."""
+
+import json
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+import mt
+from mt.config.schema import Config, DataConfig, corpus_label, validate
+from mt.data.concatenation import TAG
+from mt.data.languages import directions, into, target_tag
+from mt.data.prepare import load_training_split
+from mt.data.sources import load_directions, pair_files
+from mt.data.tokenizer import UNK, Tokenizer
+from mt.errors import MTError
+
+from conftest import make_pairs, run_cli, train_tiny
+
+REVERSED = "rv"  # a second target language: English with its words in reverse order
+
+
+def write_languages(folder: Path, sizes=None) -> Path:
+    """A multi-way corpus: {split}.de, {split}.en and {split}.rv line-aligned (rv: en's words reversed)."""
+    sizes = sizes or {"train": 600, "valid": 30, "test": 20}
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed, (split, n) in enumerate(sizes.items()):
+        pairs = make_pairs(n, seed)
+        sides = {
+            "de": [s for s, _ in pairs],
+            "en": [t for _, t in pairs],
+            REVERSED: [" ".join(t.split()[::-1]) for _, t in pairs],
+        }
+        for lang, lines in sides.items():
+            (folder / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return folder
+
+
+def data_config(**values):
+    return OmegaConf.merge(OmegaConf.structured(DataConfig), values)
+
+
+def test_directions_are_every_source_into_every_other_target_and_only_several_targets_are_tagged():
+    assert directions(data_config(src_lang=["de", "fr"], tgt_lang="en")) == [("de", "en"), ("fr", "en")]
+    both_ways = data_config(src_lang=["de", "en"], tgt_lang=["de", "en"])
+    assert directions(both_ways) == [("de", "en"), ("en", "de")]
+    lines = ["Ein Hund.", "", "  "]
+    assert into(lines, "", ("de", "en")) == lines  # one target: nothing to say
+    assert into(lines, "en", ("de", ["en", "fr"])) == ["<2en> Ein Hund.", "", "  "]  # blank lines stay blank
+    with pytest.raises(MTError, match=r"translates into en, fr: name the target language"):
+        into(lines, "", ("de", ["en", "fr"]))
+    with pytest.raises(MTError, match=r"target language 'es': this model translates into en$"):
+        into(lines, "es", ("de", "en"))
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (dict(src_lang="en", tgt_lang="en"), r"data.src_lang: must differ from data.tgt_lang"),
+        (dict(src_lang=["de", "de"], tgt_lang="en"), r"data.src_lang: names a language twice"),
+        (dict(src_lang=[], tgt_lang="en"), r"data.src_lang: must be a language code"),
+        (dict(src_lang="de", tgt_lang=["en", "fr x"]), r"data.tgt_lang: must be a language code"),
+    ],
+)
+def test_bad_languages_are_one_line(values, message):
+    cfg = OmegaConf.structured(Config)
+    cfg.data = data_config(source="files", dir="x", **values)
+    with pytest.raises(MTError, match=message):
+        validate(cfg)
+
+
+def test_the_run_directory_names_every_language():
+    assert corpus_label("files", None, "data/m30k", ["de", "fr"], "en") == "m30k.de+fr-en"
+    assert corpus_label("files", None, "data/m30k", "de", "en") == "m30k.de-en"
+
+
+def test_files_named_for_their_language_pair_win_in_either_order(tmp_path):
+    for name in ("train.de", "train.en", "train.en-fr.en", "train.en-fr.fr"):
+        (tmp_path / name).write_text("x\n")
+    assert pair_files(tmp_path, "train", "de", "en")[:2] == (tmp_path / "train.de", tmp_path / "train.en")
+    assert pair_files(tmp_path, "train", "fr", "en")[:2] == (tmp_path / "train.en-fr.fr", tmp_path / "train.en-fr.en")
+    assert pair_files(tmp_path, "train", "fr", "en")[2] == f"{tmp_path}/train.en-fr.{{fr,en}}"
+
+
+def test_every_direction_is_a_part_of_the_training_corpus_tagged_with_its_target(tmp_path):
+    folder = write_languages(tmp_path, {"train": 7, "synthetic": 3})
+    lines = {lang: (folder / f"train.{lang}").read_text().splitlines() for lang in ("de", "en", REVERSED)}
+    one_to_many = load_training_split(
+        data_config(source="files", dir=str(folder), src_lang="de", tgt_lang=["en", REVERSED]), 1000
+    ).in_memory()
+    assert one_to_many.src == [f"<2en> {s}" for s in lines["de"]] + [f"<2rv> {s}" for s in lines["de"]]
+    assert one_to_many.tgt == lines["en"] + lines[REVERSED]
+    many_to_one = load_training_split(
+        data_config(source="files", dir=str(folder), src_lang=["de", REVERSED], tgt_lang="en"), 1000
+    )
+    assert many_to_one.source_symbols == []  # one target: no tags
+    assert many_to_one.in_memory().src == lines["de"] + lines[REVERSED]
+    with_bt = load_training_split(
+        data_config(
+            source="files",
+            dir=str(folder),
+            src_lang="de",
+            tgt_lang=["en", REVERSED],
+            train_split=["train", "synthetic"],
+            tagged_splits=["synthetic"],
+        ),
+        1000,
+    )
+    assert with_bt.source_symbols == ["<2en>", "<2rv>", TAG]
+    assert with_bt.in_memory().src[-1].startswith(f"<2rv> {TAG} ")
+    valid = load_directions(
+        data_config(source="files", dir=str(folder), src_lang="de", tgt_lang=["en", REVERSED]), "train"
+    )
+    assert list(valid) == ["de-en", "de-rv"] and valid["de-rv"].src[0] == f"<2rv> {lines['de'][0]}"
+
+
+@pytest.fixture(scope="module")
+def one_to_many(tmp_path_factory) -> Path:
+    """A tiny model trained de -> en and de -> rv through mt-train."""
+    folder = write_languages(tmp_path_factory.mktemp("languages") / "m3")
+    run = tmp_path_factory.mktemp("run")
+    train_tiny(folder, run, f"data.tgt_lang=[en,{REVERSED}]", "train.max_steps=400")
+    return run
+
+
+def test_a_one_to_many_run_tests_each_direction_and_its_tokenizer_holds_each_tag(one_to_many):
+    results = json.loads((one_to_many / "results.json").read_text())
+    assert results["mean_of"] == ["de-en", "de-rv"]
+    assert results["bleu"] == round(
+        (results["directions"]["de-en"]["bleu"] + results["directions"]["de-rv"]["bleu"]) / 2, 2
+    )
+    assert (one_to_many / "test.de-en.hyp").is_file() and (one_to_many / "test.de-rv.hyp").is_file()
+    tokenizer = Tokenizer.load(one_to_many / "tokenizer")
+    assert all(tokenizer.src.piece_to_id(target_tag(t)) != UNK for t in ("en", REVERSED))
+    assert "--tgt-lang en" in (one_to_many / "train.log").read_text()  # the command it logs names a target
+
+
+def test_translate_asks_for_the_target_and_keeps_line_alignment(one_to_many):
+    sources = [line for line in make_pairs(12, seed=7) for line in (line[0], "")]
+    text = "".join(line + "\n" for line in sources)
+    refused = run_cli("translate", "-c", str(one_to_many), "-q", input_text=text, check=False)
+    assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0
+    assert "translates into en, rv: name the target language" in refused.stderr and not refused.stdout
+    outputs = {}
+    for lang in ("en", REVERSED):
+        found = run_cli("translate", "-c", str(one_to_many), "-q", "--tgt-lang", lang, input_text=text)
+        outputs[lang] = found.stdout.split("\n")[:-1]
+        assert len(outputs[lang]) == len(sources) and all(not outputs[lang][i] for i in range(1, len(sources), 2))
+    # The tag decides the output: reversed English comes back reversed more often than not.
+    en, rv = outputs["en"][::2], outputs[REVERSED][::2]
+    assert sum(a != b for a, b in zip(en, rv)) >= len(en) // 2, (en, rv)
+    assert sum(b.split()[:1] == a.split()[-1:] for a, b in zip(en, rv)) >= len(en) // 2, (en, rv)
+
+
+def test_python_http_evaluate_and_score_name_the_target_too(one_to_many, tmp_path):
+    pytest.importorskip("uvicorn")
+    from serving import RunningServer
+
+    translator = mt.load_translator(one_to_many, device="cpu")
+    line = make_pairs(1, seed=9)[0][0]
+    by_flag = run_cli("translate", "-c", str(one_to_many), "-q", "--tgt-lang", REVERSED, input_text=line + "\n").stdout
+    assert translator.translate(line, tgt_lang=REVERSED) == by_flag.strip()
+    with pytest.raises(MTError, match="name the target language"):
+        translator.translate(line)
+    server = RunningServer(translator)
+    try:
+        status, answer = server.translate({"lines": [line]})
+        assert status == 422 and "tgt_lang:" in answer["error"] and "name the target language" in answer["error"]
+        status, answer = server.translate({"lines": [line], "tgt_lang": REVERSED})
+        assert status == 200 and answer["translations"] == [by_flag.strip()]
+        status, answer = server.request("POST", "/score", {"lines": [line], "targets": ["x"], "tgt_lang": "fr"})
+        assert status == 422 and "'fr': this model translates into en, rv" in answer["error"]
+        status, health = server.request("GET", "/health")
+        assert health["languages"] == {"source": "de", "target": ["en", REVERSED]}
+    finally:
+        server.stop()
+    evaluated = run_cli(
+        "mt-evaluate", "-c", str(one_to_many), "--direction", f"de-{REVERSED}", "--json", str(tmp_path / "s.json")
+    )
+    hyp = (one_to_many / f"test.de-{REVERSED}.hyp").read_text()
+    assert (
+        json.loads((tmp_path / "s.json").read_text())["bleu"]
+        == json.loads((one_to_many / "results.json").read_text())["directions"][f"de-{REVERSED}"]["bleu"]
+    ), (evaluated.stdout, hyp)
+    missing = run_cli("mt-evaluate", "-c", str(one_to_many), check=False)
+    assert (
+        missing.returncode == 2 and "give --direction, one of the model's directions (de-en, de-rv)" in missing.stderr
+    )
+    src, tgt = tmp_path / "src", tmp_path / "tgt"
+    src.write_text(line + "\n")
+    tgt.write_text(by_flag)
+    scored = {
+        lang: float(
+            run_cli(
+                "mt-score", "-c", str(one_to_many), "--src", str(src), "--tgt", str(tgt), "-q", "--tgt-lang", lang
+            ).stdout
+        )
+        for lang in ("en", REVERSED)
+    }
+    assert scored[REVERSED] > scored["en"]  # its own translation is likelier in the language it was made for
