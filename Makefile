@@ -9,6 +9,7 @@ ARGS   ?=
 NPROC  ?= 1
 RUN    ?= runs/multi30k.de-en/smoke
 SPLIT  ?=
+DIRECTION ?=
 DATA   ?= data/multi30k
 BEAM   ?=
 ALPHAS ?=
@@ -30,8 +31,9 @@ help:
 	@echo "                                     train SEEDS runs side by side (RUN_seedK), score their ensemble"
 	@echo "                                     (ALPHAS='0.6 1.0 1.2': its length penalty chosen on valid first)"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
-	@echo "make eval RUN=runs/multi30k.de-en/smoke [SPLIT=valid]"
-	@echo "                                     BLEU/chrF of a run's final model (default: its test split)"
+	@echo "make eval RUN=runs/multi30k.de-en/smoke [SPLIT=valid] [DIRECTION=fr-en]"
+	@echo "                                     BLEU/chrF of a run's final model (default: its test split;"
+	@echo "                                     DIRECTION: one of a model of several languages)"
 	@echo "make serve RUN=runs/multi30k.de-en/smoke [ARGS='--port 8000 ...']"
 	@echo "                                     serve a run's final model over HTTP, with a web page at /"
 	@echo "make bench [RUN=runs/multi30k.de-en/smoke]"
@@ -104,7 +106,8 @@ format: $(STAMP)
 
 # RUN, a run directory, stands for its model: checkpoints/final.pt, else (a run not ended yet) best.pt.
 eval: $(STAMP)
-	$(BIN)/mt-evaluate --checkpoint $(RUN) $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),)
+	$(BIN)/mt-evaluate --checkpoint $(RUN) $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),) \
+	  $(if $(DIRECTION),--direction $(DIRECTION),)
 
 serve: $(STAMP)
 	$(BIN)/mt-serve --checkpoint $(RUN) $(ARGS)

@@ -11,11 +11,12 @@ from omegaconf import OmegaConf
 import mt
 from mt.config.schema import Config, DataConfig, corpus_label, validate
 from mt.data.concatenation import TAG
-from mt.data.languages import directions, into, target_tag
+from mt.data.languages import directions, into, pair_subset, target_tag
 from mt.data.prepare import load_training_split
-from mt.data.sources import load_directions, pair_files
+from mt.data.sources import joined, load_directions, pair_files
 from mt.data.tokenizer import UNK, Tokenizer
 from mt.errors import MTError
+from mt.training.validation import Validator
 
 from conftest import make_pairs, run_cli, train_tiny
 
@@ -71,6 +72,11 @@ def test_bad_languages_are_one_line(values, message):
         validate(cfg)
 
 
+def test_a_dataset_configuration_can_name_each_direction():
+    assert pair_subset("{src}-en", "fr", "en") == "fr-en" and pair_subset("{tgt}-{src}", "en", "de") == "de-en"
+    assert pair_subset("de-en", "fr", "en") == "de-en" and pair_subset(None, "fr", "en") is None
+
+
 def test_the_run_directory_names_every_language():
     assert corpus_label("files", None, "data/m30k", ["de", "fr"], "en") == "m30k.de+fr-en"
     assert corpus_label("files", None, "data/m30k", "de", "en") == "m30k.de-en"
@@ -116,6 +122,32 @@ def test_every_direction_is_a_part_of_the_training_corpus_tagged_with_its_target
     assert list(valid) == ["de-en", "de-rv"] and valid["de-rv"].src[0] == f"<2rv> {lines['de'][0]}"
 
 
+def test_a_dataset_gives_each_direction_its_columns(tmp_path):
+    import datasets
+
+    rows = {
+        split: {lang: [f"{lang} {split} {i}" for i in range(5)] for lang in ("de", "fr", "en")}
+        for split in ("train", "valid")
+    }
+    saved = tmp_path / "saved"
+    datasets.DatasetDict({k: datasets.Dataset.from_dict(v) for k, v in rows.items()}).save_to_disk(str(saved))
+    cfg = data_config(source="hub", name=str(saved), src_lang="en", tgt_lang=["de", "fr"])
+    memory = load_training_split(cfg, 100).in_memory()
+    assert memory.src == [f"<2de> en train {i}" for i in range(5)] + [f"<2fr> en train {i}" for i in range(5)]
+    assert memory.tgt == rows["train"]["de"] + rows["train"]["fr"]
+    assert load_directions(cfg, "valid")["en-fr"].tgt == rows["valid"]["fr"]
+
+
+def test_validation_takes_its_share_of_every_direction_and_scores_each(tmp_path):
+    folder = write_languages(tmp_path, {"valid": 6})
+    cfg = data_config(source="files", dir=str(folder), src_lang="de", tgt_lang=["en", REVERSED])
+    valid = joined(load_directions(cfg, "valid"))
+    assert valid.sections == {"de-en": (0, 6), "de-rv": (6, 12)}
+    capped = Validator(None, None, None, valid, None, "cpu", None, 100, max_sentences=4)
+    assert capped.sources == valid.src[0:2] + valid.src[6:8]  # not the first 4 of one direction
+    assert capped.sections == {"de-en": (0, 2), "de-rv": (2, 4)}
+
+
 @pytest.fixture(scope="module")
 def one_to_many(tmp_path_factory) -> Path:
     """A tiny model trained de -> en and de -> rv through mt-train."""
@@ -135,6 +167,8 @@ def test_a_one_to_many_run_tests_each_direction_and_its_tokenizer_holds_each_tag
     tokenizer = Tokenizer.load(one_to_many / "tokenizer")
     assert all(tokenizer.src.piece_to_id(target_tag(t)) != UNK for t in ("en", REVERSED))
     assert "--tgt-lang en" in (one_to_many / "train.log").read_text()  # the command it logs names a target
+    last = json.loads((one_to_many / "metrics.jsonl").read_text().splitlines()[-1])
+    assert list(last["valid_bleu_by_direction"]) == ["de-en", "de-rv"]
 
 
 def test_translate_asks_for_the_target_and_keeps_line_alignment(one_to_many):
@@ -164,6 +198,11 @@ def test_python_http_evaluate_and_score_name_the_target_too(one_to_many, tmp_pat
     assert translator.translate(line, tgt_lang=REVERSED) == by_flag.strip()
     with pytest.raises(MTError, match="name the target language"):
         translator.translate(line)
+    found = translator.with_settings(translator.settings.updated(tgt_lang=REVERSED)).translate_nbest(
+        [line], attention_layer=-1
+    )[0][0]
+    own = translator.tokenizer.src_pieces(translator.tokenizer.encode_src([line])[0]) + ["</s>"]
+    assert found.src_pieces == own and found.attention.shape[1] == len(own)  # the tag's pieces left out
     server = RunningServer(translator)
     try:
         status, answer = server.translate({"lines": [line]})
@@ -184,6 +223,12 @@ def test_python_http_evaluate_and_score_name_the_target_too(one_to_many, tmp_pat
         json.loads((tmp_path / "s.json").read_text())["bleu"]
         == json.loads((one_to_many / "results.json").read_text())["directions"][f"de-{REVERSED}"]["bleu"]
     ), (evaluated.stdout, hyp)
+    corpus = Path(OmegaConf.load(one_to_many / "config.yaml").data.dir)
+    files = [f"--src={corpus / 'test.de'}", f"--ref={corpus / f'test.{REVERSED}'}", f"--json={tmp_path / 'f.json'}"]
+    run_cli("mt-evaluate", "-c", str(one_to_many), "--direction", f"de-{REVERSED}", *files)  # tagged as the split is
+    assert (
+        json.loads((tmp_path / "f.json").read_text())["bleu"] == json.loads((tmp_path / "s.json").read_text())["bleu"]
+    )
     missing = run_cli("mt-evaluate", "-c", str(one_to_many), check=False)
     assert (
         missing.returncode == 2 and "give --direction, one of the model's directions (de-en, de-rv)" in missing.stderr
@@ -200,3 +245,20 @@ def test_python_http_evaluate_and_score_name_the_target_too(one_to_many, tmp_pat
         for lang in ("en", REVERSED)
     }
     assert scored[REVERSED] > scored["en"]  # its own translation is likelier in the language it was made for
+
+
+def test_an_export_of_a_model_of_several_targets_asks_for_one_and_decodes_as_torch_does(one_to_many, tmp_path):
+    pytest.importorskip("ctranslate2")
+    exported = tmp_path / "exported"
+    run_cli("mt-export", "-c", str(one_to_many), "-o", str(exported))
+    assert "<2en>, <2rv>" in (exported / "README.md").read_text()  # how to ask for a language without us
+    text = "".join(s + "\n" for s, _ in make_pairs(8, seed=11))
+    for lang in ("en", REVERSED):
+        ours = run_cli("translate", "-c", str(one_to_many), "-q", "--beam", "1", "--tgt-lang", lang, input_text=text)
+        theirs = run_cli(
+            "translate", "--engine", "ctranslate2", "-c", str(exported), "-q", "--beam", "1", "--tgt-lang", lang,
+            input_text=text,
+        )  # fmt: skip
+        assert theirs.stdout == ours.stdout
+    refused = run_cli("translate", "--engine", "ctranslate2", "-c", str(exported), "-q", input_text=text, check=False)
+    assert refused.returncode == 2 and "name the target language" in refused.stderr

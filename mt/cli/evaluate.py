@@ -128,7 +128,8 @@ def run(args) -> None:
             sources, references, name = corpus.src, corpus.tgt, corpus.origin
         else:
             (sources, references), name = paired_lines(args.src, "--src", args.ref), args.src
-            sources = tagged(sources, source_tag(cfg.data, direction.split("-")[1]))
+            target = next(t for s, t in directions(cfg.data) if direction_name(s, t) == direction)
+            sources = tagged(sources, source_tag(cfg.data, target))
         grid = settings_grid(args)
         if args.choose_on:
             tuning = load_directions(cfg.data, args.choose_on)[direction]

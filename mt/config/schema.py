@@ -26,7 +26,7 @@ CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")
 class DataConfig:
     source: str = "hub"  # hub: a Hugging Face dataset (hub id or local folder); files: {split}.{lang} text files
     name: str | None = None  # hub id or local dataset folder (source=hub)
-    subset: str | None = None  # hub configuration name, e.g. "de-en" for wmt14
+    subset: str | None = None  # hub configuration name, e.g. "de-en" for wmt14 ("{src}-en": one per direction)
     dir: str | None = None  # folder holding {split}.{lang} files (source=files)
     # a language code, or several ([de,fr,cs]): one model for every direction from a source into a target
     src_lang: Any = "de"
@@ -198,9 +198,9 @@ def validate(cfg: DictConfig | Config) -> None:
     for key in ("src_lang", "tgt_lang"):
         langs = language_list(d[key])
         _check(
-            len(langs) > 0 and all(isinstance(lang, str) and re.fullmatch(r"[A-Za-z0-9_]+", lang) for lang in langs),
+            len(langs) > 0 and all(isinstance(lang, str) and re.fullmatch(r"[A-Za-z0-9_-]+", lang) for lang in langs),
             f"data.{key}",
-            f"must be a language code (letters, digits, _) or a list of them, got {d[key]!r}",
+            f"must be a language code (letters, digits, _ or -) or a list of them, got {d[key]!r}",
         )
         _check(len(set(langs)) == len(langs), f"data.{key}", f"names a language twice: {d[key]!r}")
     _check(bool(directions(d)), "data.src_lang", "must differ from data.tgt_lang")

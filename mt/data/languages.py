@@ -35,6 +35,12 @@ def multilingual(data_cfg) -> bool:
     return len(directions(data_cfg)) > 1
 
 
+def pair_subset(subset: str | None, src_lang: str, tgt_lang: str) -> str | None:
+    """A dataset's configuration for one direction: data.subset with {src} and {tgt} filled in
+    (wmt/wmt14's "{src}-en" names de-en, fr-en, ...); a subset without them serves every direction."""
+    return subset.format(src=src_lang, tgt=tgt_lang) if subset and "{" in subset else subset
+
+
 def target_tag(lang: str) -> str:
     """The piece a source starts with to ask for a translation into lang."""
     return f"<2{lang}>"

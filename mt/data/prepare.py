@@ -18,7 +18,7 @@ from mt.config.schema import DataConfig, to_dict, training_splits, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.concatenation import TAG, Concatenation
 from mt.data.hub_split import HubSplit
-from mt.data.languages import directions, source_tag
+from mt.data.languages import directions, pair_subset, source_tag
 from mt.data.order import ShardPools
 from mt.data.shards import EncodedShards
 from mt.data.sources import ParallelCorpus, hub_table, joined, load_directions, pair_files
@@ -86,7 +86,7 @@ def load_training_split(data_cfg, sample_size: int):
 
 def _training_part(d, split: str, src_lang: str, tgt_lang: str, sample_size: int):
     if d.source != "files":
-        table, origin = hub_table(d.name, d.subset, split, src_lang, tgt_lang)
+        table, origin = hub_table(d.name, pair_subset(d.subset, src_lang, tgt_lang), split, src_lang, tgt_lang)
         return HubSplit(table, src_lang, tgt_lang, origin, sample_size, d.shard_lines)
     src, tgt, origin = pair_files(Path(d.dir), split, src_lang, tgt_lang)
     return AlignedTextFiles(src, tgt, origin, sample_size, d.shard_lines, cache_dir=d.cache_dir)

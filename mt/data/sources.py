@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mt.data.languages import direction_name, directions, source_tag, tagged
+from mt.data.languages import direction_name, directions, pair_subset, source_tag, tagged
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,8 @@ class ParallelCorpus:
     origin: str  # where it came from, for messages
     _digest: str | None = field(default=None, repr=False, compare=False)
     shard_lines: int = field(default=SHARD_LINES, repr=False, compare=False)
+    # several directions' pairs one after another (joined): each direction's (start, stop) lines
+    sections: dict[str, tuple[int, int]] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.src)
@@ -270,7 +272,7 @@ def load_split(data_cfg, split: str, src_lang: str | None = None, tgt_lang: str 
     src_lang, tgt_lang = src_lang or data_cfg.src_lang, tgt_lang or data_cfg.tgt_lang
     if data_cfg.source == "files":
         return load_files(data_cfg.dir, split, src_lang, tgt_lang)
-    return load_hub(data_cfg.name, data_cfg.subset, split, src_lang, tgt_lang)
+    return load_hub(data_cfg.name, pair_subset(data_cfg.subset, src_lang, tgt_lang), split, src_lang, tgt_lang)
 
 
 def load_directions(data_cfg, split: str) -> dict[str, ParallelCorpus]:
@@ -288,9 +290,12 @@ def joined(corpora: dict[str, ParallelCorpus]) -> ParallelCorpus:
     """Several directions' pairs as one corpus (a multilingual run's validation set); one as itself."""
     if len(corpora) == 1:
         return next(iter(corpora.values()))
-    parts = list(corpora.values())
+    parts, sections, start = list(corpora.values()), {}, 0
+    for direction, corpus in corpora.items():
+        sections[direction], start = (start, start + len(corpus)), start + len(corpus)
     return ParallelCorpus(
         [line for c in parts for line in c.src],
         [line for c in parts for line in c.tgt],
         " + ".join(c.origin for c in parts),
+        sections=sections,
     )

@@ -171,6 +171,16 @@ class LineTranslator:
         target languages (mt/data/languages.py); a language it lacks, or none named, is one line."""
         return into(lines, self.settings.tgt_lang, self.languages)
 
+    def _tag_pieces(self) -> int:
+        """Source pieces _sources puts before each line (a target language's tag), 0 without a tag: what
+        a translation's src_pieces and attention leave out, so they index the caller's own pieces."""
+        tagged = self._sources(["x"])[0]
+        return (
+            0
+            if tagged == "x"
+            else len(self.tokenizer.encode_src([tagged])[0]) - len(self.tokenizer.encode_src(["x"])[0])
+        )
+
     def _encode_pairs(self, sources: list[str], targets: list[str]) -> tuple[list[list[int]], list[list[int]]]:
         """The pairs as piece ids for score: sources cut to max_src_len (counted in truncated), targets whole."""
         check_aligned(sources, targets, "targets")

@@ -81,6 +81,7 @@ class Translator(LineTranslator):
         check_aligned(lines, seeds, "seeds")
         ids, cut = self.tokenizer.encode_src_truncated(self._sources(lines), self.max_src_len)
         self.truncated += cut
+        tag = self._tag_pieces()
         prefix_ids = self.tokenizer.encode_tgt(prefixes) if prefixes else [[] for _ in lines]
         if s.sampling and seeds is None:
             seeds = [line_seed(s.seed, first_line + i) for i in range(len(lines))]
@@ -100,11 +101,11 @@ class Translator(LineTranslator):
             found = self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None)
             for row, hyps in zip(rows, found):
                 prefix = (prefixes[row], self.tokenizer.decode_tgt([prefix_ids[row]])[0]) if prefixes else None
-                results[row] = [self._finish(ids[row], h, prefix) for h in hyps]
+                results[row] = [self._finish(ids[row][tag:], h, prefix) for h in hyps]
             if attention_layer is not None:
                 best = [hyps[0] for hyps in found]
                 for row, weights in zip(rows, self._attention(src, best, attention_layer, attention_head)):
-                    results[row][0].attention = weights
+                    results[row][0].attention = weights[:, tag:]  # the caller's pieces only, as src_pieces
             bar.update(len(rows))
         bar.close()
         return results

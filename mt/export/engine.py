@@ -125,6 +125,7 @@ class CTranslate2Translator(LineTranslator):
         s = self.settings
         ids, cut = self.tokenizer.encode_src_truncated(self._sources(lines), self.max_src_len)
         self.truncated += cut
+        tag = self._tag_pieces()  # left out of each Translation's src_pieces, as the torch engine does
         prefix_ids = self.tokenizer.encode_tgt(prefixes) if prefixes else [[] for _ in lines]
         results: list[list[Translation]] = [[Translation("", 0.0, [], [])] * s.nbest for _ in lines]
         # Our length limit, a * |x| + b with |x| counting EOS, differs per sentence and CTranslate2 takes one
@@ -159,7 +160,7 @@ class CTranslate2Translator(LineTranslator):
                     for p, sc in zip(result.hypotheses, result.scores)
                 ]
                 prefix = (prefixes[row], self.tokenizer.decode_tgt([prefix_ids[row]])[0]) if prefixes else None
-                results[row] = [self._finish(ids[row], pieces, score, prefix) for pieces, score in hyps]
+                results[row] = [self._finish(ids[row][tag:], pieces, score, prefix) for pieces, score in hyps]
             bar.update(len(rows))
         bar.close()
         return results

@@ -95,6 +95,11 @@ def log_validation(record: dict, p: Progress, improved: bool, seconds: float) ->
         p.step, record["valid_loss"], record["valid_ppl"], record["valid_bleu"], record["valid_chrf"],
         p.best_bleu, p.best_step, " *" if improved else "", seconds,
     )  # fmt: skip
+    if "valid_bleu_by_direction" in record:
+        log.info(
+            "valid BLEU by direction: %s",
+            ", ".join(f"{d} {b:.2f}" for d, b in record["valid_bleu_by_direction"].items()),
+        )
 
 
 def announce_duration(p: Progress, tc, seconds_per_update: float, bar: tqdm, device: torch.device) -> None:

@@ -39,8 +39,15 @@ class Validator:
         BLEU translations and the heatmaps' sentences alike."""
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.data, self.settings, self.batch_loss, self.max_tokens = data, settings, batch_loss, max_tokens
-        limit = max_sentences or len(text)
-        self.sources, self.references = text.src[:limit], text.tgt[:limit]
+        # several directions (text.sections): the first max_sentences / n of each, scored each on its own too
+        sections = text.sections or {"": (0, len(text))}
+        share = -(-max_sentences // len(sections)) if max_sentences else None
+        self.sources, self.references, self.sections = [], [], {}
+        for direction, (start, stop) in sections.items():
+            stop = min(stop, start + share) if share else stop
+            self.sections[direction] = (len(self.sources), len(self.sources) + stop - start)
+            self.sources += text.src[start:stop]
+            self.references += text.tgt[start:stop]
 
     @classmethod
     def for_training(cls, cfg, model, tokenizer, data: EncodedCorpus, text: ParallelCorpus, device, batch_loss):
@@ -93,6 +100,11 @@ class Validator:
             "bleu_signature": scores.bleu_signature,
             "elapsed": round(elapsed, 1),
         }
+        if len(self.sections) > 1:
+            record["valid_bleu_by_direction"] = {
+                direction: score(hypotheses[start:stop], self.references[start:stop]).bleu
+                for direction, (start, stop) in self.sections.items()
+            }
         if writer is not None:
             self._report(record, hypotheses, translator, writer, run_dir)
         return record
@@ -101,6 +113,8 @@ class Validator:
         step = record["step"]
         for key in ("loss", "ppl", "bleu", "chrf"):
             writer.add_scalar(f"valid/{key}", record[f"valid_{key}"], step)
+        for direction, bleu in record.get("valid_bleu_by_direction", {}).items():
+            writer.add_scalar(f"valid/bleu_{direction}", bleu, step)
         samples = "\n\n".join(
             f"**src:** {s}  \n**ref:** {r}  \n**hyp:** {h}"
             for s, r, h in list(zip(self.sources, self.references, hypotheses))[:SAMPLES]
