@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from mt.config.model import model_options
-from mt.data.languages import directions, language_list
+from mt.data.languages import directions, language_list, languages_label
 from mt.errors import MTError
 
 # The Hydra presets live at the top of the repository, next to the package.
@@ -172,8 +172,7 @@ def corpus_label(source: str | None, name: str | None, folder: str | None, src, 
     languages, [de,fr] -> en gives mycorpus.de+fr-en."""
     where = folder if source == "files" else name
     base = Path(str(where or "data").rstrip("/")).name or "data"
-    src, tgt = ("+".join(map(str, language_list(langs))) for langs in (src, tgt))
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", f"{base}.{src}-{tgt}")
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", f"{base}.{languages_label((src, tgt))}")
 
 
 def _check(ok: bool, key: str, message: str) -> None:

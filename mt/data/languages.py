@@ -23,7 +23,7 @@ def languages_of(data_cfg) -> tuple:
 
 def languages_label(languages: tuple) -> str:
     """(source, target) languages as one name: de-en, or de+fr-en for several."""
-    return "-".join("+".join(language_list(side)) for side in languages)
+    return "-".join("+".join(map(str, language_list(side))) for side in languages)
 
 
 def directions(data_cfg) -> list[tuple[str, str]]:
