@@ -65,15 +65,16 @@ def paired_lines(path: str, flag: str, ref: str) -> tuple[list[str], list[str]]:
     return lines, references
 
 
-def chosen_direction(data_cfg, asked: str | None, checkpoint: str) -> str:
-    """The direction to evaluate ("de-en"): the one asked for (--direction), else the model's only one."""
-    known = [direction_name(s, t) for s, t in directions(data_cfg)]
+def chosen_direction(data_cfg, asked: str | None, checkpoint: str) -> tuple[str, str]:
+    """The direction to evaluate ("de-en") and its target language: the one asked for (--direction), else
+    the model's only one."""
+    known = {direction_name(s, t): t for s, t in directions(data_cfg)}
     if asked is None and len(known) == 1:
-        return known[0]
+        return next(iter(known.items()))
     if asked not in known:
         said = f"--direction {asked}: not" if asked else "give --direction, one of"
         raise MTError(f"{checkpoint}: {said} the model's directions ({', '.join(known)})")
-    return asked
+    return asked, known[asked]
 
 
 def decode_grid(
@@ -119,7 +120,7 @@ def run(args) -> None:
     else:
         device = decoding_device(args.device)
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
-        direction = chosen_direction(cfg.data, args.direction, args.checkpoint[0])
+        direction, target = chosen_direction(cfg.data, args.direction, args.checkpoint[0])
         if not args.src:
             split = args.split or cfg.data.test_split
             if not split:
@@ -128,7 +129,6 @@ def run(args) -> None:
             sources, references, name = corpus.src, corpus.tgt, corpus.origin
         else:
             (sources, references), name = paired_lines(args.src, "--src", args.ref), args.src
-            target = next(t for s, t in directions(cfg.data) if direction_name(s, t) == direction)
             sources = tagged(sources, source_tag(cfg.data, target))
         grid = settings_grid(args)
         if args.choose_on:

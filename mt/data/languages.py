@@ -31,10 +31,6 @@ def directions(data_cfg) -> list[tuple[str, str]]:
     return [(s, t) for s in language_list(data_cfg.src_lang) for t in language_list(data_cfg.tgt_lang) if s != t]
 
 
-def multilingual(data_cfg) -> bool:
-    return len(directions(data_cfg)) > 1
-
-
 def pair_subset(subset: str | None, src_lang: str, tgt_lang: str) -> str | None:
     """A dataset's configuration for one direction: data.subset with {src} and {tgt} filled in
     (wmt/wmt14's "{src}-en" names de-en, fr-en, ...); a subset without them serves every direction."""
