@@ -33,7 +33,7 @@ help:
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
 	@echo "make eval RUN=runs/multi30k.de-en/smoke [SPLIT=valid] [DIRECTION=fr-en]"
 	@echo "                                     BLEU/chrF of a run's final model (default: its test split;"
-	@echo "                                     DIRECTION: one of a model of several languages)"
+	@echo "                                     DIRECTION: one of a model of several languages, else each)"
 	@echo "make serve RUN=runs/multi30k.de-en/smoke [ARGS='--port 8000 ...']"
 	@echo "                                     serve a run's final model over HTTP, with a web page at /"
 	@echo "make bench [RUN=runs/multi30k.de-en/smoke]"

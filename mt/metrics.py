@@ -33,3 +33,10 @@ def score(hypotheses: list[str], references: list[str]) -> Scores:
         chrf_signature=str(chrf.get_signature()),
         bleu_detail=str(bleu_result),
     )
+
+
+def mean_over(scores: dict[str, dict]) -> dict:
+    """Several directions' scores (Scores.as_dict() each) as one figure: the mean of their BLEU and chrF,
+    and the directions it is over."""
+    mean = {key: round(sum(s[key] for s in scores.values()) / len(scores), 2) for key in ("bleu", "chrf")}
+    return {**mean, "mean_of": list(scores)}

@@ -10,10 +10,10 @@ from omegaconf import OmegaConf
 
 import mt
 from mt.config.schema import Config, DataConfig, corpus_label, validate
-from mt.data.concatenation import TAG
+from mt.data.concatenation import TAG, Repeated, tempered_sizes
 from mt.data.languages import directions, into, pair_subset, target_tag
 from mt.data.prepare import load_training_split
-from mt.data.sources import joined, load_directions, pair_files
+from mt.data.sources import ParallelCorpus, joined, load_directions, pair_files, read_shards
 from mt.data.tokenizer import UNK, Tokenizer
 from mt.errors import MTError
 from mt.training.validation import Validator
@@ -148,6 +148,40 @@ def test_validation_takes_its_share_of_every_direction_and_scores_each(tmp_path)
     assert capped.sections == {"de-en": (0, 2), "de-rv": (2, 4)}
 
 
+def test_a_repeated_part_reads_its_lines_round_and_round_across_shards():
+    part = ParallelCorpus([f"s{i}" for i in range(5)], [f"t{i}" for i in range(5)], "p", "d", shard_lines=2)
+    repeated = Repeated(part, 12)
+    assert len(repeated) == 12 and repeated.shards == 6 and repeated.digest() != part.digest()
+    src, tgt = read_shards(repeated, range(repeated.shards))
+    assert src == [f"s{i % 5}" for i in range(12)] and tgt == [f"t{i % 5}" for i in range(12)]
+    assert repeated.shard(2) == (["s4", "s0"], ["t4", "t0"])  # a shard across the end of a round
+    assert repeated.tokenizer_sample("src") == part.tokenizer_sample("src")  # the tokenizer sees each line once
+    with pytest.raises(ValueError):
+        Repeated(part, 4)
+
+
+def test_direction_temperature_evens_out_directions_and_leaves_no_line_out(tmp_path):
+    assert tempered_sizes({"a": 1000, "b": 100}, 1) == {"a": 1000, "b": 100}
+    assert tempered_sizes({"a": 1000, "b": 100}, 5) == {"a": 1000, "b": 631}  # 1000 * 0.1 ** 0.2
+    assert tempered_sizes({"a": 1000, "b": 100}, float("inf")) == {"a": 1000, "b": 1000}
+    folder = write_languages(tmp_path / "big", {"train": 12})
+    for lang in ("de", REVERSED):  # de -> rv has 3 pairs of its own, de -> en 12
+        lines = (folder / f"train.{lang}").read_text().splitlines(keepends=True)
+        (folder / f"train.de-{REVERSED}.{lang}").write_text("".join(lines[:3]))
+    cfg = dict(source="files", dir=str(folder), src_lang="de", tgt_lang=["en", REVERSED])
+    plain = load_training_split(data_config(**cfg), 1000)
+    assert len(plain) == 15
+    equal = load_training_split(data_config(**cfg, direction_temperature=float("inf")), 1000)
+    assert len(equal) == 24 and "(x4.00)" in equal.origin and equal.digest() != plain.digest()
+    memory = equal.in_memory()
+    assert memory.src[12:] == plain.in_memory().src[12:] * 4  # every rv pair four times, in its order
+    assert sorted(equal.tokenizer_sample("tgt")) == sorted(plain.tokenizer_sample("tgt"))
+    bad = OmegaConf.structured(Config)
+    bad.data = data_config(**cfg, direction_temperature=0.5)
+    with pytest.raises(MTError, match=r"data.direction_temperature: must be >= 1"):
+        validate(bad)
+
+
 @pytest.fixture(scope="module")
 def one_to_many(tmp_path_factory) -> Path:
     """A tiny model trained de -> en and de -> rv through mt-train."""
@@ -215,23 +249,25 @@ def test_python_http_evaluate_and_score_name_the_target_too(one_to_many, tmp_pat
         assert health["languages"] == {"source": "de", "target": ["en", REVERSED]}
     finally:
         server.stop()
-    evaluated = run_cli(
-        "mt-evaluate", "-c", str(one_to_many), "--direction", f"de-{REVERSED}", "--json", str(tmp_path / "s.json")
+    evaluated = run_cli("mt-evaluate", "-c", str(one_to_many), "--json", str(tmp_path / "s.json"))  # every direction
+    results, every = (
+        json.loads((one_to_many / "results.json").read_text()),
+        json.loads((tmp_path / "s.json").read_text()),
     )
-    hyp = (one_to_many / f"test.de-{REVERSED}.hyp").read_text()
-    assert (
-        json.loads((tmp_path / "s.json").read_text())["bleu"]
-        == json.loads((one_to_many / "results.json").read_text())["directions"][f"de-{REVERSED}"]["bleu"]
-    ), (evaluated.stdout, hyp)
+    assert every["mean_of"] == ["de-en", "de-rv"] and every["bleu"] == results["bleu"], evaluated.stdout
+    assert {d: r["bleu"] for d, r in every["directions"].items()} == {
+        d: r["bleu"] for d, r in results["directions"].items()
+    }
+    assert "direction de-rv:" in evaluated.stdout and f"mean over de-en, de-rv: BLEU {results['bleu']:.2f}" in (
+        evaluated.stdout
+    )
     corpus = Path(OmegaConf.load(one_to_many / "config.yaml").data.dir)
     files = [f"--src={corpus / 'test.de'}", f"--ref={corpus / f'test.{REVERSED}'}", f"--json={tmp_path / 'f.json'}"]
     run_cli("mt-evaluate", "-c", str(one_to_many), "--direction", f"de-{REVERSED}", *files)  # tagged as the split is
-    assert (
-        json.loads((tmp_path / "f.json").read_text())["bleu"] == json.loads((tmp_path / "s.json").read_text())["bleu"]
-    )
-    missing = run_cli("mt-evaluate", "-c", str(one_to_many), check=False)
-    assert (
-        missing.returncode == 2 and "give --direction, one of the model's directions (de-en, de-rv)" in missing.stderr
+    assert json.loads((tmp_path / "f.json").read_text())["bleu"] == every["directions"][f"de-{REVERSED}"]["bleu"]
+    missing = run_cli("mt-evaluate", "-c", str(one_to_many), *files, check=False)
+    assert missing.returncode == 2 and "--src: give --direction, one of the model's directions (de-en, de-rv)" in (
+        missing.stderr
     )
     src, tgt = tmp_path / "src", tmp_path / "tgt"
     src.write_text(line + "\n")

@@ -117,7 +117,9 @@ def evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--split", help="a split of the checkpoint's training data (default: its test split, e.g. test2016)")
     p.add_argument(
-        "--direction", help="SRC-TGT, for a model of several languages: that direction's pairs (with --split) or target"
+        "--direction",
+        help="SRC-TGT, for a model of several languages: that direction's pairs (with --split; default: every "
+        "direction, then their mean) or target (with --src)",
     )
     p.add_argument("--src", help="source file to translate")
     p.add_argument("--ref", help="reference file")

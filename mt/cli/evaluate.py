@@ -6,6 +6,7 @@
     mt-evaluate --hyp output.en --ref test.en          # score a file, no model
     mt-evaluate --checkpoint CKPT --split valid --beam 4 5 --alpha 0.6 1.0 1.4   # tune decoding
     mt-evaluate --checkpoint CKPT --split test2016 --alpha 0.6 1.0 1.2 --choose-on valid
+    mt-evaluate --checkpoint runs/m30k.de+fr+cs-en/smoke      # each direction's test pairs, then the mean
 
 It prints the scores with their sacreBLEU signatures (--json writes them to a file too). Several
 --beam or --alpha values decode every combination with the model loaded once, a line each, then
@@ -23,7 +24,7 @@ from mt.data.sources import load_directions, read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.inference import decoding_device, load_for_decoding
-from mt.metrics import score
+from mt.metrics import mean_over, score
 
 
 def settings_grid(args) -> list[tuple[int | None, float | None]]:
@@ -65,16 +66,19 @@ def paired_lines(path: str, flag: str, ref: str) -> tuple[list[str], list[str]]:
     return lines, references
 
 
-def chosen_direction(data_cfg, asked: str | None, checkpoint: str) -> tuple[str, str]:
-    """The direction to evaluate ("de-en") and its target language: the one asked for (--direction), else
-    the model's only one."""
+def chosen_directions(data_cfg, args) -> list[tuple[str, str]]:
+    """The directions to evaluate ("de-en") with their target languages: the one asked for (--direction),
+    else every one of the model's; with --src (one file, one direction) the model's only one."""
     known = {direction_name(s, t): t for s, t in directions(data_cfg)}
-    if asked is None and len(known) == 1:
-        return next(iter(known.items()))
-    if asked not in known:
-        said = f"--direction {asked}: not" if asked else "give --direction, one of"
+    checkpoint = args.checkpoint[0]
+    if args.direction is None and (len(known) == 1 or not args.src):
+        if len(known) > 1 and args.output:
+            raise MTError(f"{checkpoint}: --output takes one direction's translations: give --direction")
+        return list(known.items())
+    if args.direction not in known:
+        said = f"--direction {args.direction}: not" if args.direction else "--src: give --direction, one of"
         raise MTError(f"{checkpoint}: {said} the model's directions ({', '.join(known)})")
-    return asked, known[asked]
+    return [(args.direction, known[args.direction])]
 
 
 def decode_grid(
@@ -113,46 +117,67 @@ def best_row(rows: list[dict]) -> dict:
 def run(args) -> None:
     """mt-evaluate with the arguments of mt.cli.commands's parser."""
     check_args(args)
-    tuning_rows = []
     if args.hyp:
         hypotheses, references = paired_lines(args.hyp, "--hyp", args.ref)
-        rows = report([(args.hyp, {}, hypotheses)], references)
+        result = summary(report([(args.hyp, {}, hypotheses)], references), [], args)
     else:
         device = decoding_device(args.device)
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
-        direction, target = chosen_direction(cfg.data, args.direction, args.checkpoint[0])
-        if not args.src:
-            split = args.split or cfg.data.test_split
-            if not split:
-                raise MTError(f"{args.checkpoint[0]}: its data has no test split (data.test_split): give --split")
-            corpus = load_directions(cfg.data, split)[direction]
-            sources, references, name = corpus.src, corpus.tgt, corpus.origin
-        else:
-            (sources, references), name = paired_lines(args.src, "--src", args.ref), args.src
-            sources = tagged(sources, source_tag(cfg.data, target))
-        grid = settings_grid(args)
-        if args.choose_on:
-            tuning = load_directions(cfg.data, args.choose_on)[direction]
-            tuning_rows = report(
-                decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), tuning.tgt
-            )
-            best = best_row(tuning_rows)
-            print(f"chosen on {args.choose_on}: beam {best['beam']}, alpha {best['alpha']:g} (BLEU {best['bleu']:.2f})")
-            grid = [(best["beam"], best["alpha"])]
-        outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device)
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write("".join(h + "\n" for h in outputs[0][2]))
-        rows = report(outputs, references)
+        chosen = chosen_directions(cfg.data, args)
+        results = {}
+        for direction, target in chosen:
+            if len(chosen) > 1:
+                print(f"direction {direction}:")
+            rows, tuning_rows = evaluate_direction(model, tokenizer, cfg, args, device, direction, target)
+            results[direction] = summary(rows, tuning_rows, args)
+        result = results[chosen[0][0]] if len(chosen) == 1 else over_directions(results)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+
+
+def evaluate_direction(model, tokenizer, cfg, args, device, direction: str, target: str):
+    """One direction's scored rows (one per setting of the grid) and, with --choose-on, its tuning rows."""
+    if not args.src:
+        split = args.split or cfg.data.test_split
+        if not split:
+            raise MTError(f"{args.checkpoint[0]}: its data has no test split (data.test_split): give --split")
+        corpus = load_directions(cfg.data, split)[direction]
+        sources, references, name = corpus.src, corpus.tgt, corpus.origin
+    else:
+        (sources, references), name = paired_lines(args.src, "--src", args.ref), args.src
+        sources = tagged(sources, source_tag(cfg.data, target))
+    grid, tuning_rows = settings_grid(args), []
+    if args.choose_on:
+        tuning = load_directions(cfg.data, args.choose_on)[direction]
+        tuning_rows = report(
+            decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), tuning.tgt
+        )
+        best = best_row(tuning_rows)
+        print(f"chosen on {args.choose_on}: beam {best['beam']}, alpha {best['alpha']:g} (BLEU {best['bleu']:.2f})")
+        grid = [(best["beam"], best["alpha"])]
+    outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write("".join(h + "\n" for h in outputs[0][2]))
+    return report(outputs, references), tuning_rows
+
+
+def summary(rows: list[dict], tuning_rows: list[dict], args):
+    """Print the signatures and the best of a sweep; what --json writes for one direction."""
     print(f"BLEU signature: {rows[-1]['bleu_signature']}")
     print(f"chrF signature: {rows[-1]['chrf_signature']}")
     if len(rows) > 1:
         best = best_row(rows)
         print(f"best BLEU: {best['bleu']:.2f} with beam {best['beam']}, alpha {best['alpha']:g}")
-    if args.json:
-        if tuning_rows:
-            result = {**rows[0], "chosen_on": args.choose_on, "sweep": tuning_rows}
-        else:
-            result = rows[0] if len(rows) == 1 else rows
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
+    if tuning_rows:
+        return {**rows[0], "chosen_on": args.choose_on, "sweep": tuning_rows}
+    return rows[0] if len(rows) == 1 else rows
+
+
+def over_directions(results: dict) -> dict:
+    """Several directions' results as a run's results.json holds them: each under directions, the mean of
+    their BLEU and chrF on top (of each one's first row where a sweep gives several)."""
+    mean = mean_over({name: r[0] if isinstance(r, list) else r for name, r in results.items()})
+    print(f"mean over {', '.join(results)}: BLEU {mean['bleu']:.2f} | chrF {mean['chrf']:.2f}")
+    return {**mean, "directions": results}

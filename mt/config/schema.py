@@ -35,6 +35,9 @@ class DataConfig:
     train_split: Any = "train"
     # training splits whose sources start with the tag <bt>: tagged back-translation (synthetic sources)
     tagged_splits: list[str] = field(default_factory=list)
+    # several directions: each one's share of training goes as pairs ** (1 / this); 1 = as their pairs,
+    # 5 = smaller directions read more often (as in massively multilingual MT), inf = equal shares
+    direction_temperature: float = 1.0
     valid_split: str = "valid"
     test_split: str | None = "test"
     max_len: int = 256  # sentencepiece pieces per side; longer training pairs are filtered (counted)
@@ -211,6 +214,7 @@ def validate(cfg: DictConfig | Config) -> None:
     )
     for split in d.tagged_splits:
         _check(split in splits, "data.tagged_splits", f"{split!r} is not one of data.train_split ({', '.join(splits)})")
+    _check(d.direction_temperature >= 1, "data.direction_temperature", "must be >= 1 (1 = directions as their pairs)")
     _check(d.max_len > 0, "data.max_len", "must be positive")
     _check(d.pool_pairs > 0, "data.pool_pairs", "must be positive")
     _check(d.shard_lines > 0, "data.shard_lines", "must be positive")

@@ -6,7 +6,8 @@ A tagged corpus (data.tagged_splits) has TAG before each of its sources: tagged 
 et al. 2019, "Tagged Back-Translation") tells the model which sources are synthetic, so it learns from them
 without learning to write like them; sources to translate carry no tag. Several languages
 (mt/data/languages.py) are parts too, each direction's sources tagged with the language to translate into
-when there are several."""
+when there are several. Directions of unequal size can share training more evenly than their pair counts
+say (data.direction_temperature): a smaller direction's parts are then read more than once (Repeated)."""
 
 from __future__ import annotations
 
@@ -88,6 +89,57 @@ class Concatenation:
     def in_memory(self) -> ParallelCorpus:
         src, tgt = read_shards(self, range(self.shards))
         return ParallelCorpus(src, tgt, self.origin, self._digest, self.shard_lines)
+
+
+class Repeated:
+    """A corpus read round and round to size lines: its lines in order, then again from its first line, and
+    so on. What upsampling a part takes (Concatenation reads it as any part); a fraction of a round takes the
+    corpus's first lines."""
+
+    def __init__(self, part, size: int):
+        if size < len(part):
+            raise ValueError(f"Repeated: {size} lines is less than the part's {len(part)}")
+        self.part, self.size, self.shard_lines = part, size, part.shard_lines
+        self.origin = f"{part.origin} (x{size / len(part):.2f})"
+        self._digest = hashlib.sha256(f"repeated {size} ".encode() + part.digest().encode()).hexdigest()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def digest(self) -> str:
+        return self._digest
+
+    @property
+    def shards(self) -> int:
+        return -(-self.size // self.shard_lines)
+
+    def shard(self, index: int) -> tuple[list[str], list[str]]:
+        """Lines index * shard_lines onwards, line i being the part's line i modulo its length."""
+        start, stop, n = index * self.shard_lines, min((index + 1) * self.shard_lines, self.size), len(self.part)
+        src, tgt = [], []
+        while start < stop:
+            begin = start % n
+            end = min(n, begin + stop - start)
+            s, t = _lines(self.part, begin, end)
+            src += s
+            tgt += t
+            start += end - begin
+        return src, tgt
+
+    def tokenizer_sample(self, side: str | None = None) -> list[str]:
+        return self.part.tokenizer_sample(side)  # each line once: the tokenizer needs no repeats
+
+    def forget_sample(self) -> None:
+        self.part.forget_sample()
+
+
+def tempered_sizes(lines: dict, temperature: float) -> dict:
+    """Lines each group of parts (a direction) is read to, so that its share of training is proportional
+    to lines ** (1 / temperature), as in Arivazhagan et al. 2019 ("Massively Multilingual Neural Machine
+    Translation in the Wild"): 1 keeps every group's size, larger values even them out, inf makes them
+    equal. The largest group keeps its size and the others are read more than once, so no line is left out."""
+    largest = max(lines.values())
+    return {key: max(n, round(largest * (n / largest) ** (1 / temperature))) for key, n in lines.items()}
 
 
 def _lines(part, start: int, stop: int) -> tuple[list[str], list[str]]:

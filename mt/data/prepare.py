@@ -16,9 +16,9 @@ from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
 from mt.config.schema import DataConfig, to_dict, training_splits, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
-from mt.data.concatenation import TAG, Concatenation
+from mt.data.concatenation import TAG, Concatenation, Repeated, tempered_sizes
 from mt.data.hub_split import HubSplit
-from mt.data.languages import directions, pair_subset, source_tag
+from mt.data.languages import direction_name, directions, pair_subset, source_tag
 from mt.data.order import ShardPools
 from mt.data.shards import EncodedShards
 from mt.data.sources import ParallelCorpus, hub_table, joined, load_directions, pair_files
@@ -75,13 +75,34 @@ def load_training_split(data_cfg, sample_size: int):
     d = data_cfg
     if d.source == "files" and not Path(d.dir).is_dir():
         raise MTError(f"data.dir={d.dir}: no such directory")
-    parts, tags = [], []
+    parts, tags, of = [], [], []
     for split in training_splits(d):
         for src_lang, tgt_lang in directions(d):
             parts.append(_training_part(d, split, src_lang, tgt_lang, sample_size))
             tag = [source_tag(d, tgt_lang), TAG if split in d.tagged_splits else ""]
             tags.append(" ".join(t for t in tag if t))
+            of.append(direction_name(src_lang, tgt_lang))
+    if d.direction_temperature != 1:
+        if len(set(of)) > 1:
+            parts = tempered(parts, of, d.direction_temperature)
+        else:
+            log.warning("data.direction_temperature=%g does nothing: one direction", d.direction_temperature)
     return parts[0] if len(parts) == 1 and not tags[0] else Concatenation(parts, sample_size, tags)
+
+
+def tempered(parts: list, of: list[str], temperature: float) -> list:
+    """The parts with each direction's (of[i]) read to its tempered size (data.direction_temperature)."""
+    lines = {name: sum(len(p) for p, n in zip(parts, of) if n == name) for name in dict.fromkeys(of)}
+    sizes = tempered_sizes(lines, temperature)
+    log.info(
+        "directions at temperature %g: %s",
+        temperature,
+        ", ".join(
+            f"{name} {lines[name]:,} pairs" + (f" read as {sizes[name]:,}" if sizes[name] > lines[name] else "")
+            for name in lines
+        ),
+    )
+    return [Repeated(p, round(len(p) * sizes[n] / lines[n])) if sizes[n] > lines[n] else p for p, n in zip(parts, of)]
 
 
 def _training_part(d, split: str, src_lang: str, tgt_lang: str, sample_size: int):
@@ -112,7 +133,17 @@ def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Pat
 
 
 # What makes a run directory's checkpoints another run's: its training data...
-CORPUS_KEYS = ("source", "name", "subset", "dir", "src_lang", "tgt_lang", "train_split", "tagged_splits")
+CORPUS_KEYS = (
+    "source",
+    "name",
+    "subset",
+    "dir",
+    "src_lang",
+    "tgt_lang",
+    "train_split",
+    "tagged_splits",
+    "direction_temperature",
+)
 
 
 def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | None = None) -> None:

@@ -23,7 +23,7 @@ from mt.decoding.tuning import choose_alpha
 from mt.errors import MTError
 from mt.fastpath import decode_precision
 from mt.inference import load_for_inference
-from mt.metrics import score
+from mt.metrics import mean_over, score
 from mt.training.distributed import Dist, barrier
 from mt.training.finetune import load_parent_weights
 from mt.training.trainer import Trainer
@@ -91,9 +91,9 @@ def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, tests
         summary.update(next(iter(found.values())).as_dict())
         bleu, chrf = summary["bleu"], summary["chrf"]
     else:  # each direction's scores, and their mean over directions on top, as scripts read one run's
-        bleu = round(sum(s.bleu for s in found.values()) / len(found), 2)
-        chrf = round(sum(s.chrf for s in found.values()) / len(found), 2)
-        summary.update(bleu=bleu, chrf=chrf, mean_of=list(found), directions={d: s.as_dict() for d, s in found.items()})
+        each = {d: s.as_dict() for d, s in found.items()}
+        summary.update(**mean_over(each), directions=each)
+        bleu, chrf = summary["bleu"], summary["chrf"]
         log.info("test %s, mean over %d directions: BLEU %.2f | chrF %.2f", cfg.data.test_split, len(found), bleu, chrf)
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     with SummaryWriter(str(out_dir / "tb")) as writer:
