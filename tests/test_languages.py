@@ -249,22 +249,25 @@ def test_python_http_evaluate_and_score_name_the_target_too(one_to_many, tmp_pat
         assert health["languages"] == {"source": "de", "target": ["en", REVERSED]}
     finally:
         server.stop()
-    evaluated = run_cli("mt-evaluate", "-c", str(one_to_many), "--json", str(tmp_path / "s.json"))  # every direction
-    results, every = (
-        json.loads((one_to_many / "results.json").read_text()),
-        json.loads((tmp_path / "s.json").read_text()),
-    )
-    assert every["mean_of"] == ["de-en", "de-rv"] and every["bleu"] == results["bleu"], evaluated.stdout
-    assert {d: r["bleu"] for d, r in every["directions"].items()} == {
+    # Every direction, with the run's own beam and one more: each setting's mean over the directions.
+    results = json.loads((one_to_many / "results.json").read_text())
+    beams = [str(results["beam"]), str(results["beam"] + 1)]
+    evaluated = run_cli("mt-evaluate", "-c", str(one_to_many), "--beam", *beams, "--json", str(tmp_path / "s.json"))
+    own, wider = json.loads((tmp_path / "s.json").read_text())
+    assert own["mean_of"] == ["de-en", "de-rv"] and own["bleu"] == results["bleu"], evaluated.stdout
+    assert {d: r["bleu"] for d, r in own["directions"].items()} == {
         d: r["bleu"] for d, r in results["directions"].items()
     }
-    assert "direction de-rv:" in evaluated.stdout and f"mean over de-en, de-rv: BLEU {results['bleu']:.2f}" in (
+    assert wider["beam"] == results["beam"] + 1 and wider["bleu"] == round(
+        sum(r["bleu"] for r in wider["directions"].values()) / 2, 2
+    )
+    assert "direction de-rv:" in evaluated.stdout and f"best mean BLEU: {max(own['bleu'], wider['bleu']):.2f}" in (
         evaluated.stdout
     )
     corpus = Path(OmegaConf.load(one_to_many / "config.yaml").data.dir)
     files = [f"--src={corpus / 'test.de'}", f"--ref={corpus / f'test.{REVERSED}'}", f"--json={tmp_path / 'f.json'}"]
     run_cli("mt-evaluate", "-c", str(one_to_many), "--direction", f"de-{REVERSED}", *files)  # tagged as the split is
-    assert json.loads((tmp_path / "f.json").read_text())["bleu"] == every["directions"][f"de-{REVERSED}"]["bleu"]
+    assert json.loads((tmp_path / "f.json").read_text())["bleu"] == own["directions"][f"de-{REVERSED}"]["bleu"]
     missing = run_cli("mt-evaluate", "-c", str(one_to_many), *files, check=False)
     assert missing.returncode == 2 and "--src: give --direction, one of the model's directions (de-en, de-rv)" in (
         missing.stderr

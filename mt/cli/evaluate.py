@@ -124,11 +124,15 @@ def run(args) -> None:
         device = decoding_device(args.device)
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
         chosen = chosen_directions(cfg.data, args)
+        scored = scored_pairs(cfg, args, chosen)  # every file read and checked before any decoding
+        tuning = load_directions(cfg.data, args.choose_on) if args.choose_on else {}
         results = {}
-        for direction, target in chosen:
+        for direction, _ in chosen:
             if len(chosen) > 1:
                 print(f"direction {direction}:")
-            rows, tuning_rows = evaluate_direction(model, tokenizer, cfg, args, device, direction, target)
+            rows, tuning_rows = evaluate_direction(
+                model, tokenizer, cfg, args, device, scored[direction], tuning.get(direction)
+            )
             results[direction] = summary(rows, tuning_rows, args)
         result = results[chosen[0][0]] if len(chosen) == 1 else over_directions(results)
     if args.json:
@@ -136,20 +140,27 @@ def run(args) -> None:
             json.dump(result, f, indent=2)
 
 
-def evaluate_direction(model, tokenizer, cfg, args, device, direction: str, target: str):
+def scored_pairs(cfg, args, chosen: list[tuple[str, str]]) -> dict[str, tuple[list[str], list[str], str]]:
+    """Each chosen direction's (sources, references, name): its pairs of the split, or the --src/--ref files
+    (the sources tagged as the model's training sources were)."""
+    if args.src:
+        (sources, references), target = paired_lines(args.src, "--src", args.ref), chosen[0][1]
+        return {chosen[0][0]: (tagged(sources, source_tag(cfg.data, target)), references, args.src)}
+    split = args.split or cfg.data.test_split
+    if not split:
+        raise MTError(f"{args.checkpoint[0]}: its data has no test split (data.test_split): give --split")
+    corpora = load_directions(cfg.data, split)
+    return {
+        direction: (corpora[direction].src, corpora[direction].tgt, corpora[direction].origin)
+        for direction, _ in chosen
+    }
+
+
+def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tuning=None):
     """One direction's scored rows (one per setting of the grid) and, with --choose-on, its tuning rows."""
-    if not args.src:
-        split = args.split or cfg.data.test_split
-        if not split:
-            raise MTError(f"{args.checkpoint[0]}: its data has no test split (data.test_split): give --split")
-        corpus = load_directions(cfg.data, split)[direction]
-        sources, references, name = corpus.src, corpus.tgt, corpus.origin
-    else:
-        (sources, references), name = paired_lines(args.src, "--src", args.ref), args.src
-        sources = tagged(sources, source_tag(cfg.data, target))
+    sources, references, name = pairs
     grid, tuning_rows = settings_grid(args), []
-    if args.choose_on:
-        tuning = load_directions(cfg.data, args.choose_on)[direction]
+    if tuning is not None:
         tuning_rows = report(
             decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), tuning.tgt
         )
@@ -175,9 +186,20 @@ def summary(rows: list[dict], tuning_rows: list[dict], args):
     return rows[0] if len(rows) == 1 else rows
 
 
-def over_directions(results: dict) -> dict:
+def over_directions(results: dict) -> dict | list[dict]:
     """Several directions' results as a run's results.json holds them: each under directions, the mean of
-    their BLEU and chrF on top (of each one's first row where a sweep gives several)."""
-    mean = mean_over({name: r[0] if isinstance(r, list) else r for name, r in results.items()})
-    print(f"mean over {', '.join(results)}: BLEU {mean['bleu']:.2f} | chrF {mean['chrf']:.2f}")
-    return {**mean, "directions": results}
+    their BLEU and chrF on top; with a sweep (a row per setting), one such result per setting."""
+    sweep = all(isinstance(r, list) for r in results.values())
+    means = []
+    for setting in zip(*(r if sweep else [r] for r in results.values())):
+        each = dict(zip(results, setting))
+        chosen = {"beam": setting[0]["beam"], "alpha": setting[0]["alpha"]} if sweep else {}
+        mean = mean_over(each)
+        said = f" (beam {chosen['beam']}, alpha {chosen['alpha']:g})" if sweep else ""
+        print(f"mean over {', '.join(each)}{said}: BLEU {mean['bleu']:.2f} | chrF {mean['chrf']:.2f}")
+        means.append({**chosen, **mean, "directions": each})
+    if not sweep:
+        return means[0]
+    best = best_row(means)
+    print(f"best mean BLEU: {best['bleu']:.2f} with beam {best['beam']}, alpha {best['alpha']:g}")
+    return means
