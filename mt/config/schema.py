@@ -27,7 +27,10 @@ class DataConfig:
     source: str = "hub"  # hub: a Hugging Face dataset (hub id or local folder); files: {split}.{lang} text files
     name: str | None = None  # hub id or local dataset folder (source=hub)
     subset: str | None = None  # hub configuration name, e.g. "de-en" for wmt14 ("{src}-en": one per direction)
-    dir: str | None = None  # folder holding {split}.{lang} files (source=files)
+    dir: str | None = None  # folder holding {split}.{lang} files, or one {split}.tsv per split (source=files)
+    # the language of each column of a .tsv file without a header line, in order ([en,de,note]); null: the
+    # file's header, or the pair in its name (train.de-en.tsv), names them
+    columns: list[str] | None = None
     # a language code, or several ([de,fr,cs]): one model for every direction from a source into a target
     src_lang: Any = "de"
     tgt_lang: Any = "en"
@@ -194,7 +197,7 @@ def validate(cfg: DictConfig | Config) -> None:
     d, t, m, tr, dec = cfg.data, cfg.tokenizer, cfg.model, cfg.train, cfg.decode
     _check(d.source in ("hub", "files"), "data.source", f"must be 'hub' or 'files', got {d.source!r}")
     if d.source == "files":
-        _check(bool(d.dir), "data.dir", "is required with data=files (a folder of {split}.{lang} files)")
+        _check(bool(d.dir), "data.dir", "is required with data=files (a folder of {split}.{lang} or {split}.tsv files)")
     else:
         _check(bool(d.name), "data.name", "is required with data=hub (a hub id or local dataset folder)")
     for key in ("src_lang", "tgt_lang"):
@@ -206,6 +209,13 @@ def validate(cfg: DictConfig | Config) -> None:
         )
         _check(len(set(langs)) == len(langs), f"data.{key}", f"names a language twice: {d[key]!r}")
     _check(bool(directions(d)), "data.src_lang", "must differ from data.tgt_lang")
+    if d.columns is not None:
+        names = list(d.columns)
+        _check(
+            len(names) >= 2 and all(c and "\t" not in c for c in names) and len(set(names)) == len(names),
+            "data.columns",
+            f"must name each column of the .tsv files once, at least two, got {names!r}",
+        )
     splits = training_splits(d)
     _check(
         isinstance(splits, Sequence) and len(splits) > 0 and all(isinstance(s, str) and s for s in splits),

@@ -21,10 +21,11 @@ from mt.data.hub_split import HubSplit
 from mt.data.languages import direction_name, directions, pair_subset, source_tag
 from mt.data.order import ShardPools
 from mt.data.shards import EncodedShards
-from mt.data.sources import ParallelCorpus, hub_table, joined, load_directions, pair_files
+from mt.data.sources import ParallelCorpus, hub_table, joined, load_directions, split_files
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import UNK, Tokenizer, build_tokenizer, fingerprint
+from mt.data.tsv_files import TsvFile
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -109,8 +110,10 @@ def _training_part(d, split: str, src_lang: str, tgt_lang: str, sample_size: int
     if d.source != "files":
         table, origin = hub_table(d.name, pair_subset(d.subset, src_lang, tgt_lang), split, src_lang, tgt_lang)
         return HubSplit(table, src_lang, tgt_lang, origin, sample_size, d.shard_lines)
-    src, tgt, origin = pair_files(Path(d.dir), split, src_lang, tgt_lang)
-    return AlignedTextFiles(src, tgt, origin, sample_size, d.shard_lines, cache_dir=d.cache_dir)
+    found = split_files(Path(d.dir), split, src_lang, tgt_lang, d.columns)
+    if not isinstance(found, tuple):
+        return TsvFile(found, sample_size, d.shard_lines, cache_dir=d.cache_dir)
+    return AlignedTextFiles(*found, sample_size, d.shard_lines, cache_dir=d.cache_dir)
 
 
 def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Path) -> Tokenizer:
@@ -143,6 +146,7 @@ CORPUS_KEYS = (
     "train_split",
     "tagged_splits",
     "direction_temperature",
+    "columns",
 )
 
 

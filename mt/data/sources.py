@@ -181,12 +181,34 @@ def pair_files(folder: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[
     return Path(f"{stem}.{src_lang}"), Path(f"{stem}.{tgt_lang}"), f"{stem}.{{{src_lang},{tgt_lang}}}"
 
 
-def load_files(folder: str, split: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
-    """One split and direction of the text files in folder (pair_files), line-aligned."""
+def split_files(folder: Path, split: str, src_lang: str, tgt_lang: str, columns=None):
+    """Where one split and direction is in folder: a file per language (pair_files: src, tgt and their name)
+    where either is there; else one tab-separated file's layout (mt/data/tsv_files.py); neither is an error
+    that names both."""
+    src, tgt, origin = pair_files(folder, split, src_lang, tgt_lang)
+    if src.exists() or tgt.exists():
+        return src, tgt, origin
+    from mt.data.tsv_files import tsv_layout, tsv_path  # here: tsv_files builds on this module
+
+    found = tsv_path(folder, split, src_lang, tgt_lang)
+    if found is None:
+        raise MTError(f"{src}: no such file (nor {folder / split}.tsv)")
+    return tsv_layout(*found, src_lang, tgt_lang, columns)
+
+
+def load_files(folder: str, split: str, src_lang: str, tgt_lang: str, columns=None) -> ParallelCorpus:
+    """One split and direction of the text files in folder, line-aligned: a file per language (pair_files),
+    or one tab-separated file of the split where there are none (mt/data/tsv_files.py; columns:
+    data.columns)."""
     folder_path = Path(folder)
     if not folder_path.is_dir():
         raise MTError(f"data.dir={folder}: no such directory")
-    src_path, tgt_path, origin = pair_files(folder_path, split, src_lang, tgt_lang)
+    found = split_files(folder_path, split, src_lang, tgt_lang, columns)
+    if not isinstance(found, tuple):
+        from mt.data.tsv_files import load_tsv  # here: tsv_files builds on this module
+
+        return load_tsv(found)
+    src_path, tgt_path, origin = found
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise MTError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files must be line-aligned")
@@ -223,6 +245,13 @@ def _load_hub_dataset(name: str, subset: str | None):
         os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
     import datasets
 
+    if local.is_dir() and any(local.glob("*.tsv")):
+        log.warning(
+            "data: %s: datasets reads .tsv files as CSV: a '\"' in a sentence is taken for quoting and dropped; "
+            "for raw tab-separated text, data=files data.dir=%s (docs/data.md#one-tab-separated-file-per-split)",
+            name,
+            name,
+        )
     try:
         if (local / "dataset_dict.json").exists():
             return datasets.load_from_disk(str(local))
@@ -271,7 +300,7 @@ def load_split(data_cfg, split: str, src_lang: str | None = None, tgt_lang: str 
     """Load one split as configured (data.source = files | hub), in the config's direction or the one given."""
     src_lang, tgt_lang = src_lang or data_cfg.src_lang, tgt_lang or data_cfg.tgt_lang
     if data_cfg.source == "files":
-        return load_files(data_cfg.dir, split, src_lang, tgt_lang)
+        return load_files(data_cfg.dir, split, src_lang, tgt_lang, data_cfg.columns)
     return load_hub(data_cfg.name, pair_subset(data_cfg.subset, src_lang, tgt_lang), split, src_lang, tgt_lang)
 
 

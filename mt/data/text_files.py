@@ -34,28 +34,47 @@ class ScannedSide:
 
     def read(self, shard: int) -> list[str]:
         """The lines of one shard (decoded; an error names the file and line)."""
+        return split_lines(self.read_text(shard))
+
+    def read_text(self, shard: int) -> str:
+        """The text of one shard's lines, each ending in "\n" (but perhaps the file's last)."""
         start = int(self.shard_starts[shard])
         stop = int(self.shard_starts[shard + 1]) if shard + 1 < len(self.shard_starts) else self.end
         with open(self.path, "rb") as f:
             f.seek(start)
             raw = f.read(stop - start)
         try:
-            return split_lines(raw.decode("utf-8"))
+            return raw.decode("utf-8")
         except UnicodeDecodeError as err:  # the file changed since it was scanned
             line = 1 + raw.count(b"\n", 0, err.start)
             raise MTError(f"{self.path}: changed while in use (invalid UTF-8 in shard {shard}, line {line})") from None
 
 
-def scan_file(path: Path, shard_lines: int, sample_size: int, seed: int, digest, block_bytes: int = BLOCK_BYTES):
+def scan_file(
+    path: Path,
+    shard_lines: int,
+    sample_size: int,
+    seed: int,
+    digest,
+    block_bytes: int = BLOCK_BYTES,
+    start: int = 0,
+    lines_before: int = 0,
+    check=None,
+):
     """Read path once, in blocks: check every byte is UTF-8 (the error names the line), count lines, note
     where each shard of shard_lines lines starts, add the text to digest (a hashlib object, updated as
-    ParallelCorpus.digest updates it for one side) and keep a uniform sample of up to sample_size lines."""
+    ParallelCorpus.digest updates it for one side) and keep a uniform sample of up to sample_size lines.
+    From byte start on (after lines_before lines, a header, say), each block of whole lines also passing
+    check(block, ends, first_line) where one is given (ends: each line's "\n"; first_line: the file's line
+    number of the block's first line)."""
     digest.update(b"\x00side\x00")
-    scan = _Scan(path, shard_lines, sample_size, seed)
+    scan = _Scan(path, shard_lines, sample_size, seed, lines_before, check)
     carry = b""
     with _open_text_file(path) as f:
+        f.seek(start)
         block = f.read(block_bytes)
-        if block.startswith(BOM):
+        scan.position = start
+        if start == 0 and block.startswith(BOM):
             block, scan.position = block[len(BOM) :], len(BOM)
         while block:
             block = carry + block
@@ -74,8 +93,8 @@ def scan_file(path: Path, shard_lines: int, sample_size: int, seed: int, digest,
 class _Scan:
     """What scan_file has found so far."""
 
-    def __init__(self, path: Path, shard_lines: int, sample_size: int, seed: int):
-        self.path, self.shard_lines = path, shard_lines
+    def __init__(self, path: Path, shard_lines: int, sample_size: int, seed: int, lines_before: int = 0, check=None):
+        self.path, self.shard_lines, self.lines_before, self.check = path, shard_lines, lines_before, check
         self.reservoir = Reservoir(sample_size, seed)
         self.lines = 0  # complete lines before the next block
         self.position = 0  # the file offset of the next block's first byte
@@ -88,9 +107,11 @@ class _Scan:
         try:
             block.decode("utf-8")
         except UnicodeDecodeError as err:
-            line = self.lines + 1 + block.count(b"\n", 0, err.start)
+            line = self.lines_before + self.lines + 1 + block.count(b"\n", 0, err.start)
             raise MTError(f"{self.path}:{line}: invalid UTF-8 (byte 0x{block[err.start]:02x})") from None
         ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)  # each line's "\n"
+        if self.check is not None:
+            self.check(block, ends, self.lines_before + self.lines + 1)
         begins = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
         first_start = -self.lines % self.shard_lines  # a shard starts at every line number divisible by shard_lines
         self.starts.extend((self.position + begins[first_start :: self.shard_lines]).tolist())
@@ -140,7 +161,7 @@ class AlignedTextFiles:
     ):
         self.origin, self.shard_lines = origin, shard_lines
         self._scan_args = (src_path, tgt_path, sample_size, seed)
-        self._saved = _scan_record_path(src_path, tgt_path, shard_lines, cache_dir)
+        self._saved = scan_record_path((src_path, tgt_path), (shard_lines,), cache_dir)
         if self._saved is None or not self._load_scan():
             self._scan()
 
@@ -161,7 +182,7 @@ class AlignedTextFiles:
             record = {"digest": self._digest}
             for name, side in (("src", self.src_file), ("tgt", self.tgt_file)):
                 record[name] = {"lines": side.lines, "end": side.end, "shard_starts": side.shard_starts.tolist()}
-            _write_atomically(self._saved, json.dumps(record))
+            write_atomically(self._saved, json.dumps(record))
 
     def _load_scan(self) -> bool:
         try:
@@ -209,19 +230,20 @@ class AlignedTextFiles:
         return ParallelCorpus(src, tgt, self.origin, self._digest, self.shard_lines)
 
 
-def _scan_record_path(src: Path, tgt: Path, shard_lines: int, cache_dir: str | None) -> Path | None:
-    """Where a scan of these files, as they are now, is kept (None without a cache or a file to stat)."""
+def scan_record_path(files: tuple[Path, ...], how: tuple, cache_dir: str | None) -> Path | None:
+    """Where a scan of these files, as they are now, read as `how` says (shard lines, ...), is kept (None
+    without a cache or a file to stat)."""
     if not cache_dir:
         return None
     try:
-        stats = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ino) for p in (src, tgt)]
+        stats = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ino) for p in files]
     except OSError:
         return None  # the scan says what is wrong
-    key = hashlib.sha256(repr((stats, shard_lines)).encode()).hexdigest()[:24]
+    key = hashlib.sha256(repr((stats, *how)).encode()).hexdigest()[:24]
     return Path(cache_dir) / "scans" / f"{key}.json"
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """A cache that cannot be written costs the next run a scan, nothing more."""
     tmp = None
     try:
