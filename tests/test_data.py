@@ -1,5 +1,9 @@
 """Reading corpora: every way a file can be wrong is a clear error naming it; lines never shift."""
 
+import bz2
+import gzip
+import lzma
+
 import pytest
 
 from mt.config.schema import DataConfig
@@ -41,6 +45,14 @@ def test_last_line_without_newline_and_bom(tmp_path):
         (lambda d: (d / "train.de").mkdir(), "is a directory"),
         (lambda d: write(d / "train.de", b"gut\nnicht \xc3\x28 gut\n"), "train.de:2: invalid UTF-8"),
         (lambda d: write(d / "train.de", b"\x00\x01\x02\x00" * 100), "binary file"),
+        (
+            lambda d: write(d / "train.de", gzip.compress(b"gut\n" * 100)),
+            r"train\.de: gzip-compressed, expected UTF-8 text: decompress it first \(gunzip -k .*train\.de\)",
+        ),
+        (
+            lambda d: write(d / "train.de.xz", lzma.compress(b"gut\n")),
+            r"train\.de: no such file, but train\.de\.xz is: decompress it first \(unxz -k .*train\.de\.xz\)",
+        ),
     ],
 )
 @pytest.mark.parametrize("loader", LOADERS)
@@ -50,6 +62,12 @@ def test_file_errors_name_the_file(tmp_path, setup, message, loader):
     with pytest.raises(MTError, match=message) as err:
         LOADERS[loader](tmp_path, "train")
     assert "train.de" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_text_that_begins_as_a_compressed_file_does_is_text(tmp_path):
+    assert read_lines(write(tmp_path / "a", b"BZh, said the bee.\n")) == ["BZh, said the bee."]
+    with pytest.raises(MTError, match=r"b: bzip2-compressed, .*\(bunzip2 -k .*b\)"):
+        read_lines(write(tmp_path / "b", bz2.compress(b"Bienen summen.\n" * 50)))
 
 
 @pytest.mark.parametrize("loader", LOADERS)

@@ -128,10 +128,27 @@ def count_lines(path: str | os.PathLike) -> int:
     return lines + (last != b"\n")
 
 
+# Compressed files, by their first bytes and by name, and the command that decompresses one beside itself.
+COMPRESSED = {b"\x1f\x8b": ("gzip", ".gz", "gunzip -k"), b"\xfd7zXZ\x00": ("xz", ".xz", "unxz -k"),
+              b"BZh": ("bzip2", ".bz2", "bunzip2 -k"), b"\x28\xb5\x2f\xfd": ("zstd", ".zst", "unzstd")}  # fmt: skip
+
+
+def missing_file(path: Path, *others: Path, partners: tuple[Path, ...] = ()) -> str:
+    """The one line for a file that is not there, nor any of others (files that would do instead), naming a
+    compressed form of one of them or of its partners (the files that go with it) where there is one."""
+    for wanted in (path, *partners, *others):
+        for _, suffix, command in COMPRESSED.values():
+            packed = Path(f"{wanted}{suffix}")
+            if packed.is_file():
+                return f"{wanted}: no such file, but {packed.name} is: decompress it first ({command} {packed})"
+    return f"{path}: no such file" + (f" (nor {', '.join(map(str, others))})" if others else "")
+
+
 def _open_text_file(path: Path):
-    """path opened for reading bytes, or a one-line error: missing, a directory, unreadable, or binary."""
+    """path opened for reading bytes, or a one-line error: missing, a directory, unreadable, compressed or
+    binary."""
     if not path.exists():
-        raise MTError(f"{path}: no such file")
+        raise MTError(missing_file(path))
     if path.is_dir():
         raise MTError(f"{path}: is a directory, expected a text file")
     try:
@@ -140,10 +157,23 @@ def _open_text_file(path: Path):
         f.seek(0)
     except OSError as err:
         raise MTError(f"{path}: cannot read ({err.strerror})") from None
+    for magic, (kind, _, command) in COMPRESSED.items():
+        if head.startswith(magic) and _undecodable(head):
+            f.close()
+            raise MTError(f"{path}: {kind}-compressed, expected UTF-8 text: decompress it first ({command} {path})")
     if b"\x00" in head and not _looks_like_text(head):
         f.close()
         raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
     return f
+
+
+def _undecodable(head: bytes) -> bool:
+    """Not UTF-8 (a text may begin "BZh"; a compressed stream soon holds a byte UTF-8 cannot start)."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return err.end < len(head) or len(head) < 4  # a truncated last character is no proof
+    return False
 
 
 def _chunks(stream, origin: str, size: int, bom: bool = False) -> Iterator[list[str]]:
@@ -192,7 +222,7 @@ def split_files(folder: Path, split: str, src_lang: str, tgt_lang: str, columns=
 
     found = tsv_path(folder, split, src_lang, tgt_lang)
     if found is None:
-        raise MTError(f"{src}: no such file (nor {folder / split}.tsv)")
+        raise MTError(missing_file(src, folder / f"{split}.tsv", partners=(tgt,)))
     return tsv_layout(*found, src_lang, tgt_lang, columns)
 
 
