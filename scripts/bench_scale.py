@@ -8,7 +8,9 @@ the first update, with the peak RSS of the largest process and the peak memory o
 the same again in a new run directory on the same corpus (the tokenizer and encodings come from the cache).
 Then `translate` on 2,000 and 20,000 lines, with its peak RSS (streaming: it should not grow with the input).
 
-    .venv/bin/python scripts/bench_scale.py [--pairs 100000 1000000] [--work /tmp/bench_scale]
+    .venv/bin/python scripts/bench_scale.py [--pairs 100000 1000000] [--work /tmp/bench_scale] [--tsv]
+
+(--tsv: the training split as one tab-separated file, train.tsv, instead of train.de and train.en.)
 
 Prints one JSON object per measurement, then a table. Reports, never asserts.
 """
@@ -33,8 +35,9 @@ SYLLABLES = ["ka", "lo", "mi", "ren", "tu", "sha", "vo", "dri", "an", "el", "zu"
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 
 
-def synthetic_corpus(folder: Path, pairs: int, data: Path, seed: int = 1) -> Path:
-    """train.{de,en} of `pairs` lines in folder (made once), valid/test2016 copied from data."""
+def synthetic_corpus(folder: Path, pairs: int, data: Path, seed: int = 1, tsv: bool = False) -> Path:
+    """train.{de,en} of `pairs` lines in folder (made once), or with tsv one train.tsv (its first line
+    de<TAB>en; a tab inside a sentence, as Multi30k has one, made a space); valid/test2016 copied from data."""
     done = folder / f"train.{pairs}.done"
     if done.exists():
         return folder
@@ -42,15 +45,24 @@ def synthetic_corpus(folder: Path, pairs: int, data: Path, seed: int = 1) -> Pat
     de = (data / "train.de").read_text(encoding="utf-8").splitlines()
     en = (data / "train.en").read_text(encoding="utf-8").splitlines()
     rng = random.Random(seed)
-    with open(folder / "train.de", "w", encoding="utf-8") as fd, open(folder / "train.en", "w", encoding="utf-8") as fe:
-        for i in range(pairs):
-            rows = [rng.randrange(len(de)) for _ in range(rng.randint(1, 3))]
-            src, tgt = " ".join(de[r] for r in rows), " ".join(en[r] for r in rows)
-            if i % 7 == 0:
-                name = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))).capitalize()
-                src, tgt = f"{name}: {src}", f"{name}: {tgt}"
+    if tsv:
+        both = open(folder / "train.tsv", "w", encoding="utf-8")
+        both.write("de\ten\n")
+    else:
+        fd, fe = open(folder / "train.de", "w", encoding="utf-8"), open(folder / "train.en", "w", encoding="utf-8")
+    for i in range(pairs):
+        rows = [rng.randrange(len(de)) for _ in range(rng.randint(1, 3))]
+        src, tgt = " ".join(de[r] for r in rows), " ".join(en[r] for r in rows)
+        if i % 7 == 0:
+            name = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))).capitalize()
+            src, tgt = f"{name}: {src}", f"{name}: {tgt}"
+        if tsv:
+            both.write(f"{src.replace(chr(9), ' ')}\t{tgt.replace(chr(9), ' ')}\n")
+        else:
             fd.write(src + "\n")
             fe.write(tgt + "\n")
+    for f in [both] if tsv else [fd, fe]:
+        f.close()
     for split in ("valid", "test2016"):
         for lang in ("de", "en"):
             shutil.copyfile(data / f"{split}.{lang}", folder / f"{split}.{lang}")
@@ -141,10 +153,11 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=REPO / "data" / "multi30k")
     p.add_argument("--work", type=Path, default=Path("/tmp/bench_scale"))
     p.add_argument("--translate-lines", type=int, nargs="+", default=[2_000, 20_000])
+    p.add_argument("--tsv", action="store_true", help="the training split as one train.tsv, not two files")
     args = p.parse_args()
     rows = []
     for pairs in args.pairs:
-        corpus = synthetic_corpus(args.work / f"corpus{pairs}", pairs, args.data)
+        corpus = synthetic_corpus(args.work / f"corpus{pairs}{'_tsv' * args.tsv}", pairs, args.data, tsv=args.tsv)
         cache = args.work / f"cache{pairs}"
         shutil.rmtree(cache, ignore_errors=True)
         for attempt in ("first run", "new run directory, same cache"):

@@ -330,7 +330,7 @@ def load_split(data_cfg, split: str, src_lang: str | None = None, tgt_lang: str 
     """Load one split as configured (data.source = files | hub), in the config's direction or the one given."""
     src_lang, tgt_lang = src_lang or data_cfg.src_lang, tgt_lang or data_cfg.tgt_lang
     if data_cfg.source == "files":
-        return load_files(data_cfg.dir, split, src_lang, tgt_lang, data_cfg.columns)
+        return load_files(data_cfg.dir, split, src_lang, tgt_lang, getattr(data_cfg, "columns", None))
     return load_hub(data_cfg.name, pair_subset(data_cfg.subset, src_lang, tgt_lang), split, src_lang, tgt_lang)
 
 
