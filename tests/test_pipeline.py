@@ -241,13 +241,24 @@ def test_evaluate_sweeps_decoding_settings_with_one_model_load(trained_run, tiny
     rows = json.loads((tmp_path / "sweep.json").read_text())
     assert [(r["beam"], r["alpha"]) for r in rows] == [(1, 0), (1, 8), (4, 0), (4, 8)]
     assert sweep.stdout.count("BLEU = ") == 4 and "(beam 4, alpha 8)" in sweep.stdout
+    hyps = []
     for row in (rows[0], rows[3]):  # each row scores what translate gives with its settings
-        hyp = tmp_path / f"beam{row['beam']}.en"
-        run_cli("translate", "-c", best_pt, "-i", src, "-o", str(hyp), "-q",
+        hyps.append(str(tmp_path / f"beam{row['beam']}.en"))
+        run_cli("translate", "-c", best_pt, "-i", src, "-o", hyps[-1], "-q",
                 "--beam", str(row["beam"]), "--alpha", str(row["alpha"]))  # fmt: skip
-        scored = run_cli("mt-evaluate", "--hyp", str(hyp), "--ref", ref)
-        assert row["bleu_detail"] in scored.stdout
+    # scored from the files, the second against the first by paired bootstrap resampling
+    scored = run_cli(
+        "mt-evaluate", "--hyp", *hyps, "--ref", ref, "--samples", "100", "--json", str(tmp_path / "c.json")
+    )
+    assert rows[0]["bleu_detail"] in scored.stdout and rows[3]["bleu_detail"] in scored.stdout
     assert rows[0]["bleu_detail"] != rows[3]["bleu_detail"]  # the settings matter here, so the check above bites
+    compared = json.loads((tmp_path / "c.json").read_text())
+    assert (compared["baseline"], compared["samples"]) == (hyps[0], 100)
+    assert [(r["hyp"], r["bleu"], "bleu_p" in r) for r in compared["systems"]] == [
+        (hyps[0], rows[0]["bleu"], False),
+        (hyps[1], rows[3]["bleu"], True),
+    ]
+    assert f"{hyps[1]}: BLEU {rows[3]['bleu']:.2f} ± " in scored.stdout and "bs:100|" in scored.stdout
     best = max(rows, key=lambda r: r["bleu"])
     assert f"best BLEU: {best['bleu']:.2f} with beam {best['beam']}, alpha {best['alpha']:g}" in sweep.stdout
     refused = run_cli("mt-evaluate", "-c", best_pt, "--split", "test", "--alpha", "0", "1", "-o",

@@ -123,7 +123,15 @@ def evaluate_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--src", help="source file to translate")
     p.add_argument("--ref", help="reference file")
-    p.add_argument("--hyp", help="score this file of translations instead of translating")
+    p.add_argument(
+        "--hyp",
+        nargs="+",
+        help="score this file of translations instead of translating; several: each against the first, by "
+        "paired bootstrap resampling",
+    )
+    p.add_argument(
+        "--samples", type=int, default=0, help="resamples of the paired test of several --hyp (default 1,000)"
+    )
     p.add_argument("--output", "-o", help="write the translations here")
     p.add_argument("--json", help="write the scores here as JSON")
     p.add_argument("--beam", type=int, nargs="+", help="beam size(s) (default: the checkpoint's decode.beam)")

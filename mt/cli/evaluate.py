@@ -4,6 +4,7 @@
     mt-evaluate --checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt --split valid
     mt-evaluate --checkpoint CKPT --src test.de --ref test.en --beam 5
     mt-evaluate --hyp output.en --ref test.en          # score a file, no model
+    mt-evaluate --hyp base.en new.en --ref test.en     # each against the first: a paired significance test
     mt-evaluate --checkpoint CKPT --split valid --beam 4 5 --alpha 0.6 1.0 1.4   # tune decoding
     mt-evaluate --checkpoint CKPT --split test2016 --alpha 0.6 1.0 1.2 --choose-on valid
     mt-evaluate --checkpoint runs/m30k.de+fr+cs-en/smoke      # each direction's test pairs, then the mean
@@ -12,6 +13,8 @@ It prints the scores with their sacreBLEU signatures (--json writes them to a fi
 --beam or --alpha values decode every combination with the model loaded once, a line each, then
 name the best: tune them on a validation split, then score the test split once with the choice.
 --choose-on SPLIT does both in one call: the grid on SPLIT, then the scored split once with its best.
+Several --hyp files are each compared with the first on the same references (paired bootstrap
+resampling): is a difference in BLEU larger than another sample of test sentences could give by chance?
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from mt.data.sources import load_directions, read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.inference import decoding_device, load_for_decoding
-from mt.metrics import mean_over, score
+from mt.metrics import mean_over, paired_test, score
 
 
 def settings_grid(args) -> list[tuple[int | None, float | None]]:
@@ -40,6 +43,8 @@ def check_args(args) -> None:
             raise MTError("--hyp needs --ref")
         if args.choose_on:
             raise MTError("--choose-on decodes with a model: give --checkpoint instead of --hyp")
+        if args.samples < 0:
+            raise MTError("--samples must be >= 0 (0: sacreBLEU's default)")
         return
     if not args.checkpoint:
         raise MTError("give --checkpoint (with --split, or --src and --ref), or --hyp and --ref")
@@ -58,9 +63,10 @@ def check_args(args) -> None:
         raise MTError("--choose-on needs several --beam or --alpha values to choose from")
 
 
-def paired_lines(path: str, flag: str, ref: str) -> tuple[list[str], list[str]]:
-    """The lines of path and of the --ref file, refused before any decoding if their counts differ."""
-    lines, references = read_lines(path), read_lines(ref)
+def paired_lines(path: str, flag: str, ref: str, references=None) -> tuple[list[str], list[str]]:
+    """The lines of path and of the --ref file (or references, its lines read before), refused before any
+    decoding if their counts differ."""
+    lines, references = read_lines(path), read_lines(ref) if references is None else references
     if len(lines) != len(references):
         raise MTError(f"{flag} {path} has {len(lines)} lines but --ref {ref} has {len(references)}")
     return lines, references
@@ -118,8 +124,10 @@ def run(args) -> None:
     """mt-evaluate with the arguments of mt.cli.commands's parser."""
     check_args(args)
     if args.hyp:
-        hypotheses, references = paired_lines(args.hyp, "--hyp", args.ref)
-        result = summary(report([(args.hyp, {}, hypotheses)], references), [], args)
+        references = read_lines(args.ref)
+        systems = [(path, paired_lines(path, "--hyp", args.ref, references)[0]) for path in args.hyp]
+        rows = report([(path, {}, hypotheses) for path, hypotheses in systems], references)
+        result = summary(rows, [], args) if len(systems) == 1 else compared(systems, references, args)
     else:
         device = decoding_device(args.device)
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
@@ -184,6 +192,30 @@ def summary(rows: list[dict], tuning_rows: list[dict], args):
     if tuning_rows:
         return {**rows[0], "chosen_on": args.choose_on, "sweep": tuning_rows}
     return rows[0] if len(rows) == 1 else rows
+
+
+def compared(systems: list[tuple[str, list[str]]], references: list[str], args) -> dict:
+    """Every --hyp against the first by paired bootstrap resampling: printed a line each, and what --json
+    writes (the test, its resamples, the baseline, a row per file)."""
+    rows, signatures, samples = paired_test(systems, references, args.samples)
+    base = rows[0]
+
+    def cell(row: dict, metric: str) -> str:
+        value = f"{row[metric]:.2f} ± {row[metric + '_ci']:.2f}"
+        if metric + "_p" not in row:
+            return value
+        p = row[metric + "_p"]
+        return f"{value} ({row[metric] - base[metric]:+.2f}, p = {p:.4f}){'*' * (p < 0.05)}"
+
+    print(f"paired bootstrap resampling, {samples:,} resamples, each against {base['hyp']}:")
+    for row in rows:
+        print(f"{row['hyp']}: BLEU {cell(row, 'bleu')} | chrF {cell(row, 'chrf')}")
+    print(
+        "±: half the 95% confidence interval; p: how often systems that do not differ would differ as much; *: p < 0.05"
+    )
+    print(f"BLEU signature: {signatures[0]}")
+    print(f"chrF signature: {signatures[1]}")
+    return {"test": "paired bootstrap resampling", "samples": samples, "baseline": base["hyp"], "systems": rows}
 
 
 def over_directions(results: dict) -> dict | list[dict]:
