@@ -30,6 +30,9 @@ def test_run_directory_holds_what_the_readme_promises(trained_run):
     assert records[-1]["valid_bleu"] > 60, records
     results = json.loads((trained_run / "results.json").read_text())
     assert results["bleu"] > 60 and "tok:13a" in results["bleu_signature"]
+    # the held-out splits checked against the training pairs (the tiny corpus's short pairs recur)
+    log = (trained_run / "train.log").read_text()
+    assert "held out: " in log and ("valid " in log.split("held out: ")[1] or "test " in log.split("held out: ")[1])
 
 
 def test_translate_keeps_line_alignment(trained_run, tmp_path):

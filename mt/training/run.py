@@ -17,6 +17,7 @@ from torch.utils.tensorboard import SummaryWriter
 from mt.checkpoint import average_checkpoint_files, save_final
 from mt.config.model import build_model
 from mt.data.languages import language_list
+from mt.data.overlap import check_held_out
 from mt.data.prepare import encode_splits, prepare
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha
@@ -149,6 +150,12 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     if not dist.is_main:
         barrier(dist)  # rank 0 trains (or checks) the tokenizer first; the others then reuse it
     data = prepare(cfg, out_dir, write_config=dist.is_main)
+    if dist.is_main:
+        several = len(data.tests) > 1
+        held_out = {cfg.data.valid_split: data.valid} | {
+            f"{cfg.data.test_split} {d}" if several else cfg.data.test_split: c for d, c in data.tests.items()
+        }
+        check_held_out(data.train, held_out, cfg.data.cache_dir, cfg.data.pool_pairs)
     if dist.is_main:  # with several ranks, rank 0 encodes every shard into the cache before the others read it
         train, valid = encode_splits(cfg, data, background=not dist.enabled)
         barrier(dist)

@@ -1,0 +1,117 @@
+"""Held-out pairs that are training pairs too: a valid or test score on them measures what the model
+remembers, not how it translates. Corpora cut from one crawl, or test sets built from the same source as the
+training data, share pairs more often than one expects; the run counts them and says so.
+
+A pair counts when both its sides are a training pair's, as the model reads them (tags included); a held-out
+source that is also a training source, with another translation, is counted apart. The count is made once
+per training text and held-out set (cached, keyed by their digests); for a corpus bigger than one pool it is
+made by a background process, which logs it when done, so training does not wait for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mt.data.text_files import write_atomically
+from mt.errors import MTError
+from mt.host import start_background_worker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Overlap:
+    """One held-out set against the training split."""
+
+    pairs: int  # in the held-out set
+    in_training: int  # pairs also in the training split
+    source_only: int  # pairs whose source is a training source, with another translation there
+
+    def __str__(self) -> str:
+        if not self.in_training:
+            said = f"none of its {self.pairs:,} pairs in training"
+            return said + (f" ({self.source_only:,} of its sources, translated otherwise)" if self.source_only else "")
+        said = f"{self.in_training:,} of {self.pairs:,} pairs ({100 * self.in_training / self.pairs:.1f}%) in training"
+        return said + (f", {self.source_only:,} more sources (translated otherwise)" if self.source_only else "")
+
+
+def count_overlap(train, held_out: dict) -> dict[str, Overlap]:
+    """Each held-out set's (name: ParallelCorpus) pairs found in train (any corpus offering shards), in one
+    pass over train's shards: held-out pairs and sources are sets, each training line a lookup."""
+    sources = {s for corpus in held_out.values() for s in corpus.src if s.strip()}  # an empty source says nothing
+    found_pairs, found_sources = set(), set()
+    for index in range(train.shards):
+        src, tgt = train.shard(index)
+        for s, t in zip(src, tgt):
+            if s in sources:
+                found_sources.add(s)
+                found_pairs.add((s, t))
+    overlaps = {}
+    for name, corpus in held_out.items():
+        both = sum(pair in found_pairs for pair in zip(corpus.src, corpus.tgt))
+        source = sum(s in found_sources for s in corpus.src) - both
+        overlaps[name] = Overlap(len(corpus), both, source)
+    return overlaps
+
+
+def report(overlaps: dict[str, Overlap]) -> None:
+    """One line: a warning where a held-out set shares pairs with training, else what was checked."""
+    shared = {name: o for name, o in overlaps.items() if o.in_training}
+    if shared:
+        log.warning(
+            "held out: %s; their scores are partly the model's memory: take those pairs out of the training "
+            "split for a clean score",
+            "; ".join(f"{name} {o}" for name, o in shared.items()),
+        )
+    else:
+        log.info("held out: %s", "; ".join(f"{name} {o}" for name, o in overlaps.items()))
+
+
+def check_held_out(train, held_out: dict, cache_dir: str | None, pool_pairs: int) -> None:
+    """Count and report what the held-out sets share with the training split: from the cache if counted
+    before, else now (a corpus of up to pool_pairs lines) or in a background process (a bigger one)."""
+    record = _record_path(train, held_out, cache_dir)
+    if record is not None and record.is_file():
+        try:
+            report({name: Overlap(**o) for name, o in json.loads(record.read_text()).items()})
+            return
+        except (OSError, ValueError, TypeError):
+            pass  # counted again below
+    if len(train) <= pool_pairs or sys.platform != "linux":
+        _count_and_report(train, held_out, record)
+        return
+    process = multiprocessing.get_context("fork").Process(
+        target=_in_background, args=(train, held_out, record, os.getpid()), daemon=True
+    )
+    process.start()
+    log.info("held out: compared with the training split in the background (said when done)")
+
+
+def _count_and_report(train, held_out: dict, record: Path | None) -> None:
+    overlaps = count_overlap(train, held_out)
+    report(overlaps)
+    if record is not None:
+        write_atomically(record, json.dumps({name: asdict(o) for name, o in overlaps.items()}))
+
+
+def _in_background(train, held_out: dict, record: Path | None, parent: int) -> None:
+    start_background_worker(parent)
+    try:
+        _count_and_report(train, held_out, record)
+    except MTError as err:  # the training text changed under the run: the trainer's reading says so too
+        log.warning("held out: not compared (%s)", err)
+    os._exit(0)  # not the parent's exit handlers
+
+
+def _record_path(train, held_out: dict, cache_dir: str | None) -> Path | None:
+    if not cache_dir:
+        return None
+    key = repr((train.digest(), sorted((name, corpus.digest()) for name, corpus in held_out.items())))
+    return Path(cache_dir) / "overlap" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"

@@ -1,0 +1,69 @@
+"""Held-out pairs that are training pairs too are counted and said: their scores measure memory."""
+
+import json
+import time
+
+import pytest
+
+from mt.data import overlap
+from mt.data.overlap import Overlap, check_held_out, count_overlap
+from mt.data.sources import ParallelCorpus
+
+from conftest import make_pairs
+
+
+def corpus(pairs, shard_lines=8):
+    return ParallelCorpus([s for s, _ in pairs], [t for _, t in pairs], "train", shard_lines=shard_lines)
+
+
+@pytest.fixture
+def splits():
+    train = [(f"quelle {i}", f"source {i}") for i in range(40)] + [("", "")]
+    valid = [("quelle 3", "source 3"), ("quelle 3", "source 3"), ("quelle 5", "another"), ("neu", "new"), ("", "")]
+    test = [("quelle 39", "source 39"), ("neu", "new")]
+    return corpus(train), {"valid": corpus(valid), "test": corpus(test)}
+
+
+def test_pairs_in_training_are_counted_line_by_line_across_shards(splits):
+    train, held_out = splits
+    found = count_overlap(train, held_out)
+    # valid: the duplicated pair twice, a source with another translation apart, an empty pair not at all
+    assert found == {"valid": Overlap(5, 2, 1), "test": Overlap(2, 1, 0)}  # quelle 39 is in train's last shard
+    assert str(found["valid"]) == "2 of 5 pairs (40.0%) in training, 1 more sources (translated otherwise)"
+    clean = count_overlap(train, {"test2016": corpus([("neu", "new"), ("quelle 5", "other")])})
+    assert str(clean["test2016"]) == "none of its 2 pairs in training (1 of its sources, translated otherwise)"
+
+
+def test_an_overlap_is_a_warning_and_counted_once_per_text(splits, tmp_path, monkeypatch, caplog):
+    train, held_out = splits
+    with caplog.at_level("INFO"):
+        check_held_out(train, held_out, str(tmp_path), pool_pairs=1000)
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "held out: valid 2 of 5 pairs (40.0%) in training" in caplog.text
+    assert "test 1 of 2 pairs" in caplog.text and "take those pairs out of the training split" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(overlap, "count_overlap", lambda *a: pytest.fail("counted again"))
+    with caplog.at_level("INFO"):
+        check_held_out(train, held_out, str(tmp_path), pool_pairs=1000)  # from the cache, said again
+    assert "held out: valid 2 of 5 pairs" in caplog.text
+    monkeypatch.undo()
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        check_held_out(train, {"new": corpus([("neu", "new")])}, str(tmp_path), pool_pairs=1000)
+    assert "held out: new none of its 1 pairs in training" in caplog.text  # another held-out set: counted anew
+    assert [r.levelname for r in caplog.records] == ["INFO"]
+
+
+def test_a_corpus_bigger_than_a_pool_is_compared_in_the_background(tmp_path, caplog):
+    pairs = make_pairs(3000, seed=1)
+    train, held_out = corpus(pairs, shard_lines=500), {"test": corpus(pairs[:10] + make_pairs(10, seed=9))}
+    with caplog.at_level("INFO"):
+        check_held_out(train, held_out, str(tmp_path), pool_pairs=1000)
+    assert "compared with the training split in the background" in caplog.text
+    records = tmp_path / "overlap"
+    deadline = time.time() + 60
+    while not (records.is_dir() and list(records.glob("*.json"))) and time.time() < deadline:
+        time.sleep(0.05)
+    (record,) = records.glob("*.json")
+    assert json.loads(record.read_text()) == {"test": vars(count_overlap(train, held_out)["test"])}
+    assert json.loads(record.read_text())["test"]["in_training"] >= 10
