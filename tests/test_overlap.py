@@ -40,7 +40,10 @@ def test_an_overlap_is_a_warning_and_counted_once_per_text(splits, tmp_path, mon
         check_held_out(train, held_out, str(tmp_path), pool_pairs=1000)
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "held out: valid 2 of 5 pairs (40.0%) in training" in caplog.text
-    assert "test 1 of 2 pairs" in caplog.text and "take those pairs out of the training split" in caplog.text
+    assert (
+        "test 1 of 2 pairs" in caplog.text
+        and "data.drop_held_out=true leaves those pairs out of training" in caplog.text
+    )
     caplog.clear()
     monkeypatch.setattr(overlap, "count_overlap", lambda *a: pytest.fail("counted again"))
     with caplog.at_level("INFO"):
@@ -67,3 +70,42 @@ def test_a_corpus_bigger_than_a_pool_is_compared_in_the_background(tmp_path, cap
     (record,) = records.glob("*.json")
     assert json.loads(record.read_text()) == {"test": vars(count_overlap(train, held_out)["test"])}
     assert json.loads(record.read_text())["test"]["in_training"] >= 10
+
+
+@pytest.mark.parametrize("sampling", ["0", "0.2"])
+def test_drop_held_out_leaves_the_valid_and_test_pairs_out_of_training(tmp_path, sampling, caplog):
+    """A corpus whose test pairs are training pairs too: data.drop_held_out=true trains without them
+    (encoded shards, or segmentations sampled anew), counted in the filter's report."""
+    from hydra import compose, initialize_config_dir
+
+    from mt.config.schema import CONFIG_DIR, register_configs
+    from mt.data.prepare import encode_splits, prepare
+
+    from conftest import TINY_TRAIN, write_corpus
+
+    folder = write_corpus(tmp_path / "c", {"train": 200, "valid": 10, "test": 10})
+    sides = {}
+    for lang in ("de", "en"):  # the test pairs, and a valid pair, in the training split too
+        lines = [(folder / f"{split}.{lang}").read_text().splitlines() for split in ("train", "test", "valid")]
+        sides[lang] = lines[0] + lines[1] + lines[2][:1]
+        (folder / f"train.{lang}").write_text("".join(line + "\n" for line in sides[lang]))
+    held = {(s, t) for split in ("valid", "test") for s, t in zip(*(
+        (folder / f"{split}.{lang}").read_text().splitlines() for lang in ("de", "en")))}  # fmt: skip
+    expected = {i + 1 for i, pair in enumerate(zip(sides["de"], sides["en"])) if pair in held}
+    assert set(range(201, 212)) <= expected  # the lines added, and any training pair equal to a held-out one
+    register_configs()
+    kept = {}
+    for drop in ("false", "true"):
+        overrides = ["data=files", f"data.dir={folder}", *TINY_TRAIN, f"data.drop_held_out={drop}",
+                     f"data.cache_dir={tmp_path / 'cache'}", f"train.subword_sampling={sampling}"]  # fmt: skip
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            cfg = compose("config", overrides=overrides)
+        data = prepare(cfg, tmp_path / f"run{drop}", write_config=False)
+        with caplog.at_level("INFO"):
+            train, _ = encode_splits(cfg, data, background=False)
+        encoded = train.for_epoch(0) if sampling != "0" else train.pool(0, 0)
+        kept[drop] = {int(n) for n in encoded.line_numbers}
+        getattr(train, "close", lambda: None)()
+    assert kept["false"] == set(range(1, 212))
+    assert kept["true"] == set(range(1, 212)) - expected
+    assert f"{len(expected)} that are valid or test pairs" in caplog.text

@@ -45,6 +45,7 @@ class DataConfig:
     test_split: str | None = "test"
     max_len: int = 256  # sentencepiece pieces per side; longer training pairs are filtered (counted)
     max_len_ratio: float = 0.0  # drop training pairs whose length ratio exceeds this; 0 = off
+    drop_held_out: bool = False  # drop training pairs that are valid or test pairs too (counted either way)
     valid_max_sentences: int = 0  # cap the sentences decoded for validation BLEU; 0 = all
     cache_dir: str | None = "data/cache"  # encoded corpora, memory-mapped and shared by runs; null = off
     # training pairs batched together: a bigger corpus is trained on pool by pool, each drawn from all over it

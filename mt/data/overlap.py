@@ -5,7 +5,8 @@ training data, share pairs more often than one expects; the run counts them and 
 A pair counts when both its sides are a training pair's, as the model reads them (tags included); a held-out
 source that is also a training source, with another translation, is counted apart. The count is made once
 per training text and held-out set (cached, keyed by their digests); for a corpus bigger than one pool it is
-made by a background process, which logs it when done, so training does not wait for it.
+made by a background process, which logs it when done, so training does not wait for it. data.drop_held_out
+leaves those pairs out of training (held_out_pairs, held_out_mask: a filter of the encoding, as max_len is).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import numpy as np
 
 from mt.data.text_files import write_atomically
 from mt.errors import MTError
@@ -61,50 +64,73 @@ def count_overlap(train, held_out: dict) -> dict[str, Overlap]:
     return overlaps
 
 
-def report(overlaps: dict[str, Overlap]) -> None:
-    """One line: a warning where a held-out set shares pairs with training, else what was checked."""
-    shared = {name: o for name, o in overlaps.items() if o.in_training}
-    if shared:
+def held_out_pairs(held_out: dict) -> frozenset[tuple[str, str]]:
+    """Every pair of the held-out sets, but those with an empty source: what data.drop_held_out leaves out."""
+    return frozenset((s, t) for corpus in held_out.values() for s, t in zip(corpus.src, corpus.tgt) if s.strip())
+
+
+def held_out_mask(src: list[str], tgt: list[str], pairs: frozenset | None):
+    """Which of these lines are held-out pairs (a bool array), or None where none could be."""
+    if not pairs:
+        return None
+    return np.fromiter(((s, t) in pairs for s, t in zip(src, tgt)), dtype=bool, count=len(src))
+
+
+def pairs_digest(pairs: frozenset) -> str:
+    """Identifies a set of pairs, whatever the order they came in (part of the encoded cache's key)."""
+    text = hashlib.sha256()
+    for s, t in sorted(pairs):
+        text.update(f"{s}\t{t}\n".encode("utf-8", "surrogatepass"))
+    return text.hexdigest()
+
+
+def report(overlaps: dict[str, Overlap], dropped: bool = False) -> None:
+    """One line: a warning where a held-out set shares pairs with training (unless they are dropped from it:
+    data.drop_held_out), else what was checked."""
+    shared = "; ".join(f"{name} {o}" for name, o in overlaps.items() if o.in_training)
+    if shared and dropped:
+        log.info("held out: %s; those pairs are left out of training (data.drop_held_out)", shared)
+    elif shared:
         log.warning(
-            "held out: %s; their scores are partly the model's memory: take those pairs out of the training "
-            "split for a clean score",
-            "; ".join(f"{name} {o}" for name, o in shared.items()),
+            "held out: %s; their scores are partly the model's memory: data.drop_held_out=true leaves those "
+            "pairs out of training",
+            shared,
         )
     else:
         log.info("held out: %s", "; ".join(f"{name} {o}" for name, o in overlaps.items()))
 
 
-def check_held_out(train, held_out: dict, cache_dir: str | None, pool_pairs: int) -> None:
+def check_held_out(train, held_out: dict, cache_dir: str | None, pool_pairs: int, dropped: bool = False) -> None:
     """Count and report what the held-out sets share with the training split: from the cache if counted
     before, else now (a corpus of up to pool_pairs lines) or in a background process (a bigger one)."""
     record = _record_path(train, held_out, cache_dir)
     if record is not None and record.is_file():
         try:
-            report({name: Overlap(**o) for name, o in json.loads(record.read_text()).items()})
+            report({name: Overlap(**o) for name, o in json.loads(record.read_text()).items()}, dropped)
             return
         except (OSError, ValueError, TypeError):
             pass  # counted again below
     if len(train) <= pool_pairs or sys.platform != "linux":
-        _count_and_report(train, held_out, record)
+        _count_and_report(train, held_out, record, dropped)
         return
     process = multiprocessing.get_context("fork").Process(
-        target=_in_background, args=(train, held_out, record, os.getpid()), daemon=True
+        target=_in_background, args=(train, held_out, record, dropped, os.getpid()), daemon=True
     )
     process.start()
     log.info("held out: compared with the training split in the background (said when done)")
 
 
-def _count_and_report(train, held_out: dict, record: Path | None) -> None:
+def _count_and_report(train, held_out: dict, record: Path | None, dropped: bool) -> None:
     overlaps = count_overlap(train, held_out)
-    report(overlaps)
+    report(overlaps, dropped)
     if record is not None:
         write_atomically(record, json.dumps({name: asdict(o) for name, o in overlaps.items()}))
 
 
-def _in_background(train, held_out: dict, record: Path | None, parent: int) -> None:
+def _in_background(train, held_out: dict, record: Path | None, dropped: bool, parent: int) -> None:
     start_background_worker(parent)
     try:
-        _count_and_report(train, held_out, record)
+        _count_and_report(train, held_out, record, dropped)
     except MTError as err:  # the training text changed under the run: the trainer's reading says so too
         log.warning("held out: not compared (%s)", err)
     os._exit(0)  # not the parent's exit handlers

@@ -20,6 +20,7 @@ from mt.data.concatenation import TAG, Concatenation, Repeated, tempered_sizes
 from mt.data.hub_split import HubSplit
 from mt.data.languages import direction_name, directions, pair_subset, source_tag
 from mt.data.order import ShardPools
+from mt.data.overlap import held_out_pairs
 from mt.data.shards import EncodedShards
 from mt.data.sources import ParallelCorpus, hub_table, joined, load_directions, split_files
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
@@ -177,6 +178,13 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
         )
 
 
+def held_out_sets(data_cfg, data: Prepared) -> dict:
+    """The validation pairs and each direction's test pairs, by name ("valid", "test2016 fr-en")."""
+    several = len(data.tests) > 1
+    tests = {f"{data_cfg.test_split} {d}" if several else data_cfg.test_split: c for d, c in data.tests.items()}
+    return {data_cfg.valid_split: data.valid} | tests
+
+
 def encode_splits(
     cfg: DictConfig, data: Prepared, background: bool = True
 ) -> tuple[ShardPools | SampledSegmentations | SampledPools, EncodedCorpus]:
@@ -185,9 +193,10 @@ def encode_splits(
     segmented anew each epoch (train.subword_sampling); and the validation pairs."""
     start, origin = time.perf_counter(), data.train.origin
     pool_shards = max(1, cfg.data.pool_pairs // data.train.shard_lines)
+    held_out = held_out_pairs(held_out_sets(cfg.data, data)) if cfg.data.drop_held_out else None
     if cfg.train.subword_sampling:
         workers = torch.get_num_threads()  # the CPU share this run may use (train.threads, OMP_NUM_THREADS)
-        options = dict(max_len=cfg.data.max_len, max_ratio=cfg.data.max_len_ratio, workers=workers)
+        options = dict(max_len=cfg.data.max_len, max_ratio=cfg.data.max_len_ratio, workers=workers, held_out=held_out)
         one_pool = data.train.shards <= pool_shards
         if one_pool:  # every sentence's candidates found once, held
             train = SampledSegmentations(
@@ -212,7 +221,7 @@ def encode_splits(
             raise MTError(f"{origin}: no training pairs left after filtering ({report})")
     else:
         d = cfg.data
-        shards = EncodedShards(data.tokenizer, data.train, d.max_len, d.max_len_ratio, d.cache_dir)
+        shards = EncodedShards(data.tokenizer, data.train, d.max_len, d.max_len_ratio, d.cache_dir, held_out)
         train = ShardPools(shards, pool_shards, cfg.train.seed)
         first_pool = train.plan(0)[0]
         if background:

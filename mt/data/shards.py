@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
+from mt.data.overlap import held_out_mask, pairs_digest
 from mt.errors import MTError
 from mt.host import start_background_worker
 
@@ -29,12 +30,15 @@ FORMAT = 2  # of the cached shards: part of their key
 POLL_SECONDS = 0.02
 
 
-def encode_shard(tokenizer, corpus, index: int, max_len: int, max_ratio: float) -> tuple[EncodedCorpus, FilterReport]:
-    """One shard's pairs tokenized and filtered; line numbers count from the corpus's first line."""
+def encode_shard(
+    tokenizer, corpus, index: int, max_len: int, max_ratio: float, held_out: frozenset | None = None
+) -> tuple[EncodedCorpus, FilterReport]:
+    """One shard's pairs tokenized and filtered (held_out: pairs to leave out, data.drop_held_out); line
+    numbers count from the corpus's first line."""
     src_lines, tgt_lines = corpus.shard(index)
     src = Ragged.from_lists(tokenizer.encode_src(src_lines))
     tgt = Ragged.from_lists(tokenizer.encode_tgt(tgt_lines))
-    encoded, report = filter_pairs(src, tgt, max_len, max_ratio)
+    encoded, report = filter_pairs(src, tgt, max_len, max_ratio, held_out_mask(src_lines, tgt_lines, held_out))
     encoded.line_numbers += index * corpus.shard_lines
     return encoded, report
 
@@ -43,10 +47,21 @@ class EncodedShards:
     """A corpus's shards, encoded: read from the cache (cache_dir/KEY/shardNNNNN/), encoded there by a
     background process (start), or, without a cache, encoded in this process and held in memory."""
 
-    def __init__(self, tokenizer, corpus, max_len: int, max_ratio: float, cache_dir: str | None):
+    def __init__(
+        self,
+        tokenizer,
+        corpus,
+        max_len: int,
+        max_ratio: float,
+        cache_dir: str | None,
+        held_out: frozenset | None = None,
+    ):
         self.tokenizer, self.corpus, self.max_len, self.max_ratio = tokenizer, corpus, max_len, max_ratio
+        self.held_out = held_out
         self.count = corpus.shards
         key = repr((tokenizer.state_dict(), corpus.digest(), max_len, max_ratio, corpus.shard_lines, FORMAT))
+        if held_out:
+            key += pairs_digest(held_out)
         self.folder = Path(cache_dir) / hashlib.sha256(key.encode()).hexdigest()[:24] if cache_dir else None
         self._memory: dict[int, tuple[EncodedCorpus, FilterReport]] = {}
         self._encoder: multiprocessing.Process | None = None
@@ -76,7 +91,7 @@ class EncodedShards:
                 self._encode(index)
 
     def _encode(self, index: int) -> None:
-        encoded, report = encode_shard(self.tokenizer, self.corpus, index, self.max_len, self.max_ratio)
+        encoded, report = encode_shard(self.tokenizer, self.corpus, index, self.max_len, self.max_ratio, self.held_out)
         if self.folder is None:
             self._memory[index] = (encoded, report)
         else:

@@ -19,6 +19,7 @@ import numpy as np
 
 from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
 from mt.data.order import DealtShards
+from mt.data.overlap import held_out_mask
 from mt.data.tokenizer import processor_from_proto
 from mt.errors import MTError
 from mt.host import die_with_parent, start_background_worker
@@ -76,9 +77,11 @@ class SampledSegmentations:
         max_ratio: float = 0.0,
         candidates: int = 16,
         workers: int = 1,
+        held_out: frozenset | None = None,
     ):
         require_unigram(tokenizer)
         self.alpha, self.seed, self.max_len, self.max_ratio = alpha, seed, max_len, max_ratio
+        self.held_out = held_out_mask(corpus.src, corpus.tgt, held_out)  # the lines to leave out
         with process_pool(workers) as pool:
             src_proto, tgt_proto = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
             self.src = SegmentationCandidates.of_lines(src_proto, corpus.src, candidates, pool)
@@ -107,7 +110,7 @@ class SampledSegmentations:
     def _draw(self, epoch: int) -> tuple[EncodedCorpus, FilterReport]:
         rng = np.random.default_rng([self.seed, epoch])
         src, tgt = self.src.draw(self.alpha, rng), self.tgt.draw(self.alpha, rng)
-        return filter_pairs(src, tgt, self.max_len, self.max_ratio)
+        return filter_pairs(src, tgt, self.max_len, self.max_ratio, self.held_out)
 
 
 class SampledPools(DealtShards):
@@ -127,10 +130,12 @@ class SampledPools(DealtShards):
         max_ratio: float = 0.0,
         candidates: int = 16,
         workers: int = 1,
+        held_out: frozenset | None = None,
     ):
         require_unigram(tokenizer)
         super().__init__(corpus, pool_shards, seed)
         self.alpha, self.max_len, self.max_ratio, self.candidates = alpha, max_len, max_ratio, candidates
+        self.held_out = held_out
         self.protos = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
         self._pool_context = process_pool(max(1, workers), background=True)  # never in the trainer's process
         self._workers = self._pool_context.__enter__()
@@ -170,7 +175,7 @@ class SampledPools(DealtShards):
             SegmentationCandidates.of_lines(proto, lines, self.candidates, self._workers).draw(self.alpha, rng)
             for proto, lines in zip(self.protos, (src, tgt))
         ]
-        encoded, report = filter_pairs(*drawn, self.max_len, self.max_ratio)
+        encoded, report = filter_pairs(*drawn, self.max_len, self.max_ratio, held_out_mask(src, tgt, self.held_out))
         encoded.line_numbers = np.concatenate(numbers)[encoded.line_numbers - 1]
         return encoded, report
 

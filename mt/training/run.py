@@ -18,7 +18,7 @@ from mt.checkpoint import average_checkpoint_files, save_final
 from mt.config.model import build_model
 from mt.data.languages import language_list
 from mt.data.overlap import check_held_out
-from mt.data.prepare import encode_splits, prepare
+from mt.data.prepare import encode_splits, held_out_sets, prepare
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha
 from mt.errors import MTError
@@ -151,11 +151,8 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
         barrier(dist)  # rank 0 trains (or checks) the tokenizer first; the others then reuse it
     data = prepare(cfg, out_dir, write_config=dist.is_main)
     if dist.is_main:
-        several = len(data.tests) > 1
-        held_out = {cfg.data.valid_split: data.valid} | {
-            f"{cfg.data.test_split} {d}" if several else cfg.data.test_split: c for d, c in data.tests.items()
-        }
-        check_held_out(data.train, held_out, cfg.data.cache_dir, cfg.data.pool_pairs)
+        d = cfg.data
+        check_held_out(data.train, held_out_sets(d, data), d.cache_dir, d.pool_pairs, dropped=d.drop_held_out)
     if dist.is_main:  # with several ranks, rank 0 encodes every shard into the cache before the others read it
         train, valid = encode_splits(cfg, data, background=not dist.enabled)
         barrier(dist)
