@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from mt.data.sources import read_lines
+from mt.data.lines import read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.fastpath import tune_process
 from mt.inference import load_for_inference

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from mt.data.sources import read_lines
+from mt.data.lines import read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.export.convert import export
 from mt.export.engine import CTranslate2Translator, load_export

@@ -11,7 +11,7 @@ import argparse
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from mt.data.sources import read_lines
+from mt.data.lines import read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.inference import load_for_inference
 

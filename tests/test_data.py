@@ -8,8 +8,9 @@ import pytest
 
 from mt.config.schema import DataConfig
 from mt.data import sources as data
+from mt.data.lines import read_lines
 from mt.data.prepare import load_training_split
-from mt.data.sources import load_files, load_split, read_lines
+from mt.data.sources import load_files, load_split
 from mt.errors import MTError
 
 # Both ways a split is read from files: loaded (valid and test), or scanned in blocks (the training split).

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mt import fastpath
-from mt.data.sources import read_lines
+from mt.data.lines import read_lines
 from mt.data.tokenizer import EOS, PAD
 from mt.decoding.search import beam_search, greedy_search, packed_copy
 from mt.decoding.translator import DecodeSettings, Translator

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from mt.data import overlap
+from mt.data.corpus import ParallelCorpus
 from mt.data.overlap import Overlap, check_held_out, count_overlap
-from mt.data.sources import ParallelCorpus
 
 from conftest import make_pairs
 

@@ -12,8 +12,8 @@ from omegaconf import OmegaConf
 from mt.checkpoint import load_checkpoint
 from mt.config.schema import DataConfig
 from mt.data.concatenation import TAG, Concatenation
+from mt.data.corpus import ParallelCorpus
 from mt.data.prepare import load_training_split
-from mt.data.sources import ParallelCorpus
 from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import UNK, Tokenizer
 

@@ -16,9 +16,10 @@ from omegaconf import OmegaConf
 from mt.config.schema import TokenizerConfig
 from mt.data import shards as shards_module
 from mt.data.batching import encode_corpus, token_batches
+from mt.data.corpus import ParallelCorpus
+from mt.data.lines import read_lines
 from mt.data.order import DataOrder, ShardPools
 from mt.data.shards import EncodedShards
-from mt.data.sources import ParallelCorpus, read_lines
 from mt.data.text_files import AlignedTextFiles, scan_file
 from mt.data.tokenizer import build_tokenizer
 from mt.errors import MTError

@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 from mt.config.schema import TokenizerConfig
 from mt.data import subword_sampling
 from mt.data.batching import encode_corpus
+from mt.data.corpus import ParallelCorpus
 from mt.data.order import DataOrder
-from mt.data.sources import ParallelCorpus
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.tokenizer import build_tokenizer
 from mt.errors import MTError

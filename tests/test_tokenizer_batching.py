@@ -16,7 +16,7 @@ from mt.data.batching import (
     pad_sequences,
     token_batches,
 )
-from mt.data.sources import ParallelCorpus
+from mt.data.corpus import ParallelCorpus
 from mt.data.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer, fingerprint
 
 from conftest import make_pairs

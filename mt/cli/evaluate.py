@@ -23,7 +23,8 @@ import json
 import sys
 
 from mt.data.languages import direction_name, directions, source_tag, tagged
-from mt.data.sources import load_directions, read_lines
+from mt.data.lines import read_lines
+from mt.data.sources import load_directions
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.inference import decoding_device, load_for_decoding

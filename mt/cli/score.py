@@ -22,7 +22,7 @@ import time
 from tqdm import tqdm
 
 from mt.cli.translate import check_engine_args, writing_failed
-from mt.data.sources import count_lines, read_line_chunks
+from mt.data.lines import count_lines, read_line_chunks
 from mt.errors import MTError, check_output_file
 from mt.export.engine import load_export_translator
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.data.sources import decode_utf8, read_line_chunks, split_lines
+from mt.data.lines import decode_utf8, read_line_chunks, split_lines
 from mt.decoding.settings import DEFAULT_BEAM
 from mt.errors import MTError, check_output_file
 from mt.export.engine import load_export_translator

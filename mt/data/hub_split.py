@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
-from mt.data.sources import SHARD_LINES, ParallelCorpus, hub_lines
+from mt.data.corpus import SHARD_LINES, ParallelCorpus
+from mt.data.sources import hub_lines
 from mt.data.text_files import Reservoir
 
 SLICE_ROWS = 50_000  # rows read at a time to identify and sample the split

@@ -17,12 +17,13 @@ from mt.config.model import changed_model_options
 from mt.config.schema import DataConfig, to_dict, training_splits, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.concatenation import TAG, Concatenation, Repeated, tempered_sizes
+from mt.data.corpus import ParallelCorpus
 from mt.data.hub_split import HubSplit
 from mt.data.languages import direction_name, directions, pair_subset, source_tag
 from mt.data.order import ShardPools
 from mt.data.overlap import held_out_pairs
 from mt.data.shards import EncodedShards
-from mt.data.sources import ParallelCorpus, hub_table, joined, load_directions, split_files
+from mt.data.sources import hub_table, joined, load_directions, split_files
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import UNK, Tokenizer, build_tokenizer, fingerprint

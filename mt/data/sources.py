@@ -1,201 +1,21 @@
-"""Parallel corpora from plain text files or Hugging Face datasets, checked on the way in.
-
-A line is what ends in "\\n": carriage returns, Unicode line separators and other characters
-inside a line stay part of it, so the two sides can never shift against each other.
+"""Where each split of a corpus is, and loading it: text files ({split}.{lang}, or one {split}.tsv) or a
+Hugging Face dataset, in each direction of the config, checked on the way in (lines.py, tsv_files.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import socket
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from mt.data.corpus import ParallelCorpus
 from mt.data.languages import direction_name, directions, pair_subset, source_tag, tagged
+from mt.data.lines import missing_file, read_lines
+from mt.data.tsv_files import load_tsv, tsv_layout, tsv_path
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
-
-# Training pairs are encoded, cached and batched in shards of this many lines (data.shard_lines): memory for
-# preparation is bounded by a shard, and training starts once the first pool of shards is encoded.
-SHARD_LINES = 50_000
-
-
-@dataclass
-class ParallelCorpus:
-    src: list[str]
-    tgt: list[str]
-    origin: str  # where it came from, for messages
-    _digest: str | None = field(default=None, repr=False, compare=False)
-    shard_lines: int = field(default=SHARD_LINES, repr=False, compare=False)
-    # several directions' pairs one after another (joined): each direction's (start, stop) lines
-    sections: dict[str, tuple[int, int]] | None = field(default=None, repr=False, compare=False)
-
-    def __len__(self) -> int:
-        return len(self.src)
-
-    @property
-    def shards(self) -> int:
-        return -(-len(self) // self.shard_lines)
-
-    def shard(self, index: int) -> tuple[list[str], list[str]]:
-        """Shard index's lines of both sides (lines index * shard_lines onwards), as AlignedTextFiles gives them."""
-        start = index * self.shard_lines
-        return self.src[start : start + self.shard_lines], self.tgt[start : start + self.shard_lines]
-
-    def tokenizer_sample(self, side: str | None = None) -> list[str]:
-        """The lines a tokenizer is trained on: both sides (src then tgt) or one; sentencepiece samples them."""
-        return self.src + self.tgt if side is None else getattr(self, side)
-
-    def forget_sample(self) -> None:
-        """Nothing to let go: the sample is the corpus."""
-
-    def in_memory(self) -> ParallelCorpus:
-        return self
-
-    def digest(self) -> str:
-        """Identifies the text: what cached tokenizers and encodings were made from (computed once)."""
-        if self._digest is None:
-            h = hashlib.sha256()
-            for side in (self.src, self.tgt):
-                h.update(b"\x00side\x00")
-                for line in side:
-                    h.update(line.encode("utf-8", "surrogatepass") + b"\n")
-            self._digest = h.hexdigest()
-        return self._digest
-
-
-def read_shards(corpus, shards) -> tuple[list[str], list[str]]:
-    """The lines of both sides of these shards of a corpus, in order."""
-    src, tgt = [], []
-    for index in shards:
-        s, t = corpus.shard(index)
-        src += s
-        tgt += t
-    return src, tgt
-
-
-def split_lines(text: str) -> list[str]:
-    """Split on "\\n" only (str.splitlines would also split on \\r, \\x0c, \\u2028, ...)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
-    return lines
-
-
-def decode_utf8(raw: bytes, origin: str) -> str:
-    """Strict UTF-8 decoding; the error names the line that holds the bad byte."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        raise MTError(f"{origin}:{line}: invalid UTF-8 (byte 0x{raw[err.start]:02x})") from None
-
-
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Read a UTF-8 text file as a list of lines, with a clear error for every way it can be wrong."""
-    path = Path(path)
-    with _open_text_file(path) as f:
-        raw = f.read()
-    text = decode_utf8(raw, str(path))
-    return split_lines(text.removeprefix("\ufeff"))
-
-
-def read_line_chunks(path: str | os.PathLike | None, size: int) -> Iterator[list[str]]:
-    """The lines of a UTF-8 text file (or stdin, for None) in lists of up to size lines, read as they are
-    needed: memory stays flat with the input's length. Lines and errors as read_lines gives them (split on
-    "\n" only; a bad byte names its line), but an error after the first chunk comes after earlier chunks."""
-    if path is None:
-        yield from _chunks(sys.stdin.buffer, "<stdin>", size)
-        return
-    path = Path(path)
-    with _open_text_file(path) as f:
-        yield from _chunks(f, str(path), size, bom=True)
-
-
-def count_lines(path: str | os.PathLike) -> int:
-    """The number of lines read_lines gives for path, counted in blocks without decoding: a cheap first pass,
-    so that files which must be line-aligned are refused before any work on them."""
-    lines, last = 0, b"\n"
-    with _open_text_file(Path(path)) as f:
-        while block := f.read(1 << 20):
-            lines += block.count(b"\n")
-            last = block[-1:]
-    return lines + (last != b"\n")
-
-
-# Compressed files, by their first bytes and by name, and the command that decompresses one beside itself.
-COMPRESSED = {b"\x1f\x8b": ("gzip", ".gz", "gunzip -k"), b"\xfd7zXZ\x00": ("xz", ".xz", "unxz -k"),
-              b"BZh": ("bzip2", ".bz2", "bunzip2 -k"), b"\x28\xb5\x2f\xfd": ("zstd", ".zst", "unzstd")}  # fmt: skip
-
-
-def missing_file(path: Path, *others: Path, partners: tuple[Path, ...] = ()) -> str:
-    """The one line for a file that is not there, nor any of others (files that would do instead), naming a
-    compressed form of one of them or of its partners (the files that go with it) where there is one."""
-    for wanted in (path, *partners, *others):
-        for _, suffix, command in COMPRESSED.values():
-            packed = Path(f"{wanted}{suffix}")
-            if packed.is_file():
-                return f"{wanted}: no such file, but {packed.name} is: decompress it first ({command} {packed})"
-    return f"{path}: no such file" + (f" (nor {', '.join(map(str, others))})" if others else "")
-
-
-def _open_text_file(path: Path):
-    """path opened for reading bytes, or a one-line error: missing, a directory, unreadable, compressed or
-    binary."""
-    if not path.exists():
-        raise MTError(missing_file(path))
-    if path.is_dir():
-        raise MTError(f"{path}: is a directory, expected a text file")
-    try:
-        f = path.open("rb")
-        head = f.read(8192)
-        f.seek(0)
-    except OSError as err:
-        raise MTError(f"{path}: cannot read ({err.strerror})") from None
-    for magic, (kind, _, command) in COMPRESSED.items():
-        if head.startswith(magic) and _undecodable(head):
-            f.close()
-            raise MTError(f"{path}: {kind}-compressed, expected UTF-8 text: decompress it first ({command} {path})")
-    if b"\x00" in head and not _looks_like_text(head):
-        f.close()
-        raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
-    return f
-
-
-def _undecodable(head: bytes) -> bool:
-    """Not UTF-8 (a text may begin "BZh"; a compressed stream soon holds a byte UTF-8 cannot start)."""
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as err:
-        return err.end < len(head) or len(head) < 4  # a truncated last character is no proof
-    return False
-
-
-def _chunks(stream, origin: str, size: int, bom: bool = False) -> Iterator[list[str]]:
-    chunk: list[str] = []
-    for number, raw in enumerate(stream, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise MTError(f"{origin}:{number}: invalid UTF-8 (byte 0x{raw[err.start]:02x})") from None
-        if bom and number == 1:
-            line = line.removeprefix("\ufeff")
-        chunk.append(line.removesuffix("\n"))
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _looks_like_text(head: bytes) -> bool:
-    """NUL bytes are legal UTF-8 and may sit inside a line; only a file of many (>10%) is binary."""
-    return head.count(b"\x00") * 10 <= len(head)
 
 
 def pair_files(folder: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path, str]:
@@ -218,8 +38,6 @@ def split_files(folder: Path, split: str, src_lang: str, tgt_lang: str, columns=
     src, tgt, origin = pair_files(folder, split, src_lang, tgt_lang)
     if src.exists() or tgt.exists():
         return src, tgt, origin
-    from mt.data.tsv_files import tsv_layout, tsv_path  # here: tsv_files builds on this module
-
     found = tsv_path(folder, split, src_lang, tgt_lang)
     if found is None:
         raise MTError(missing_file(src, folder / f"{split}.tsv", partners=(tgt,)))
@@ -235,8 +53,6 @@ def load_files(folder: str, split: str, src_lang: str, tgt_lang: str, columns=No
         raise MTError(f"data.dir={folder}: no such directory")
     found = split_files(folder_path, split, src_lang, tgt_lang, columns)
     if not isinstance(found, tuple):
-        from mt.data.tsv_files import load_tsv  # here: tsv_files builds on this module
-
         return load_tsv(found)
     src_path, tgt_path, origin = found
     src, tgt = read_lines(src_path), read_lines(tgt_path)

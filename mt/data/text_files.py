@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mt.data.sources import SHARD_LINES, ParallelCorpus, _open_text_file, read_shards, split_lines
+from mt.data.corpus import SHARD_LINES, ParallelCorpus, read_shards
+from mt.data.lines import open_text_file, split_lines
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def scan_file(
     digest.update(b"\x00side\x00")
     scan = _Scan(path, shard_lines, sample_size, seed, lines_before, check)
     carry = b""
-    with _open_text_file(path) as f:
+    with open_text_file(path) as f:
         f.seek(start)
         block = f.read(block_bytes)
         scan.position = start

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mt.data.sources import SHARD_LINES, ParallelCorpus, _open_text_file, read_lines, read_shards
+from mt.data.corpus import SHARD_LINES, ParallelCorpus, read_shards
+from mt.data.lines import open_text_file, read_lines
 from mt.data.text_files import BOM, ScannedSide, scan_file, scan_record_path, write_atomically
 from mt.errors import MTError
 
@@ -77,7 +78,7 @@ class TsvLayout:
 def tsv_layout(path: Path, named: tuple[str, str] | None, src_lang: str, tgt_lang: str, columns=None) -> TsvLayout:
     """How to read direction src_lang -> tgt_lang from the file at path (the module's docstring has the
     rules); named: the languages of the file's name (tsv_path), columns: data.columns."""
-    with _open_text_file(path) as f:
+    with open_text_file(path) as f:
         first = f.readline()
     text = first.removeprefix(BOM).removesuffix(b"\n")
     try:

@@ -20,8 +20,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from mt import fastpath
 from mt.config.model import model_options
 from mt.data.batching import EncodedCorpus, collate
+from mt.data.corpus import ParallelCorpus
 from mt.data.order import DataOrder, ShardPools
-from mt.data.sources import ParallelCorpus
 from mt.data.subword_sampling import SampledSegmentations
 from mt.data.tokenizer import PAD
 from mt.errors import Interrupted, MTError

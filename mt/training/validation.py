@@ -13,7 +13,7 @@ import torch
 
 from mt import fastpath
 from mt.data.batching import EncodedCorpus, collate, token_batches
-from mt.data.sources import ParallelCorpus
+from mt.data.corpus import ParallelCorpus
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.metrics import score
 
