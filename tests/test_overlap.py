@@ -37,7 +37,8 @@ def test_pairs_in_training_are_counted_line_by_line_across_shards(splits):
 def test_an_overlap_is_a_warning_and_counted_once_per_text(splits, tmp_path, monkeypatch, caplog):
     train, held_out = splits
     with caplog.at_level("INFO"):
-        check_held_out(train, held_out, str(tmp_path), pool_pairs=1000)
+        counted = check_held_out(train, held_out, str(tmp_path), pool_pairs=1000)
+    assert counted == count_overlap(train, held_out) == overlap.recorded(train, held_out, str(tmp_path))
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "held out: valid 2 of 5 pairs (40.0%) in training" in caplog.text
     assert (
@@ -61,7 +62,7 @@ def test_a_corpus_bigger_than_a_pool_is_compared_in_the_background(tmp_path, cap
     pairs = make_pairs(3000, seed=1)
     train, held_out = corpus(pairs, shard_lines=500), {"test": corpus(pairs[:10] + make_pairs(10, seed=9))}
     with caplog.at_level("INFO"):
-        check_held_out(train, held_out, str(tmp_path), pool_pairs=1000)
+        assert check_held_out(train, held_out, str(tmp_path), pool_pairs=1000) is None  # not yet known
     assert "compared with the training split in the background" in caplog.text
     records = tmp_path / "overlap"
     deadline = time.time() + 60

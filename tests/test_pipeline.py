@@ -32,9 +32,11 @@ def test_run_directory_holds_what_the_readme_promises(trained_run):
     assert records[-1]["valid_bleu"] > 60, records
     results = json.loads((trained_run / "results.json").read_text())
     assert results["bleu"] > 60 and "tok:13a" in results["bleu_signature"]
-    # the held-out splits checked against the training pairs (the tiny corpus's short pairs recur)
-    log = (trained_run / "train.log").read_text()
-    assert "held out: " in log and ("valid " in log.split("held out: ")[1] or "test " in log.split("held out: ")[1])
+    # the held-out splits checked against the training pairs (the tiny corpus's short pairs recur), said and kept
+    assert "held out: " in (trained_run / "train.log").read_text()
+    shared = results["held_out_in_training"]
+    assert set(shared) == {"valid", "test"} and shared["test"]["pairs"] == 30
+    assert all(0 <= s["in_training"] + s["source_only"] <= s["pairs"] for s in shared.values())
 
 
 def test_translate_keeps_line_alignment(trained_run, tmp_path):

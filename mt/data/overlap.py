@@ -100,31 +100,42 @@ def report(overlaps: dict[str, Overlap], dropped: bool = False) -> None:
         log.info("held out: %s", "; ".join(f"{name} {o}" for name, o in overlaps.items()))
 
 
-def check_held_out(train, held_out: dict, cache_dir: str | None, pool_pairs: int, dropped: bool = False) -> None:
+def check_held_out(
+    train, held_out: dict, cache_dir: str | None, pool_pairs: int, dropped: bool = False
+) -> dict[str, Overlap] | None:
     """Count and report what the held-out sets share with the training split: from the cache if counted
-    before, else now (a corpus of up to pool_pairs lines) or in a background process (a bigger one)."""
+    before, else now (a corpus of up to pool_pairs lines) or in a background process (a bigger one). Returns
+    the counts, or None while the background process makes them (recorded() reads them once it is done)."""
+    found = recorded(train, held_out, cache_dir)
+    if found is not None:
+        report(found, dropped)
+        return found
     record = _record_path(train, held_out, cache_dir)
-    if record is not None and record.is_file():
-        try:
-            report({name: Overlap(**o) for name, o in json.loads(record.read_text()).items()}, dropped)
-            return
-        except (OSError, ValueError, TypeError):
-            pass  # counted again below
     if len(train) <= pool_pairs or sys.platform != "linux":
-        _count_and_report(train, held_out, record, dropped)
-        return
+        return _count_and_report(train, held_out, record, dropped)
     process = multiprocessing.get_context("fork").Process(
         target=_in_background, args=(train, held_out, record, dropped, os.getpid()), daemon=True
     )
     process.start()
     log.info("held out: compared with the training split in the background (said when done)")
+    return None
 
 
-def _count_and_report(train, held_out: dict, record: Path | None, dropped: bool) -> None:
+def recorded(train, held_out: dict, cache_dir: str | None) -> dict[str, Overlap] | None:
+    """The counts made before for this training text and these held-out sets, if the cache holds them."""
+    record = _record_path(train, held_out, cache_dir)
+    try:
+        return {name: Overlap(**o) for name, o in json.loads(record.read_text()).items()} if record else None
+    except (OSError, ValueError, TypeError):
+        return None  # not made yet, or unreadable: counted again
+
+
+def _count_and_report(train, held_out: dict, record: Path | None, dropped: bool) -> dict[str, Overlap]:
     overlaps = count_overlap(train, held_out)
     report(overlaps, dropped)
     if record is not None:
         write_atomically(record, json.dumps({name: asdict(o) for name, o in overlaps.items()}))
+    return overlaps
 
 
 def _in_background(train, held_out: dict, record: Path | None, dropped: bool, parent: int) -> None:

@@ -39,6 +39,8 @@ class Prepared:
     valid: ParallelCorpus  # every direction's valid pairs as one corpus
     tests: dict[str, ParallelCorpus]  # the test split in each direction ("de-en"), none without one
     tokenizer: Tokenizer
+    # what the valid and test sets share with the training split (mt/data/overlap.py), once counted
+    held_out_in_training: dict | None = None
 
 
 def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepared:

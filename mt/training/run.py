@@ -8,6 +8,7 @@ import json
 import logging
 import shlex
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -17,7 +18,7 @@ from torch.utils.tensorboard import SummaryWriter
 from mt.checkpoint import average_checkpoint_files, save_final
 from mt.config.model import build_model
 from mt.data.languages import language_list
-from mt.data.overlap import check_held_out
+from mt.data.overlap import check_held_out, recorded
 from mt.data.prepare import encode_splits, held_out_sets, prepare
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha
@@ -41,12 +42,15 @@ def pick_device(name: str, dist: Dist) -> torch.device:
     return torch.device("cuda", dist.local_rank)
 
 
-def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, tests: dict, device, step: int) -> Path:
+def finish(
+    cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, tests: dict, device, step: int, overlaps=None
+) -> Path:
     """Make the run's final checkpoint from the chosen one (best.pt or averaged.pt): choose its length
     penalty on valid (decode.alpha_candidates) and write checkpoints/final.pt with it, then translate the
     test split once with final.pt, in each direction (tests: "de-en" -> its pairs); write test.hyp
-    (test.de-en.hyp, ... with several directions), results.json and test/bleu, test/chrf at the last step
-    to TensorBoard. Returns final.pt."""
+    (test.de-en.hyp, ... with several directions), results.json (with overlaps, what the held-out sets share
+    with the training split, where counted) and test/bleu, test/chrf at the last step to TensorBoard.
+    Returns final.pt."""
     final = chosen.parent / "final.pt"
     settings = DecodeSettings.from_config(
         cfg.decode, strategy="search", precision=decode_precision(device, cfg.train.precision)
@@ -87,6 +91,7 @@ def finish(cfg: DictConfig, chosen: Path, out_dir: Path, valid: Validator, tests
         "beam": settings.beam,
         "alpha": settings.alpha,
         **({"alpha_sweep_on_valid": sweep} if sweep else {}),
+        **({"held_out_in_training": {name: asdict(o) for name, o in overlaps.items()}} if overlaps else {}),
     }
     if len(found) == 1:
         summary.update(next(iter(found.values())).as_dict())
@@ -152,7 +157,8 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     data = prepare(cfg, out_dir, write_config=dist.is_main)
     if dist.is_main:
         d = cfg.data
-        check_held_out(data.train, held_out_sets(d, data), d.cache_dir, d.pool_pairs, dropped=d.drop_held_out)
+        overlaps = check_held_out(data.train, held_out_sets(d, data), d.cache_dir, d.pool_pairs, d.drop_held_out)
+        data.held_out_in_training = overlaps
     if dist.is_main:  # with several ranks, rank 0 encodes every shard into the cache before the others read it
         train, valid = encode_splits(cfg, data, background=not dist.enabled)
         barrier(dist)
@@ -183,5 +189,8 @@ def train_with(cfg: DictConfig, data, train, valid, out_dir: Path, dist: Dist, d
     if dist.is_main:
         chosen = choose_checkpoint(cfg, trainer, out_dir / "checkpoints")
         if chosen.exists():
-            finish(cfg, chosen, out_dir, trainer.validator, data.tests, device, trainer.progress.step)
+            overlaps = data.held_out_in_training or recorded(
+                data.train, held_out_sets(cfg.data, data), cfg.data.cache_dir
+            )
+            finish(cfg, chosen, out_dir, trainer.validator, data.tests, device, trainer.progress.step, overlaps)
             log.info("to translate with it: %s", translate_command(out_dir, cfg.data))
