@@ -74,6 +74,7 @@ ensemble: $(STAMP)
 	status=0; for pid in $$pids; do wait $$pid || status=$$?; done; \
 	if [ $$status != 0 ]; then echo "a run failed (status $$status): see $(RUN)_seed*.log"; exit $$status; fi
 	@members=""; for seed in $$(seq 1 $(SEEDS)); do members="$$members $(RUN)_seed$$seed"; done; \
+	$(BIN)/python scripts/seeds.py $$members; \
 	echo "ensemble of$$members"; \
 	$(BIN)/mt-evaluate --ensemble --checkpoint $$members $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),) \
 		$(if $(ALPHAS),--alpha $(ALPHAS) --choose-on $(CHOOSE_ON),)
