@@ -28,7 +28,7 @@ help:
 	@echo "make test                            lint + tests"
 	@echo "make test-browser                    the web page of mt-serve in headless Chromium (installs it if missing)"
 	@echo "make ensemble SEEDS=3 RUN=runs/x ARGS='...' SPLIT=test2016"
-	@echo "                                     train SEEDS runs side by side (RUN_seedK), score their ensemble"
+	@echo "                                     train SEEDS runs side by side (RUN_seedK), their mean ± sd, then their ensemble"
 	@echo "                                     (ALPHAS='0.6 1.0 1.2': its length penalty chosen on valid first)"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
 	@echo "make eval RUN=runs/multi30k.de-en/smoke [SPLIT=valid] [DIRECTION=fr-en]"
