@@ -73,10 +73,11 @@ def test_a_corpus_bigger_than_a_pool_is_compared_in_the_background(tmp_path, cap
     assert json.loads(record.read_text())["test"]["in_training"] >= 10
 
 
-@pytest.mark.parametrize("sampling", ["0", "0.2"])
-def test_drop_held_out_leaves_the_valid_and_test_pairs_out_of_training(tmp_path, sampling, caplog):
+@pytest.mark.parametrize("sampling, pools", [("0", 1), ("0.2", 1), ("0.2", 3)])
+def test_drop_held_out_leaves_the_valid_and_test_pairs_out_of_training(tmp_path, sampling, pools, caplog):
     """A corpus whose test pairs are training pairs too: data.drop_held_out=true trains without them
-    (encoded shards, or segmentations sampled anew), counted in the filter's report."""
+    (encoded shards, or segmentations sampled anew: of the whole, or pool by pool), counted in the filter's
+    report."""
     from hydra import compose, initialize_config_dir
 
     from mt.config.schema import CONFIG_DIR, register_configs
@@ -98,14 +99,18 @@ def test_drop_held_out_leaves_the_valid_and_test_pairs_out_of_training(tmp_path,
     kept = {}
     for drop in ("false", "true"):
         overrides = ["data=files", f"data.dir={folder}", *TINY_TRAIN, f"data.drop_held_out={drop}",
-                     f"data.cache_dir={tmp_path / 'cache'}", f"train.subword_sampling={sampling}"]  # fmt: skip
+                     f"data.cache_dir={tmp_path / 'cache'}", f"train.subword_sampling={sampling}",
+                     "data.shard_lines=75", f"data.pool_pairs={75 if pools > 1 else 400_000}"]  # fmt: skip
         with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
             cfg = compose("config", overrides=overrides)
         data = prepare(cfg, tmp_path / f"run{drop}", write_config=False)
         with caplog.at_level("INFO"):
             train, _ = encode_splits(cfg, data, background=False)
-        encoded = train.for_epoch(0) if sampling != "0" else train.pool(0, 0)
-        kept[drop] = {int(n) for n in encoded.line_numbers}
+        if sampling == "0" or pools > 1:
+            assert train.pool_count == pools
+            kept[drop] = {int(n) for i in range(pools) for n in train.pool(0, i).line_numbers}
+        else:
+            kept[drop] = {int(n) for n in train.for_epoch(0).line_numbers}
         getattr(train, "close", lambda: None)()
     assert kept["false"] == set(range(1, 212))
     assert kept["true"] == set(range(1, 212)) - expected
