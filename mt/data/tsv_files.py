@@ -158,8 +158,9 @@ class TsvFile:
         if not self.file.lines:
             raise MTError(f"{layout.path}: empty corpus")
         if self._saved is not None:
-            record = {"digest": self._digest, "lines": self.file.lines, "end": self.file.end}
-            write_atomically(self._saved, json.dumps({**record, "shard_starts": self.file.shard_starts.tolist()}))
+            starts = self.file.shard_starts.tolist()
+            record = {"digest": self._digest, "lines": self.file.lines, "end": self.file.end, "shard_starts": starts}
+            write_atomically(self._saved, json.dumps(record))
 
     def _load_scan(self) -> bool:
         try:
