@@ -8,9 +8,10 @@ the first update, with the peak RSS of the largest process and the peak memory o
 the same again in a new run directory on the same corpus (the tokenizer and encodings come from the cache).
 Then `translate` on 2,000 and 20,000 lines, with its peak RSS (streaming: it should not grow with the input).
 
-    .venv/bin/python scripts/bench_scale.py [--pairs 100000 1000000] [--work /tmp/bench_scale] [--tsv]
+    .venv/bin/python scripts/bench_scale.py [--pairs 100000 1000000] [--work /tmp/bench_scale] [--tsv] [--gzip]
 
-(--tsv: the training split as one tab-separated file, train.tsv, instead of train.de and train.en.)
+(--tsv: the training split as one tab-separated file, train.tsv, instead of train.de and train.en;
+--gzip: its files gzip-compressed, train.de.gz: the first run decompresses them into the cache.)
 
 Prints one JSON object per measurement, then a table. Reports, never asserts.
 """
@@ -35,9 +36,12 @@ SYLLABLES = ["ka", "lo", "mi", "ren", "tu", "sha", "vo", "dri", "an", "el", "zu"
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 
 
-def synthetic_corpus(folder: Path, pairs: int, data: Path, seed: int = 1, tsv: bool = False) -> Path:
+def synthetic_corpus(
+    folder: Path, pairs: int, data: Path, seed: int = 1, tsv: bool = False, compress: bool = False
+) -> Path:
     """train.{de,en} of `pairs` lines in folder (made once), or with tsv one train.tsv (its first line
-    de<TAB>en; a tab inside a sentence, as Multi30k has one, made a space); valid/test2016 copied from data."""
+    de<TAB>en; a tab inside a sentence, as Multi30k has one, made a space), gzip-compressed with compress;
+    valid/test2016 copied from data."""
     done = folder / f"train.{pairs}.done"
     if done.exists():
         return folder
@@ -63,6 +67,8 @@ def synthetic_corpus(folder: Path, pairs: int, data: Path, seed: int = 1, tsv: b
             fe.write(tgt + "\n")
     for f in [both] if tsv else [fd, fe]:
         f.close()
+        if compress:
+            subprocess.run(["gzip", "-f", f.name], check=True)
     for split in ("valid", "test2016"):
         for lang in ("de", "en"):
             shutil.copyfile(data / f"{split}.{lang}", folder / f"{split}.{lang}")
@@ -154,10 +160,12 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=Path("/tmp/bench_scale"))
     p.add_argument("--translate-lines", type=int, nargs="+", default=[2_000, 20_000])
     p.add_argument("--tsv", action="store_true", help="the training split as one train.tsv, not two files")
+    p.add_argument("--gzip", action="store_true", help="the training split's files gzip-compressed")
     args = p.parse_args()
     rows = []
     for pairs in args.pairs:
-        corpus = synthetic_corpus(args.work / f"corpus{pairs}{'_tsv' * args.tsv}", pairs, args.data, tsv=args.tsv)
+        name = f"corpus{pairs}{'_tsv' * args.tsv}{'_gz' * args.gzip}"
+        corpus = synthetic_corpus(args.work / name, pairs, args.data, tsv=args.tsv, compress=args.gzip)
         cache = args.work / f"cache{pairs}"
         shutil.rmtree(cache, ignore_errors=True)
         for attempt in ("first run", "new run directory, same cache"):

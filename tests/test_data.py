@@ -7,6 +7,7 @@ import lzma
 import pytest
 
 from mt.config.schema import DataConfig
+from mt.data import compressed
 from mt.data import sources as data
 from mt.data.lines import read_lines
 from mt.data.prepare import load_training_split
@@ -15,9 +16,9 @@ from mt.errors import MTError
 
 # Both ways a split is read from files: loaded (valid and test), or scanned in blocks (the training split).
 LOADERS = {
-    "loaded": lambda folder, split: load_files(str(folder), split, "de", "en"),
+    "loaded": lambda folder, split: load_files(str(folder), split, "de", "en", cache_dir=str(folder / "cache")),
     "scanned": lambda folder, split: load_training_split(
-        DataConfig(source="files", dir=str(folder), train_split=split), sample_size=100
+        DataConfig(source="files", dir=str(folder), train_split=split, cache_dir=str(folder / "cache")), sample_size=100
     ),
 }
 
@@ -47,13 +48,10 @@ def test_last_line_without_newline_and_bom(tmp_path):
         (lambda d: write(d / "train.de", b"gut\nnicht \xc3\x28 gut\n"), "train.de:2: invalid UTF-8"),
         (lambda d: write(d / "train.de", b"\x00\x01\x02\x00" * 100), "binary file"),
         (
-            lambda d: write(d / "train.de", gzip.compress(b"gut\n" * 100)),
-            r"train\.de: gzip-compressed, expected UTF-8 text: decompress it first \(gunzip -k .*train\.de\)",
+            lambda d: write(d / "train.de.gz", gzip.compress(b"gut\nnicht \xc3\x28 gut\n")),
+            "train.de.gz:2: invalid UTF-8",
         ),
-        (
-            lambda d: write(d / "train.de.xz", lzma.compress(b"gut\n")),
-            r"train\.de: no such file, but train\.de\.xz is: decompress it first \(unxz -k .*train\.de\.xz\)",
-        ),
+        (lambda d: write(d / "train.de.xz", lzma.compress(b"gut\n")[:-8]), r"train\.de\.xz: cannot decompress it"),
     ],
 )
 @pytest.mark.parametrize("loader", LOADERS)
@@ -69,6 +67,31 @@ def test_text_that_begins_as_a_compressed_file_does_is_text(tmp_path):
     assert read_lines(write(tmp_path / "a", b"BZh, said the bee.\n")) == ["BZh, said the bee."]
     with pytest.raises(MTError, match=r"b: bzip2-compressed, .*\(bunzip2 -k .*b\)"):
         read_lines(write(tmp_path / "b", bz2.compress(b"Bienen summen.\n" * 50)))
+    with pytest.raises(MTError, match=r"c: no such file, but c\.xz is: decompress it first \(unxz -k .*c\.xz\)"):
+        read_lines(write(tmp_path / "c.xz", lzma.compress(b"text\n")).with_suffix(""))
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+def test_compressed_files_are_read_as_the_text_they_hold(tmp_path, loader, monkeypatch):
+    de, en = ["Ein Hund läuft.", "", "Zwei\tKatzen"], ["A dog runs.", "(empty)", "Two cats"]
+    write(tmp_path / "train.de.gz", gzip.compress("\n".join(de).encode()))  # no newline after the last line
+    write(tmp_path / "train.en", bz2.compress(("\n".join(en) + "\n").encode()))  # compressed, named as text
+    corpus = LOADERS[loader](tmp_path, "train")
+    assert (corpus.in_memory() if loader == "scanned" else corpus).src == de
+    assert (corpus.in_memory() if loader == "scanned" else corpus).tgt == en
+    write(tmp_path / "train.de.gz", gzip.compress("\n".join(de[::-1]).encode()))  # changed: decompressed again
+    corpus = LOADERS[loader](tmp_path, "train")
+    assert (corpus.in_memory() if loader == "scanned" else corpus).src == de[::-1]
+    rows = "de\ten\n" + "".join(f"{s}\t{t}\n" for s, t in zip(de[:2], en[:2]))
+    write(tmp_path / "valid.de-en.tsv.xz", lzma.compress(rows.encode()))
+    assert load_files(str(tmp_path), "valid", "de", "en", cache_dir=str(tmp_path / "cache")).tgt == en[:2]
+    with pytest.raises(MTError, match=r"valid.de-en.tsv.xz: xz-compressed: reading it needs data.cache_dir .*unxz -k"):
+        load_files(str(tmp_path), "valid", "de", "en")
+    write(tmp_path / "test.de", b"\x28\xb5\x2f\xfd\x00\xff\xfe")  # zstd, which Python reads from 3.14 (or zstandard)
+    write(tmp_path / "test.en", b"x\n")
+    monkeypatch.setattr(compressed, "_opener", lambda kind: None)
+    with pytest.raises(MTError, match=r"test.de: zstd-compressed, which this Python cannot read: decompress it first"):
+        load_files(str(tmp_path), "test", "de", "en", cache_dir=str(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize("loader", LOADERS)

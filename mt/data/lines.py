@@ -93,14 +93,36 @@ def open_text_file(path: Path):
         f.seek(0)
     except OSError as err:
         raise MTError(f"{path}: cannot read ({err.strerror})") from None
-    for magic, (kind, _, command) in COMPRESSED.items():
-        if head.startswith(magic) and _undecodable(head):
-            f.close()
-            raise MTError(f"{path}: {kind}-compressed, expected UTF-8 text: decompress it first ({command} {path})")
+    kind = _compression(head)
+    if kind is not None:
+        f.close()
+        command = decompressing(path, kind)
+        raise MTError(f"{path}: {kind}-compressed, expected UTF-8 text: decompress it first ({command})")
     if b"\x00" in head and not _looks_like_text(head):
         f.close()
         raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
     return f
+
+
+def decompressing(path: Path, kind: str) -> str:
+    """The command that decompresses the file at path (of that kind of compression) beside itself."""
+    return next(f"{command} {path}" for name, _, command in COMPRESSED.values() if name == kind)
+
+
+def compression(path: Path) -> str | None:
+    """The kind of compression of the file at path (gzip, xz, bzip2, zstd), None for any other file."""
+    try:
+        with path.open("rb") as f:
+            return _compression(f.read(8192))
+    except OSError:
+        return None  # reading it says what is wrong
+
+
+def _compression(head: bytes) -> str | None:
+    for magic, (kind, _, _) in COMPRESSED.items():
+        if head.startswith(magic) and _undecodable(head):
+            return kind
+    return None
 
 
 def _undecodable(head: bytes) -> bool:

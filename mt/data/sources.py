@@ -9,6 +9,7 @@ import os
 import socket
 from pathlib import Path
 
+from mt.data.compressed import compressed_form, plain_text
 from mt.data.corpus import ParallelCorpus
 from mt.data.languages import direction_name, directions, pair_subset, source_tag, tagged
 from mt.data.lines import missing_file, read_lines
@@ -21,37 +22,43 @@ log = logging.getLogger(__name__)
 def pair_files(folder: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path, str]:
     """The files of one split and direction in folder, and their name for messages: {split}.{src_lang} and
     {split}.{tgt_lang}, or where a folder holds corpora of several language pairs, {split}.{src}-{tgt}.{lang}
-    (fairseq's naming; the pair in either order), which win when both exist."""
+    (fairseq's naming; the pair in either order), which win when both exist; each file also as its
+    compressed form (train.de.gz) where it is not there itself."""
     for pair in (f"{src_lang}-{tgt_lang}", f"{tgt_lang}-{src_lang}"):
         stem = folder / f"{split}.{pair}"
-        src, tgt = Path(f"{stem}.{src_lang}"), Path(f"{stem}.{tgt_lang}")
-        if src.is_file() and tgt.is_file():
+        src, tgt = (compressed_form(Path(f"{stem}.{lang}")) for lang in (src_lang, tgt_lang))
+        if src is not None and tgt is not None:
             return src, tgt, f"{stem}.{{{src_lang},{tgt_lang}}}"
     stem = folder / split
-    return Path(f"{stem}.{src_lang}"), Path(f"{stem}.{tgt_lang}"), f"{stem}.{{{src_lang},{tgt_lang}}}"
+    src, tgt = (Path(f"{stem}.{lang}") for lang in (src_lang, tgt_lang))
+    return compressed_form(src) or src, compressed_form(tgt) or tgt, f"{stem}.{{{src_lang},{tgt_lang}}}"
 
 
-def split_files(folder: Path, split: str, src_lang: str, tgt_lang: str, columns=None):
+def split_files(folder: Path, split: str, src_lang: str, tgt_lang: str, columns=None, cache_dir: str | None = None):
     """Where one split and direction is in folder: a file per language (pair_files: src, tgt and their name)
     where either is there; else one tab-separated file's layout (mt/data/tsv_files.py); neither is an error
-    that names both."""
+    that names both. A compressed file is given as the text it holds, decompressed into cache_dir
+    (mt/data/compressed.py)."""
     src, tgt, origin = pair_files(folder, split, src_lang, tgt_lang)
     if src.exists() or tgt.exists():
-        return src, tgt, origin
+        return plain_text(src, cache_dir), plain_text(tgt, cache_dir), origin
     found = tsv_path(folder, split, src_lang, tgt_lang)
     if found is None:
         raise MTError(missing_file(src, folder / f"{split}.tsv", partners=(tgt,)))
-    return tsv_layout(*found, src_lang, tgt_lang, columns)
+    path, named = found
+    return tsv_layout(plain_text(path, cache_dir), named, src_lang, tgt_lang, columns, shown=path)
 
 
-def load_files(folder: str, split: str, src_lang: str, tgt_lang: str, columns=None) -> ParallelCorpus:
+def load_files(
+    folder: str, split: str, src_lang: str, tgt_lang: str, columns=None, cache_dir: str | None = None
+) -> ParallelCorpus:
     """One split and direction of the text files in folder, line-aligned: a file per language (pair_files),
     or one tab-separated file of the split where there are none (mt/data/tsv_files.py; columns:
-    data.columns)."""
+    data.columns); compressed files decompressed into cache_dir."""
     folder_path = Path(folder)
     if not folder_path.is_dir():
         raise MTError(f"data.dir={folder}: no such directory")
-    found = split_files(folder_path, split, src_lang, tgt_lang, columns)
+    found = split_files(folder_path, split, src_lang, tgt_lang, columns, cache_dir)
     if not isinstance(found, tuple):
         return load_tsv(found)
     src_path, tgt_path, origin = found
@@ -146,7 +153,8 @@ def load_split(data_cfg, split: str, src_lang: str | None = None, tgt_lang: str 
     """Load one split as configured (data.source = files | hub), in the config's direction or the one given."""
     src_lang, tgt_lang = src_lang or data_cfg.src_lang, tgt_lang or data_cfg.tgt_lang
     if data_cfg.source == "files":
-        return load_files(data_cfg.dir, split, src_lang, tgt_lang, getattr(data_cfg, "columns", None))
+        columns, cache_dir = getattr(data_cfg, "columns", None), getattr(data_cfg, "cache_dir", None)
+        return load_files(data_cfg.dir, split, src_lang, tgt_lang, columns, cache_dir)
     return load_hub(data_cfg.name, pair_subset(data_cfg.subset, src_lang, tgt_lang), split, src_lang, tgt_lang)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mt.data.compressed import compressed_form
 from mt.data.corpus import SHARD_LINES, ParallelCorpus, read_shards
 from mt.data.lines import open_text_file, read_lines
 from mt.data.text_files import BOM, ScannedSide, scan_file, scan_record_path, write_atomically
@@ -30,13 +31,13 @@ log = logging.getLogger(__name__)
 def tsv_path(folder: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, tuple[str, str] | None] | None:
     """The tab-separated file of one split and direction in folder, and the languages its name gives in
     order: {split}.{src}-{tgt}.tsv or {split}.{tgt}-{src}.tsv (a folder of several language pairs), else
-    {split}.tsv (no languages named); None if there is none."""
+    {split}.tsv (no languages named); each also as its compressed form (.gz, ...); None if there is none."""
     for first, second in ((src_lang, tgt_lang), (tgt_lang, src_lang)):
-        path = folder / f"{split}.{first}-{second}.tsv"
-        if path.is_file():
+        path = compressed_form(folder / f"{split}.{first}-{second}.tsv")
+        if path is not None:
             return path, (first, second)
-    path = folder / f"{split}.tsv"
-    return (path, None) if path.is_file() else None
+    path = compressed_form(folder / f"{split}.tsv")
+    return (path, None) if path is not None else None
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,11 @@ class TsvLayout:
     tgt: int
     start: int  # the byte where the pairs start
     header: bool
+    shown: Path  # how messages name the file: path, or the compressed file it was decompressed from
 
     @property
     def origin(self) -> str:
-        return f"{self.path}[{self.columns[self.src]},{self.columns[self.tgt]}]"
+        return f"{self.shown}[{self.columns[self.src]},{self.columns[self.tgt]}]"
 
     def check(self, block: bytes, ends: np.ndarray, first_line: int) -> None:
         """A block of whole lines has a field per column on every line; else one line naming the first
@@ -66,7 +68,7 @@ class TsvLayout:
 
     def refuse(self, line: int, fields: int) -> None:
         raise MTError(
-            f"{self.path}:{line}: {fields} tab-separated field{'s' * (fields != 1)}, expected "
+            f"{self.shown}:{line}: {fields} tab-separated field{'s' * (fields != 1)}, expected "
             f"{len(self.columns)} ({', '.join(self.columns)})"
         )
 
@@ -75,35 +77,40 @@ class TsvLayout:
         return fields[self.src], fields[self.tgt]
 
 
-def tsv_layout(path: Path, named: tuple[str, str] | None, src_lang: str, tgt_lang: str, columns=None) -> TsvLayout:
+def tsv_layout(
+    path: Path, named: tuple[str, str] | None, src_lang: str, tgt_lang: str, columns=None, shown: Path | None = None
+) -> TsvLayout:
     """How to read direction src_lang -> tgt_lang from the file at path (the module's docstring has the
-    rules); named: the languages of the file's name (tsv_path), columns: data.columns."""
+    rules); named: the languages of the file's name (tsv_path), columns: data.columns, shown: the file
+    messages name (the compressed file path was decompressed from)."""
+    shown = shown or path
     with open_text_file(path) as f:
         first = f.readline()
     text = first.removeprefix(BOM).removesuffix(b"\n")
     try:
         fields = text.decode("utf-8").removesuffix("\r").split("\t")
     except UnicodeDecodeError as err:
-        raise MTError(f"{path}:1: invalid UTF-8 (byte 0x{text[err.start]:02x})") from None
+        raise MTError(f"{shown}:1: invalid UTF-8 (byte 0x{text[err.start]:02x})") from None
     given = tuple(columns) if columns else None
     header = src_lang in fields and tgt_lang in fields
     if header:
         if given is not None and tuple(fields) != given:
-            raise MTError(f"{path}:1: the header names {', '.join(fields)} but data.columns=[{','.join(given)}]")
+            raise MTError(f"{shown}:1: the header names {', '.join(fields)} but data.columns=[{','.join(given)}]")
         if len(set(fields)) < len(fields):
-            raise MTError(f"{path}:1: the header names a column twice: {', '.join(fields)}")
+            raise MTError(f"{shown}:1: the header names a column twice: {', '.join(fields)}")
         names = tuple(fields)
     elif given is not None or named is not None:
         names = given or named
     else:
         raise MTError(
-            f"{path}: no header naming its columns: begin it with a line '{src_lang}<TAB>{tgt_lang}' (in the "
+            f"{shown}: no header naming its columns: begin it with a line '{src_lang}<TAB>{tgt_lang}' (in the "
             f"columns' order), or give data.columns=[{src_lang},{tgt_lang}] (the language of each column)"
         )
     for lang in (src_lang, tgt_lang):
         if lang not in names:
-            raise MTError(f"{path}: no column {lang!r} (columns: {', '.join(names)})")
-    return TsvLayout(path, names, names.index(src_lang), names.index(tgt_lang), len(first) if header else 0, header)
+            raise MTError(f"{shown}: no column {lang!r} (columns: {', '.join(names)})")
+    start = len(first) if header else 0
+    return TsvLayout(path, names, names.index(src_lang), names.index(tgt_lang), start, header, shown)
 
 
 def load_tsv(layout: TsvLayout) -> ParallelCorpus:
@@ -117,7 +124,7 @@ def load_tsv(layout: TsvLayout) -> ParallelCorpus:
         src.append(s)
         tgt.append(t)
     if not src:
-        raise MTError(f"{layout.path}: empty corpus")
+        raise MTError(f"{layout.shown}: empty corpus")
     return ParallelCorpus(src, tgt, layout.origin)
 
 
@@ -156,7 +163,7 @@ class TsvFile:
         )
         self._digest = text.hexdigest()
         if not self.file.lines:
-            raise MTError(f"{layout.path}: empty corpus")
+            raise MTError(f"{layout.shown}: empty corpus")
         if self._saved is not None:
             starts = self.file.shard_starts.tolist()
             record = {"digest": self._digest, "lines": self.file.lines, "end": self.file.end, "shard_starts": starts}
@@ -192,7 +199,7 @@ class TsvFile:
         fields = text.removesuffix("\n").replace("\t", "\n").split("\n")
         width = len(self.layout.columns)
         if len(fields) != width * lines:
-            raise MTError(f"{self.layout.path}: changed while in use (shard {index} is not {width} fields a line)")
+            raise MTError(f"{self.layout.shown}: changed while in use (shard {index} is not {width} fields a line)")
         return fields[self.layout.src :: width], fields[self.layout.tgt :: width]
 
     def tokenizer_sample(self, side: str | None = None) -> list[str]:

@@ -1,0 +1,124 @@
+"""Compressed corpus files (gzip, xz, bzip2; zstd where Python can read it) used as the text they hold.
+
+Training reads a corpus by seeking to its shards, which a compressed stream cannot do, so a compressed file
+is decompressed once into the cache (data.cache_dir/decompressed/), keyed by the file's path, size and
+modification time, and read from there like any text file. The text is checked on the way: a byte that is
+not UTF-8 is an error naming the compressed file and its line.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import logging
+import lzma
+import os
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+from tqdm import tqdm
+
+from mt.data.lines import COMPRESSED, compression, decompressing
+from mt.errors import MTError
+
+log = logging.getLogger(__name__)
+
+BLOCK_BYTES = 1 << 22
+
+
+def compressed_form(path: Path) -> Path | None:
+    """path where it is a file, else its compressed form beside it (path.gz, .xz, .bz2, .zst); None if neither."""
+    if path.is_file():
+        return path
+    for _, suffix, _ in COMPRESSED.values():
+        packed = Path(f"{path}{suffix}")
+        if packed.is_file():
+            return packed
+    return None
+
+
+def plain_text(path: Path, cache_dir: str | None) -> Path:
+    """path itself where it is not compressed; else the text it holds, decompressed once into cache_dir."""
+    kind = compression(path)
+    if kind is None:
+        return path
+    undo = f"or decompress it first ({decompressing(path, kind)})"
+    opener = _opener(kind)
+    if opener is None:
+        raise MTError(f"{path}: {kind}-compressed, which this Python cannot read: {undo[3:]}")
+    if not cache_dir:
+        raise MTError(f"{path}: {kind}-compressed: reading it needs data.cache_dir to decompress it into, {undo}")
+    stat = path.stat()
+    key = repr((str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino))
+    name = path.name.removesuffix(next(s for k, s, _ in COMPRESSED.values() if k == kind))
+    out = Path(cache_dir) / "decompressed" / hashlib.sha256(key.encode()).hexdigest()[:24] / (name or "text")
+    if out.is_file():
+        log.debug("data: %s as decompressed before, into %s", path, out)
+        return out
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".tmp-")
+    except OSError as err:
+        raise MTError(f"{path}: cannot decompress it into {out.parent} ({err.strerror}), {undo}") from None
+    try:
+        with os.fdopen(fd, "wb") as sink:
+            lines, seconds = _decompress(path, opener, sink, stat.st_size)
+        os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    size = out.stat().st_size / 1e6
+    log.info("data: %s decompressed into %s (%s lines, %.1f MB, %.1f s)", path, out, f"{lines:,}", size, seconds)
+    return out
+
+
+def _decompress(path: Path, opener, sink, size: int) -> tuple[int, float]:
+    """Copy path's text into sink, checking it is UTF-8 line by line; its line count and the time taken."""
+    start, lines, carry = time.perf_counter(), 0, b""
+    with path.open("rb") as raw, opener(raw) as stream:
+        bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"decompressing {path.name}", leave=False, disable=None)
+        try:
+            while block := stream.read(BLOCK_BYTES):
+                block = carry + block
+                cut = block.rfind(b"\n") + 1  # complete lines are checked now, the rest with the next block
+                carry = block[cut:]
+                _check_utf8(block[:cut], path, lines)
+                lines += block.count(b"\n", 0, cut)
+                sink.write(block[:cut])
+                bar.update(raw.tell() - bar.n)
+        except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as err:
+            raise MTError(f"{path}: cannot decompress it after line {lines:,} ({err})") from None
+        finally:
+            bar.close()
+    _check_utf8(carry, path, lines)
+    sink.write(carry)
+    return lines + bool(carry), time.perf_counter() - start
+
+
+def _check_utf8(block: bytes, path: Path, lines_before: int) -> None:
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = lines_before + block.count(b"\n", 0, err.start) + 1
+        raise MTError(f"{path}:{line}: invalid UTF-8 (byte 0x{block[err.start]:02x})") from None
+
+
+def _opener(kind: str):
+    """How to read a stream of this kind (a function of the open compressed file), or None where Python
+    lacks it (zstd: in the standard library from Python 3.14, or the zstandard package)."""
+    if kind == "zstd":
+        try:
+            from compression import zstd  # Python >= 3.14
+
+            return zstd.ZstdFile
+        except ImportError:
+            pass
+        try:
+            import zstandard
+
+            return lambda raw: zstandard.ZstdDecompressor().stream_reader(raw)
+        except ImportError:
+            return None
+    return {"gzip": lambda raw: gzip.GzipFile(fileobj=raw), "xz": lzma.LZMAFile, "bzip2": bz2.BZ2File}[kind]
