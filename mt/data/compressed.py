@@ -17,6 +17,7 @@ import os
 import tempfile
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tqdm import tqdm
@@ -40,11 +41,32 @@ def compressed_form(path: Path) -> Path | None:
     return None
 
 
-def plain_text(path: Path, cache_dir: str | None) -> Path:
-    """path itself where it is not compressed; else the text it holds, decompressed once into cache_dir."""
+def plain_texts(paths: list[Path], cache_dir: str | None) -> list[Path]:
+    """Each path itself where it is not compressed, else the text it holds, decompressed once into cache_dir;
+    files not decompressed before are decompressed together, a thread each (zlib, lzma and bz2 let go of
+    the GIL: the two sides of a corpus take the time of the larger, not the sum)."""
+    found = [_cached_copy(path, cache_dir) for path in paths]
+    todo = [(path, *copy) for path, copy in zip(paths, found) if copy is not None and not copy[0].is_file()]
+    if todo:
+        bar = tqdm(
+            total=sum(path.stat().st_size for path, *_ in todo),
+            unit="B",
+            unit_scale=True,
+            desc=f"decompressing {', '.join(path.name for path, *_ in todo)}",
+            leave=False,
+            disable=None,
+        )
+        with bar, ThreadPoolExecutor(len(todo)) as pool:
+            list(pool.map(lambda job: _decompress_into(*job, bar), todo))
+    return [path if copy is None else copy[0] for path, copy in zip(paths, found)]
+
+
+def _cached_copy(path: Path, cache_dir: str | None):
+    """Where the text of path, if it is compressed, is kept in cache_dir, and how to read the compressed file;
+    None for a file that is not compressed (or not there: reading it says so)."""
     kind = compression(path)
     if kind is None:
-        return path
+        return None
     undo = f"or decompress it first ({decompressing(path, kind)})"
     opener = _opener(kind)
     if opener is None:
@@ -55,30 +77,32 @@ def plain_text(path: Path, cache_dir: str | None) -> Path:
     key = repr((str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino))
     name = path.name.removesuffix(next(s for k, s, _ in COMPRESSED.values() if k == kind))
     out = Path(cache_dir) / "decompressed" / hashlib.sha256(key.encode()).hexdigest()[:24] / (name or "text")
-    if out.is_file():
-        log.debug("data: %s as decompressed before, into %s", path, out)
-        return out
+    return out, opener, undo
+
+
+def _decompress_into(path: Path, out: Path, opener, undo: str, bar: tqdm) -> None:
+    """The text of path, checked, written to out atomically (a temporary file beside it, renamed)."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".tmp-")
     except OSError as err:
         raise MTError(f"{path}: cannot decompress it into {out.parent} ({err.strerror}), {undo}") from None
     try:
+        start = time.perf_counter()
         with os.fdopen(fd, "wb") as sink:
-            lines, seconds = _decompress(path, opener, sink, stat.st_size)
+            lines = _decompress(path, opener, sink, bar)
         os.replace(tmp, out)
     finally:
         Path(tmp).unlink(missing_ok=True)
-    size = out.stat().st_size / 1e6
+    seconds, size = time.perf_counter() - start, out.stat().st_size / 1e6
     log.info("data: %s decompressed into %s (%s lines, %.1f MB, %.1f s)", path, out, f"{lines:,}", size, seconds)
-    return out
 
 
-def _decompress(path: Path, opener, sink, size: int) -> tuple[int, float]:
-    """Copy path's text into sink, checking it is UTF-8 line by line; its line count and the time taken."""
-    start, lines, carry = time.perf_counter(), 0, b""
+def _decompress(path: Path, opener, sink, bar: tqdm) -> int:
+    """Copy path's text into sink, checking it is UTF-8 line by line (bar counts the compressed bytes read);
+    its line count."""
+    lines, carry, done = 0, b"", 0
     with path.open("rb") as raw, opener(raw) as stream:
-        bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"decompressing {path.name}", leave=False, disable=None)
         try:
             while block := stream.read(BLOCK_BYTES):
                 block = carry + block
@@ -87,14 +111,13 @@ def _decompress(path: Path, opener, sink, size: int) -> tuple[int, float]:
                 _check_utf8(block[:cut], path, lines)
                 lines += block.count(b"\n", 0, cut)
                 sink.write(block[:cut])
-                bar.update(raw.tell() - bar.n)
+                bar.update(raw.tell() - done)
+                done = raw.tell()
         except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as err:
             raise MTError(f"{path}: cannot decompress it after line {lines:,} ({err})") from None
-        finally:
-            bar.close()
     _check_utf8(carry, path, lines)
     sink.write(carry)
-    return lines + bool(carry), time.perf_counter() - start
+    return lines + bool(carry)
 
 
 def _check_utf8(block: bytes, path: Path, lines_before: int) -> None:

@@ -9,7 +9,7 @@ import os
 import socket
 from pathlib import Path
 
-from mt.data.compressed import compressed_form, plain_text
+from mt.data.compressed import compressed_form, plain_texts
 from mt.data.corpus import ParallelCorpus
 from mt.data.languages import direction_name, directions, pair_subset, source_tag, tagged
 from mt.data.lines import missing_file, read_lines
@@ -41,12 +41,13 @@ def split_files(folder: Path, split: str, src_lang: str, tgt_lang: str, columns=
     (mt/data/compressed.py)."""
     src, tgt, origin = pair_files(folder, split, src_lang, tgt_lang)
     if src.exists() or tgt.exists():
-        return plain_text(src, cache_dir), plain_text(tgt, cache_dir), origin
+        src, tgt = plain_texts([src, tgt], cache_dir)
+        return src, tgt, origin
     found = tsv_path(folder, split, src_lang, tgt_lang)
     if found is None:
         raise MTError(missing_file(src, folder / f"{split}.tsv", partners=(tgt,)))
     path, named = found
-    return tsv_layout(plain_text(path, cache_dir), named, src_lang, tgt_lang, columns, shown=path)
+    return tsv_layout(plain_texts([path], cache_dir)[0], named, src_lang, tgt_lang, columns, shown=path)
 
 
 def load_files(
