@@ -27,7 +27,8 @@ class DataConfig:
     source: str = "hub"  # hub: a Hugging Face dataset (hub id or local folder); files: {split}.{lang} text files
     name: str | None = None  # hub id or local dataset folder (source=hub)
     subset: str | None = None  # hub configuration name, e.g. "de-en" for wmt14 ("{src}-en": one per direction)
-    dir: str | None = None  # folder holding {split}.{lang} files, or one {split}.tsv per split (source=files)
+    # folder holding {split}.{lang} files, or one {split}.tsv per split, each may be .gz/.xz/.bz2 (source=files)
+    dir: str | None = None
     # the language of each column of a .tsv file without a header line, in order ([en,de,note]); null: the
     # file's header, or the pair in its name (train.de-en.tsv), names them
     columns: list[str] | None = None
@@ -47,7 +48,8 @@ class DataConfig:
     max_len_ratio: float = 0.0  # drop training pairs whose length ratio exceeds this; 0 = off
     drop_held_out: bool = False  # drop training pairs that are valid or test pairs too (counted either way)
     valid_max_sentences: int = 0  # cap the sentences decoded for validation BLEU; 0 = all
-    cache_dir: str | None = "data/cache"  # encoded corpora, memory-mapped and shared by runs; null = off
+    # encoded corpora (memory-mapped, shared by runs) and decompressed corpus files; null = off
+    cache_dir: str | None = "data/cache"
     # training pairs batched together: a bigger corpus is trained on pool by pool, each drawn from all over it
     pool_pairs: int = 400_000
     shard_lines: int = 50_000  # the training corpus is encoded and cached in shards of this many lines
