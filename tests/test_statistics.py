@@ -8,6 +8,7 @@ import numpy as np
 
 from mt.config.schema import DataConfig
 from mt.data.batching import encode_corpus
+from mt.data.concatenation import Concatenation
 from mt.data.corpus import ParallelCorpus
 from mt.data.statistics import corpus_statistics, lengths, repeats
 
@@ -41,6 +42,10 @@ def test_lengths_filters_and_repeats_are_counted_as_training_counts_them():
     assert (report.empty, report.too_long, report.bad_ratio) == (2, 1, 1)
     corpus = ParallelCorpus(src * 3, tgt * 3, "x", shard_lines=4)  # repeats across shards count too
     assert repeats(corpus) == {"duplicates": 3 * len(pairs) - len(set(pairs)), "copies": 3}
+    # parts of a concatenation: a tagged source can be a copy; the same pair under two tags is two pairs
+    part = ParallelCorpus(["Paris", "Paris", "eins"], ["Paris", "Paris", "one"], "p", shard_lines=2)
+    both = Concatenation([part, part], sample_size=10, tags=["<2en>", "<2fr>"])
+    assert repeats(both) == {"duplicates": 2, "copies": 4}
 
 
 def test_a_big_training_split_is_measured_on_evenly_spread_shards():

@@ -60,15 +60,19 @@ def lengths(tokenizer, src: list[str], tgt: list[str], data_cfg) -> dict:
 
 def repeats(corpus) -> dict:
     """Exact duplicate pairs (each after its first) and copies (both sides the same, not empty), over every
-    pair of the corpus, a shard at a time: a pair is held as one 8-byte hash of its sides' hashes."""
+    pair of the corpus, a shard at a time: a pair is held as one 8-byte hash of its sides' hashes. The parts
+    of a concatenation are read one by one, untagged, so that a tagged source can still be a copy; its tag
+    goes into the pair's hash, as the model reads it."""
+    parts, tags = (corpus.parts, corpus.tags) if hasattr(corpus, "parts") else ([corpus], [""])
     hashes, copies = [], 0
-    for index in range(corpus.shards):
-        src, tgt = corpus.shard(index)
-        s = np.fromiter(map(hash, src), dtype=np.int64, count=len(src))
-        t = np.fromiter(map(hash, tgt), dtype=np.int64, count=len(tgt))
-        with np.errstate(over="ignore"):
-            hashes.append(s * np.int64(1_000_003) + t)  # wraps around: still a hash of the pair
-        copies += sum(1 for i in np.flatnonzero(s == t).tolist() if src[i] == tgt[i] and src[i].strip())
+    for part, tag in zip(parts, tags):
+        for index in range(part.shards):
+            src, tgt = part.shard(index)
+            s = np.fromiter(map(hash, src), dtype=np.int64, count=len(src))
+            t = np.fromiter(map(hash, tgt), dtype=np.int64, count=len(tgt))
+            with np.errstate(over="ignore"):  # wraps around: still a hash of the pair
+                hashes.append((s * np.int64(1_000_003) + t) * np.int64(1_000_033) + np.int64(hash(tag)))
+            copies += sum(1 for i in np.flatnonzero(s == t).tolist() if src[i] == tgt[i] and src[i].strip())
     every = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.int64)
     return {"duplicates": int(len(every) - len(np.unique(every))), "copies": copies}
 
