@@ -296,7 +296,8 @@ def train() -> None:
 
 @report_errors
 def tokenizer() -> None:
-    """mt-tokenizer: train (or check) the run's sentencepiece model alone (mt.cli.tokenizer)."""
+    """mt-tokenizer: train (or check) the run's sentencepiece model alone, and report on its corpora
+    (mt.cli.tokenizer)."""
     _hydra_command("mt.cli.tokenizer")
 
 
