@@ -30,7 +30,7 @@ help:
 	@echo "make ensemble SEEDS=3 RUN=runs/x ARGS='...' SPLIT=test2016"
 	@echo "                                     train SEEDS runs side by side (RUN_seedK), their mean ± sd, then their ensemble"
 	@echo "                                     (ALPHAS='0.6 1.0 1.2': its length penalty chosen on valid first)"
-	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run"
+	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run, then what its corpora hold"
 	@echo "make eval RUN=runs/multi30k.de-en/smoke [SPLIT=valid] [DIRECTION=fr-en]"
 	@echo "                                     BLEU/chrF of a run's final model (default: its test split;"
 	@echo "                                     DIRECTION: one of a model of several languages, else each)"
