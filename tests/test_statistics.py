@@ -8,7 +8,7 @@ import numpy as np
 
 from mt.config.schema import DataConfig
 from mt.data.batching import encode_corpus
-from mt.data.concatenation import Concatenation
+from mt.data.concatenation import Concatenation, Repeated
 from mt.data.corpus import ParallelCorpus
 from mt.data.statistics import corpus_statistics, lengths, repeats
 
@@ -46,6 +46,8 @@ def test_lengths_filters_and_repeats_are_counted_as_training_counts_them():
     part = ParallelCorpus(["Paris", "Paris", "eins"], ["Paris", "Paris", "one"], "p", shard_lines=2)
     both = Concatenation([part, part], sample_size=10, tags=["<2en>", "<2fr>"])
     assert repeats(both) == {"duplicates": 2, "copies": 4}
+    upsampled = Concatenation([part, Repeated(part, 7)], sample_size=10, tags=["<2en>", "<2fr>"])
+    assert repeats(upsampled) == repeats(both)  # a part's rounds (direction_temperature) are no duplicates
 
 
 def test_a_big_training_split_is_measured_on_evenly_spread_shards():

@@ -17,6 +17,7 @@ import numpy as np
 
 from mt.config.schema import training_splits
 from mt.data.batching import Ragged, filter_pairs
+from mt.data.concatenation import Repeated
 from mt.data.corpus import read_shards
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,10 @@ def repeats(corpus) -> dict:
     """Exact duplicate pairs (each after its first) and copies (both sides the same, not empty), over every
     pair of the corpus, a shard at a time: a pair is held as one 8-byte hash of its sides' hashes. The parts
     of a concatenation are read one by one, untagged, so that a tagged source can still be a copy; its tag
-    goes into the pair's hash, as the model reads it."""
+    goes into the pair's hash, as the model reads it. A part read more than once (data.direction_temperature)
+    is read once here: its rounds repeat it by design."""
     parts, tags = (corpus.parts, corpus.tags) if hasattr(corpus, "parts") else ([corpus], [""])
+    parts = [part.part if isinstance(part, Repeated) else part for part in parts]
     hashes, copies = [], 0
     for part, tag in zip(parts, tags):
         for index in range(part.shards):
