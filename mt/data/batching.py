@@ -97,10 +97,12 @@ class FilterReport:
     too_long: int = 0
     bad_ratio: int = 0
     held_out: int = 0  # valid or test pairs (data.drop_held_out)
+    duplicates: int = 0  # pairs that repeat an earlier one (data.drop_duplicates)
 
     def __str__(self) -> str:
-        total = self.kept + self.empty + self.too_long + self.bad_ratio + self.held_out
+        total = self.kept + self.empty + self.too_long + self.bad_ratio + self.held_out + self.duplicates
         held = f", {self.held_out:,} that are valid or test pairs" if self.held_out else ""
+        held += f", {self.duplicates:,} that repeat an earlier pair" if self.duplicates else ""
         return (
             f"kept {self.kept:,} of {total:,} pairs; dropped {self.empty:,} with an empty side, "
             f"{self.too_long:,} longer than max_len, {self.bad_ratio:,} over the length ratio{held}"
@@ -119,19 +121,27 @@ def encode_corpus(
 
 
 def filter_pairs(
-    src: Ragged, tgt: Ragged, max_len: int = 0, max_ratio: float = 0.0, held_out: np.ndarray | None = None
+    src: Ragged,
+    tgt: Ragged,
+    max_len: int = 0,
+    max_ratio: float = 0.0,
+    held_out: np.ndarray | None = None,
+    repeated: np.ndarray | None = None,
 ) -> tuple[EncodedCorpus, FilterReport]:
-    """Drop and count empty pairs, held-out ones (where the mask held_out says), over-long pairs and bad
-    length ratios, each pair counted once, under the first of these it meets."""
+    """Drop and count empty pairs, held-out ones and repeated ones (where the masks held_out and repeated
+    say), over-long pairs and bad length ratios, each pair counted once, under the first of these it meets."""
     s, t = src.lengths, tgt.lengths
     empty = (s == 0) | (t == 0)
     held = ~empty & (held_out if held_out is not None else False)
-    too_long = ~empty & ~held & ((np.maximum(s, t) > max_len) if max_len else False)
-    bad_ratio = ~empty & ~held & ~too_long & ((np.maximum(s, t) > max_ratio * np.minimum(s, t)) if max_ratio else False)
-    keep = ~(empty | held | too_long | bad_ratio)
+    again = ~empty & ~held & (repeated if repeated is not None else False)
+    dropped = empty | held | again
+    too_long = ~dropped & ((np.maximum(s, t) > max_len) if max_len else False)
+    bad_ratio = ~dropped & ~too_long & ((np.maximum(s, t) > max_ratio * np.minimum(s, t)) if max_ratio else False)
+    keep = ~(dropped | too_long | bad_ratio)
     report = FilterReport(
-        int(keep.sum()), int(empty.sum()), int(np.sum(too_long)), int(np.sum(bad_ratio)), int(np.sum(held))
-    )
+        int(keep.sum()), int(empty.sum()), int(np.sum(too_long)), int(np.sum(bad_ratio)), int(np.sum(held)),
+        int(np.sum(again)),
+    )  # fmt: skip
     if not keep.all():
         src, tgt = src.select(keep), tgt.select(keep)
     return EncodedCorpus(src, tgt, np.flatnonzero(keep) + 1), report

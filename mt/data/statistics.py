@@ -17,8 +17,8 @@ import numpy as np
 
 from mt.config.schema import training_splits
 from mt.data.batching import Ragged, filter_pairs
-from mt.data.concatenation import Repeated
 from mt.data.corpus import read_shards
+from mt.data.duplicates import base_parts, pair_hashes
 
 log = logging.getLogger(__name__)
 
@@ -60,23 +60,16 @@ def lengths(tokenizer, src: list[str], tgt: list[str], data_cfg) -> dict:
 
 
 def repeats(corpus) -> dict:
-    """Exact duplicate pairs (each after its first) and copies (both sides the same, not empty), over every
-    pair of the corpus, a shard at a time: a pair is held as one 8-byte hash of its sides' hashes. The parts
-    of a concatenation are read one by one, untagged, so that a tagged source can still be a copy; its tag
-    goes into the pair's hash, as the model reads it. A part read more than once (data.direction_temperature)
-    is read once here: its rounds repeat it by design."""
-    parts, tags = (corpus.parts, corpus.tags) if hasattr(corpus, "parts") else ([corpus], [""])
-    parts = [part.part if isinstance(part, Repeated) else part for part in parts]
-    hashes, copies = [], 0
-    for part, tag in zip(parts, tags):
+    """Exact duplicate pairs (each after its first: what data.drop_duplicates leaves out) and copies (both
+    sides the same, not empty), over every pair of the corpus, a shard at a time; the parts of a
+    concatenation read untagged, so that a tagged source can still be a copy (mt/data/duplicates.py)."""
+    hashes, copies = [np.zeros(0, dtype=np.int64)], 0
+    for part, tag, _ in base_parts(corpus):
         for index in range(part.shards):
             src, tgt = part.shard(index)
-            s = np.fromiter(map(hash, src), dtype=np.int64, count=len(src))
-            t = np.fromiter(map(hash, tgt), dtype=np.int64, count=len(tgt))
-            with np.errstate(over="ignore"):  # wraps around: still a hash of the pair
-                hashes.append((s * np.int64(1_000_003) + t) * np.int64(1_000_033) + np.int64(hash(tag)))
-            copies += sum(1 for i in np.flatnonzero(s == t).tolist() if src[i] == tgt[i] and src[i].strip())
-    every = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.int64)
+            hashes.append(pair_hashes(src, tgt, tag))
+            copies += sum(1 for s, t in zip(src, tgt) if s == t and s.strip())
+    every = np.concatenate(hashes)
     return {"duplicates": int(len(every) - len(np.unique(every))), "copies": copies}
 
 

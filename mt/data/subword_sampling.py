@@ -78,10 +78,12 @@ class SampledSegmentations:
         candidates: int = 16,
         workers: int = 1,
         held_out: frozenset | None = None,
+        repeated: np.ndarray | None = None,
     ):
         require_unigram(tokenizer)
         self.alpha, self.seed, self.max_len, self.max_ratio = alpha, seed, max_len, max_ratio
         self.held_out = held_out_mask(corpus.src, corpus.tgt, held_out)  # the lines to leave out
+        self.repeated = repeated  # and those too (a verdict a line: data.drop_duplicates)
         with process_pool(workers) as pool:
             src_proto, tgt_proto = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
             self.src = SegmentationCandidates.of_lines(src_proto, corpus.src, candidates, pool)
@@ -110,7 +112,7 @@ class SampledSegmentations:
     def _draw(self, epoch: int) -> tuple[EncodedCorpus, FilterReport]:
         rng = np.random.default_rng([self.seed, epoch])
         src, tgt = self.src.draw(self.alpha, rng), self.tgt.draw(self.alpha, rng)
-        return filter_pairs(src, tgt, self.max_len, self.max_ratio, self.held_out)
+        return filter_pairs(src, tgt, self.max_len, self.max_ratio, self.held_out, self.repeated)
 
 
 class SampledPools(DealtShards):
@@ -131,11 +133,12 @@ class SampledPools(DealtShards):
         candidates: int = 16,
         workers: int = 1,
         held_out: frozenset | None = None,
+        repeated: np.ndarray | None = None,
     ):
         require_unigram(tokenizer)
         super().__init__(corpus, pool_shards, seed)
         self.alpha, self.max_len, self.max_ratio, self.candidates = alpha, max_len, max_ratio, candidates
-        self.held_out = held_out
+        self.held_out, self.repeated = held_out, repeated
         self.protos = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
         self._pool_context = process_pool(max(1, workers), background=True)  # never in the trainer's process
         self._workers = self._pool_context.__enter__()
@@ -175,8 +178,11 @@ class SampledPools(DealtShards):
             SegmentationCandidates.of_lines(proto, lines, self.candidates, self._workers).draw(self.alpha, rng)
             for proto, lines in zip(self.protos, (src, tgt))
         ]
-        encoded, report = filter_pairs(*drawn, self.max_len, self.max_ratio, held_out_mask(src, tgt, self.held_out))
-        encoded.line_numbers = np.concatenate(numbers)[encoded.line_numbers - 1]
+        numbers = np.concatenate(numbers)
+        again = None if self.repeated is None else self.repeated[numbers - 1]
+        held = held_out_mask(src, tgt, self.held_out)
+        encoded, report = filter_pairs(*drawn, self.max_len, self.max_ratio, held, again)
+        encoded.line_numbers = numbers[encoded.line_numbers - 1]
         return encoded, report
 
     def close(self) -> None:

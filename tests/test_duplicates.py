@@ -1,0 +1,89 @@
+"""Training pairs that repeat an earlier pair: found the same in every process and run, and left out of
+training with data.drop_duplicates, the first of each kept, whichever way the corpus is encoded."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mt.data import duplicates
+from mt.data.concatenation import Concatenation, Repeated
+from mt.data.corpus import ParallelCorpus
+from mt.data.duplicates import pair_hashes, repeated_lines
+
+from conftest import REPO, TINY_TRAIN, write_corpus
+
+
+def corpus(pairs, shard_lines=2):
+    return ParallelCorpus([s for s, _ in pairs], [t for _, t in pairs], "p", shard_lines=shard_lines)
+
+
+def test_each_repeat_after_the_first_is_found_across_shards_parts_and_rounds(tmp_path, monkeypatch):
+    first = corpus([("a", "x"), ("b", "y"), ("a", "x"), ("c", "z"), ("b", "y")])
+    second = corpus([("a", "x"), ("d", "w"), ("d", "w")])
+    both = Concatenation([first, Repeated(second, 7)], sample_size=10, tags=["", "<bt>"])  # <bt> a: a new pair
+    found = repeated_lines(both, str(tmp_path))
+    assert found.tolist() == [False, False, True, False, True] + [False, False, True] * 2 + [False]
+    untagged = Concatenation([first, second], sample_size=10)
+    assert repeated_lines(untagged).tolist()[5:] == [True, False, True]  # a x was in the first part
+    monkeypatch.setattr(duplicates, "pair_hashes", lambda *a: pytest.fail("the verdicts are cached"))
+    assert repeated_lines(both, str(tmp_path)).tolist() == found.tolist()
+
+
+def test_a_pairs_hash_is_the_same_in_another_process():
+    """Python's hash() of a str changes with each process: the verdicts must not, or a resumed run would
+    leave out other lines than the run it resumes."""
+    pairs = (["ein hund", "zwei katzen", ""], ["a dog", "two cats", ""])
+    here = pair_hashes(*pairs, "<2en>").tolist()
+    code = f"from mt.data.duplicates import pair_hashes; print(pair_hashes(*{pairs!r}, '<2en>').tolist())"
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert there.stdout.strip() == str(here) and len(set(here)) == 3
+    assert pair_hashes(["a"], ["b"], "").tolist() != pair_hashes(["a"], ["b"], "<bt>").tolist()
+    assert pair_hashes(["a b"], ["c"]).tolist() != pair_hashes(["a"], ["b c"]).tolist()
+
+
+@pytest.mark.parametrize("sampling, pools", [("0", 1), ("0.2", 1), ("0.2", 3)])
+def test_drop_duplicates_leaves_the_repeats_out_of_training(tmp_path, sampling, pools, caplog):
+    """Every third training pair repeated later on: data.drop_duplicates=true trains on the first of each
+    (encoded shards, or segmentations sampled anew: of the whole, or pool by pool), counted in the report."""
+    from hydra import compose, initialize_config_dir
+
+    from mt.config.schema import CONFIG_DIR, register_configs
+    from mt.data.prepare import encode_splits, prepare
+
+    folder = write_corpus(tmp_path / "c", {"train": 150, "valid": 10, "test": 10})
+    sides = {lang: (folder / f"train.{lang}").read_text().splitlines() for lang in ("de", "en")}
+    for lang, lines in sides.items():
+        sides[lang] = lines + lines[::3]  # 50 pairs again, after all the others
+        (folder / f"train.{lang}").write_text("".join(line + "\n" for line in sides[lang]))
+    pairs = list(zip(sides["de"], sides["en"]))
+    expected = {i + 1 for i, pair in enumerate(pairs) if pair in pairs[:i]}
+    assert set(range(151, 201)) <= expected  # the lines added, and any pair the corpus repeated already
+    register_configs()
+    kept = {}
+    for drop in ("false", "true"):
+        overrides = ["data=files", f"data.dir={folder}", *TINY_TRAIN, f"data.drop_duplicates={drop}",
+                     f"data.cache_dir={tmp_path / 'cache'}", f"train.subword_sampling={sampling}",
+                     "data.shard_lines=70", f"data.pool_pairs={70 if pools > 1 else 400_000}"]  # fmt: skip
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            cfg = compose("config", overrides=overrides)
+        data = prepare(cfg, tmp_path / f"run{drop}", write_config=False)
+        with caplog.at_level("INFO"):
+            train, _ = encode_splits(cfg, data, background=False)
+        if pools > 1:  # each pool's report counts its own
+            assert train.pool_count == pools
+            reports = [train.with_report(0, i) for i in range(pools)]
+            kept[drop] = {int(n) for pool, _ in reports for n in pool.line_numbers}
+            assert sum(report.duplicates for _, report in reports) == (len(expected) if drop == "true" else 0)
+        elif sampling == "0":
+            kept[drop] = {int(n) for n in train.pool(0, 0).line_numbers}
+        else:
+            kept[drop] = {int(n) for n in train.for_epoch(0).line_numbers}
+        getattr(train, "close", lambda: None)()
+    assert kept["false"] == set(range(1, 201))
+    assert kept["true"] == set(range(1, 201)) - expected
+    assert f"train: {len(expected)} of 200 pairs repeat an earlier pair" in caplog.text
+    if pools == 1:
+        assert f"{len(expected)} that repeat an earlier pair" in caplog.text  # the filter's report
+    assert np.array_equal(np.flatnonzero(repeated_lines(data.train)) + 1, sorted(expected))
