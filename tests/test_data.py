@@ -7,9 +7,9 @@ import lzma
 import pytest
 
 from mt.config.schema import DataConfig
-from mt.data import compressed
+from mt.data import compressed, lines
 from mt.data import sources as data
-from mt.data.lines import read_lines
+from mt.data.lines import count_lines, read_line_chunks, read_lines
 from mt.data.prepare import load_training_split
 from mt.data.sources import load_files, load_split
 from mt.errors import MTError
@@ -63,12 +63,25 @@ def test_file_errors_name_the_file(tmp_path, setup, message, loader):
     assert "train.de" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_text_that_begins_as_a_compressed_file_does_is_text(tmp_path):
+def test_a_compressed_file_is_read_as_its_text_and_text_that_begins_as_one_is_text(tmp_path, monkeypatch):
+    """What translate, mt-evaluate and mt-score read (read_lines, read_line_chunks, count_lines)."""
     assert read_lines(write(tmp_path / "a", b"BZh, said the bee.\n")) == ["BZh, said the bee."]
-    with pytest.raises(MTError, match=r"b: bzip2-compressed, .*\(bunzip2 -k .*b\)"):
-        read_lines(write(tmp_path / "b", bz2.compress(b"Bienen summen.\n" * 50)))
+    text = "Bienen summen.\n\nZwei\r Zeilen\n" * 50
+    packed = write(tmp_path / "b.bz2", bz2.compress(text.encode()))
+    assert read_lines(packed) == text.split("\n")[:-1] == [line for c in read_line_chunks(packed, 7) for line in c]
+    assert count_lines(packed) == 150 == count_lines(write(tmp_path / "b.gz", gzip.compress(text.encode())))
+    truncated = write(tmp_path / "t.gz", gzip.compress(text.encode())[:-20])
+    for read in (read_lines, count_lines, lambda p: list(read_line_chunks(p, 10))):
+        with pytest.raises(MTError, match=r"t\.gz: cannot decompress it \(") as err:
+            read(truncated)
+        assert "\n" not in str(err.value)
+    with pytest.raises(MTError, match=r"u\.gz:2: invalid UTF-8"):
+        read_lines(write(tmp_path / "u.gz", gzip.compress(b"gut\n\xc3\x28\n")))
     with pytest.raises(MTError, match=r"c: no such file, but c\.xz is: decompress it first \(unxz -k .*c\.xz\)"):
         read_lines(write(tmp_path / "c.xz", lzma.compress(b"text\n")).with_suffix(""))
+    monkeypatch.setattr(lines, "decompressor", lambda kind: None)  # zstd before Python 3.14, without zstandard
+    with pytest.raises(MTError, match=r"z: zstd-compressed, which this Python cannot read: decompress it first"):
+        read_lines(write(tmp_path / "z", b"\x28\xb5\x2f\xfd\x00\xff\xfe"))
 
 
 @pytest.mark.parametrize("loader", LOADERS)
@@ -89,7 +102,7 @@ def test_compressed_files_are_read_as_the_text_they_hold(tmp_path, loader, monke
         load_files(str(tmp_path), "valid", "de", "en")
     write(tmp_path / "test.de", b"\x28\xb5\x2f\xfd\x00\xff\xfe")  # zstd, which Python reads from 3.14 (or zstandard)
     write(tmp_path / "test.en", b"x\n")
-    monkeypatch.setattr(compressed, "_opener", lambda kind: None)
+    monkeypatch.setattr(compressed, "decompressor", lambda kind: None)
     with pytest.raises(MTError, match=r"test.de: zstd-compressed, which this Python cannot read: decompress it first"):
         load_files(str(tmp_path), "test", "de", "en", cache_dir=str(tmp_path / "cache"))
 

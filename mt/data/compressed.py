@@ -8,8 +8,6 @@ not UTF-8 is an error naming the compressed file and its line.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import logging
 import lzma
@@ -22,7 +20,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.data.lines import COMPRESSED, compression, decompressing
+from mt.data.lines import COMPRESSED, compression, decompressing, decompressor
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -68,7 +66,7 @@ def _cached_copy(path: Path, cache_dir: str | None):
     if kind is None:
         return None
     undo = f"or decompress it first ({decompressing(path, kind)})"
-    opener = _opener(kind)
+    opener = decompressor(kind)
     if opener is None:
         raise MTError(f"{path}: {kind}-compressed, which this Python cannot read: {undo[3:]}")
     if not cache_dir:
@@ -126,22 +124,3 @@ def _check_utf8(block: bytes, path: Path, lines_before: int) -> None:
     except UnicodeDecodeError as err:
         line = lines_before + block.count(b"\n", 0, err.start) + 1
         raise MTError(f"{path}:{line}: invalid UTF-8 (byte 0x{block[err.start]:02x})") from None
-
-
-def _opener(kind: str):
-    """How to read a stream of this kind (a function of the open compressed file), or None where Python
-    lacks it (zstd: in the standard library from Python 3.14, or the zstandard package)."""
-    if kind == "zstd":
-        try:
-            from compression import zstd  # Python >= 3.14
-
-            return zstd.ZstdFile
-        except ImportError:
-            pass
-        try:
-            import zstandard
-
-            return lambda raw: zstandard.ZstdDecompressor().stream_reader(raw)
-        except ImportError:
-            return None
-    return {"gzip": lambda raw: gzip.GzipFile(fileobj=raw), "xz": lzma.LZMAFile, "bzip2": bz2.BZ2File}[kind]

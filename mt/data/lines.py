@@ -1,5 +1,6 @@
-"""Text files read as lines, with a one-line error for every way a file can be wrong: missing (or there
-only compressed), a folder, unreadable, compressed, binary, or not UTF-8 (naming the line).
+"""Text files read as lines (a compressed one, gzip, xz, bzip2 or zstd, as the text it holds), with a
+one-line error for every way a file can be wrong: missing (or there only compressed, under another name), a
+folder, unreadable, a corrupt or truncated compressed stream, binary, or not UTF-8 (naming the line).
 
 A line is what ends in "\\n": carriage returns, Unicode line separators and other characters inside a line
 stay part of it, so two line-aligned files can never shift against each other.
@@ -7,8 +8,12 @@ stay part of it, so two line-aligned files can never shift against each other.
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,8 +86,8 @@ def missing_file(path: Path, *others: Path, partners: tuple[Path, ...] = ()) -> 
 
 
 def open_text_file(path: Path):
-    """path opened for reading bytes, or a one-line error: missing, a directory, unreadable, compressed or
-    binary."""
+    """path opened for reading bytes (a compressed file as the text it holds: Decompressing), or a one-line
+    error: missing, a directory, unreadable or binary."""
     if not path.exists():
         raise MTError(missing_file(path))
     if path.is_dir():
@@ -95,13 +100,77 @@ def open_text_file(path: Path):
         raise MTError(f"{path}: cannot read ({err.strerror})") from None
     kind = _compression(head)
     if kind is not None:
-        f.close()
-        command = decompressing(path, kind)
-        raise MTError(f"{path}: {kind}-compressed, expected UTF-8 text: decompress it first ({command})")
+        return Decompressing(f, path, kind)
     if b"\x00" in head and not _looks_like_text(head):
         f.close()
         raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
     return f
+
+
+class Decompressing:
+    """A compressed file read as the text it holds, streamed (read, readline, lines; seek as the stream
+    allows): a corrupt or truncated stream is one line naming the file, never a traceback."""
+
+    def __init__(self, raw, path: Path, kind: str):
+        opener = decompressor(kind)
+        if opener is None:
+            raw.close()
+            raise MTError(
+                f"{path}: {kind}-compressed, which this Python cannot read: decompress it first "
+                f"({decompressing(path, kind)})"
+            )
+        self.raw, self.path, self.stream = raw, path, opener(raw)
+
+    def _guarded(self, method, *args):
+        try:
+            return method(*args)
+        except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as err:
+            raise MTError(f"{self.path}: cannot decompress it ({err})") from None
+
+    def read(self, size: int = -1) -> bytes:
+        return self._guarded(self.stream.read, size)
+
+    def readline(self) -> bytes:
+        return self._guarded(self.stream.readline)
+
+    def seek(self, offset: int) -> int:
+        return self._guarded(self.stream.seek, offset)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+    def __iter__(self):
+        while line := self.readline():
+            yield line
+
+    def close(self) -> None:
+        self.stream.close()
+        self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def decompressor(kind: str):
+    """How to read a stream of this kind (a function of the open compressed file), or None where Python
+    lacks it (zstd: in the standard library from Python 3.14, or the zstandard package)."""
+    if kind == "zstd":
+        try:
+            from compression import zstd  # Python >= 3.14
+
+            return zstd.ZstdFile
+        except ImportError:
+            pass
+        try:
+            import zstandard
+
+            return lambda raw: zstandard.ZstdDecompressor().stream_reader(raw)
+        except ImportError:
+            return None
+    return {"gzip": lambda raw: gzip.GzipFile(fileobj=raw), "xz": lzma.LZMAFile, "bzip2": bz2.BZ2File}[kind]
 
 
 def decompressing(path: Path, kind: str) -> str:
