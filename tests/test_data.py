@@ -16,7 +16,7 @@ from mt.errors import MTError
 
 # Both ways a split is read from files: loaded (valid and test), or scanned in blocks (the training split).
 LOADERS = {
-    "loaded": lambda folder, split: load_files(str(folder), split, "de", "en", cache_dir=str(folder / "cache")),
+    "loaded": lambda folder, split: load_files(str(folder), split, "de", "en"),
     "scanned": lambda folder, split: load_training_split(
         DataConfig(source="files", dir=str(folder), train_split=split, cache_dir=str(folder / "cache")), sample_size=100
     ),
@@ -97,14 +97,16 @@ def test_compressed_files_are_read_as_the_text_they_hold(tmp_path, loader, monke
     assert (corpus.in_memory() if loader == "scanned" else corpus).src == de[::-1]
     rows = "de\ten\n" + "".join(f"{s}\t{t}\n" for s, t in zip(de[:2], en[:2]))
     write(tmp_path / "valid.de-en.tsv.xz", lzma.compress(rows.encode()))
-    assert load_files(str(tmp_path), "valid", "de", "en", cache_dir=str(tmp_path / "cache")).tgt == en[:2]
-    with pytest.raises(MTError, match=r"valid.de-en.tsv.xz: xz-compressed: reading it needs data.cache_dir .*unxz -k"):
-        load_files(str(tmp_path), "valid", "de", "en")
-    write(tmp_path / "test.de", b"\x28\xb5\x2f\xfd\x00\xff\xfe")  # zstd, which Python reads from 3.14 (or zstandard)
-    write(tmp_path / "test.en", b"x\n")
-    monkeypatch.setattr(compressed, "decompressor", lambda kind: None)
-    with pytest.raises(MTError, match=r"test.de: zstd-compressed, which this Python cannot read: decompress it first"):
-        load_files(str(tmp_path), "test", "de", "en", cache_dir=str(tmp_path / "cache"))
+    assert load_files(str(tmp_path), "valid", "de", "en").tgt == en[:2]  # streamed: no cache
+    if loader == "scanned":  # training seeks: a copy in the cache
+        assert len(list((tmp_path / "cache" / "decompressed").iterdir())) == 3  # train.de.gz twice, train.en
+        with pytest.raises(MTError, match=r"train.de.gz: gzip-compressed: reading it needs data.cache_dir .*gunzip -k"):
+            load_training_split(DataConfig(source="files", dir=str(tmp_path), cache_dir=None), sample_size=100)
+        monkeypatch.setattr(compressed, "decompressor", lambda kind: None)  # zstd before 3.14, without zstandard
+        write(tmp_path / "train.de", b"\x28\xb5\x2f\xfd\x00\xff\xfe")  # plain names win
+        write(tmp_path / "train.en", b"x\n")
+        with pytest.raises(MTError, match=r"train.de: zstd-compressed, which this Python cannot read: decompress it"):
+            LOADERS[loader](tmp_path, "train")
 
 
 @pytest.mark.parametrize("loader", LOADERS)

@@ -115,7 +115,7 @@ def _training_part(d, split: str, src_lang: str, tgt_lang: str, sample_size: int
     if d.source != "files":
         table, origin = hub_table(d.name, pair_subset(d.subset, src_lang, tgt_lang), split, src_lang, tgt_lang)
         return HubSplit(table, src_lang, tgt_lang, origin, sample_size, d.shard_lines)
-    found = split_files(Path(d.dir), split, src_lang, tgt_lang, d.columns, d.cache_dir)
+    found = split_files(Path(d.dir), split, src_lang, tgt_lang, d.columns, seekable=True, cache_dir=d.cache_dir)
     if not isinstance(found, tuple):
         return TsvFile(found, sample_size, d.shard_lines, cache_dir=d.cache_dir)
     return AlignedTextFiles(*found, sample_size, d.shard_lines, cache_dir=d.cache_dir)

@@ -34,32 +34,34 @@ def pair_files(folder: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[
     return compressed_form(src) or src, compressed_form(tgt) or tgt, f"{stem}.{{{src_lang},{tgt_lang}}}"
 
 
-def split_files(folder: Path, split: str, src_lang: str, tgt_lang: str, columns=None, cache_dir: str | None = None):
+def split_files(
+    folder: Path, split: str, src_lang: str, tgt_lang: str, columns=None, seekable: bool = False, cache_dir=None
+):
     """Where one split and direction is in folder: a file per language (pair_files: src, tgt and their name)
     where either is there; else one tab-separated file's layout (mt/data/tsv_files.py); neither is an error
-    that names both. A compressed file is given as the text it holds, decompressed into cache_dir
-    (mt/data/compressed.py)."""
+    that names both. A compressed file is read as it streams, or, where the reader must seek (the training
+    split, read by shard), as the text it holds, decompressed into cache_dir (mt/data/compressed.py)."""
     src, tgt, origin = pair_files(folder, split, src_lang, tgt_lang)
     if src.exists() or tgt.exists():
-        src, tgt = plain_texts([src, tgt], cache_dir)
+        if seekable:
+            src, tgt = plain_texts([src, tgt], cache_dir)
         return src, tgt, origin
     found = tsv_path(folder, split, src_lang, tgt_lang)
     if found is None:
         raise MTError(missing_file(src, folder / f"{split}.tsv", partners=(tgt,)))
     path, named = found
-    return tsv_layout(plain_texts([path], cache_dir)[0], named, src_lang, tgt_lang, columns, shown=path)
+    text = plain_texts([path], cache_dir)[0] if seekable else path
+    return tsv_layout(text, named, src_lang, tgt_lang, columns, shown=path)
 
 
-def load_files(
-    folder: str, split: str, src_lang: str, tgt_lang: str, columns=None, cache_dir: str | None = None
-) -> ParallelCorpus:
+def load_files(folder: str, split: str, src_lang: str, tgt_lang: str, columns=None) -> ParallelCorpus:
     """One split and direction of the text files in folder, line-aligned: a file per language (pair_files),
     or one tab-separated file of the split where there are none (mt/data/tsv_files.py; columns:
-    data.columns); compressed files decompressed into cache_dir."""
+    data.columns); a compressed file read as it streams."""
     folder_path = Path(folder)
     if not folder_path.is_dir():
         raise MTError(f"data.dir={folder}: no such directory")
-    found = split_files(folder_path, split, src_lang, tgt_lang, columns, cache_dir)
+    found = split_files(folder_path, split, src_lang, tgt_lang, columns)
     if not isinstance(found, tuple):
         return load_tsv(found)
     src_path, tgt_path, origin = found
@@ -154,8 +156,7 @@ def load_split(data_cfg, split: str, src_lang: str | None = None, tgt_lang: str 
     """Load one split as configured (data.source = files | hub), in the config's direction or the one given."""
     src_lang, tgt_lang = src_lang or data_cfg.src_lang, tgt_lang or data_cfg.tgt_lang
     if data_cfg.source == "files":
-        columns, cache_dir = getattr(data_cfg, "columns", None), getattr(data_cfg, "cache_dir", None)
-        return load_files(data_cfg.dir, split, src_lang, tgt_lang, columns, cache_dir)
+        return load_files(data_cfg.dir, split, src_lang, tgt_lang, getattr(data_cfg, "columns", None))
     return load_hub(data_cfg.name, pair_subset(data_cfg.subset, src_lang, tgt_lang), split, src_lang, tgt_lang)
 
 
