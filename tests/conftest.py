@@ -142,6 +142,32 @@ def train_tiny(corpus: Path, run_dir: Path, *overrides, check=True):
     )
 
 
+def training_lines(folder: Path, run_dir: Path, *overrides) -> tuple[set[int], list, int]:
+    """What a run on folder trains on in epoch 0, prepared and encoded in this process as mt-train would
+    (no background encoder): the line numbers kept, the filter's reports where the data gives them per
+    pool or epoch (subword sampling), and the pools."""
+    from hydra import compose, initialize_config_dir
+
+    from mt.config.schema import CONFIG_DIR, register_configs
+    from mt.data.prepare import encode_splits, prepare
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["data=files", f"data.dir={folder}", *TINY_TRAIN, *overrides])
+    train, _ = encode_splits(cfg, prepare(cfg, run_dir, write_config=False), background=False)
+    try:
+        if not hasattr(train, "pool_count"):  # one pool, sampled anew each epoch
+            taken = [train.with_report(0)]
+        elif hasattr(train, "with_report"):  # pools, sampled as they come
+            taken = [train.with_report(0, i) for i in range(train.pool_count)]
+        else:  # encoded shards
+            taken = [(train.pool(0, i), None) for i in range(train.pool_count)]
+        kept = {int(n) for pool, _ in taken for n in pool.line_numbers}
+        return kept, [report for _, report in taken if report is not None], getattr(train, "pool_count", 1)
+    finally:
+        getattr(train, "close", lambda: None)()
+
+
 @pytest.fixture(scope="session")
 def trained_run(tiny_corpus, tmp_path_factory) -> Path:
     """A run directory with a tiny model trained through the real `mt-train` entry point."""

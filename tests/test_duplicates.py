@@ -4,7 +4,6 @@ training with data.drop_duplicates, the first of each kept, whichever way the co
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from mt.data import duplicates
@@ -12,7 +11,7 @@ from mt.data.concatenation import Concatenation, Repeated
 from mt.data.corpus import ParallelCorpus
 from mt.data.duplicates import pair_hashes, repeated_lines
 
-from conftest import REPO, TINY_TRAIN, write_corpus
+from conftest import REPO, training_lines, write_corpus
 
 
 def corpus(pairs, shard_lines=2):
@@ -47,11 +46,6 @@ def test_a_pairs_hash_is_the_same_in_another_process():
 def test_drop_duplicates_leaves_the_repeats_out_of_training(tmp_path, sampling, pools, caplog):
     """Every third training pair repeated later on: data.drop_duplicates=true trains on the first of each
     (encoded shards, or segmentations sampled anew: of the whole, or pool by pool), counted in the report."""
-    from hydra import compose, initialize_config_dir
-
-    from mt.config.schema import CONFIG_DIR, register_configs
-    from mt.data.prepare import encode_splits, prepare
-
     folder = write_corpus(tmp_path / "c", {"train": 150, "valid": 10, "test": 10})
     sides = {lang: (folder / f"train.{lang}").read_text().splitlines() for lang in ("de", "en")}
     for lang, lines in sides.items():
@@ -60,30 +54,17 @@ def test_drop_duplicates_leaves_the_repeats_out_of_training(tmp_path, sampling, 
     pairs = list(zip(sides["de"], sides["en"]))
     expected = {i + 1 for i, pair in enumerate(pairs) if pair in pairs[:i]}
     assert set(range(151, 201)) <= expected  # the lines added, and any pair the corpus repeated already
-    register_configs()
     kept = {}
     for drop in ("false", "true"):
-        overrides = ["data=files", f"data.dir={folder}", *TINY_TRAIN, f"data.drop_duplicates={drop}",
-                     f"data.cache_dir={tmp_path / 'cache'}", f"train.subword_sampling={sampling}",
-                     "data.shard_lines=70", f"data.pool_pairs={70 if pools > 1 else 400_000}"]  # fmt: skip
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            cfg = compose("config", overrides=overrides)
-        data = prepare(cfg, tmp_path / f"run{drop}", write_config=False)
         with caplog.at_level("INFO"):
-            train, _ = encode_splits(cfg, data, background=False)
+            kept[drop], reports, count = training_lines(folder, tmp_path / f"run{drop}", f"data.drop_duplicates={drop}",
+                f"data.cache_dir={tmp_path / 'cache'}", f"train.subword_sampling={sampling}", "data.shard_lines=70",
+                f"data.pool_pairs={70 if pools > 1 else 400_000}")  # fmt: skip
+        assert count == pools
         if pools > 1:  # each pool's report counts its own
-            assert train.pool_count == pools
-            reports = [train.with_report(0, i) for i in range(pools)]
-            kept[drop] = {int(n) for pool, _ in reports for n in pool.line_numbers}
-            assert sum(report.duplicates for _, report in reports) == (len(expected) if drop == "true" else 0)
-        elif sampling == "0":
-            kept[drop] = {int(n) for n in train.pool(0, 0).line_numbers}
-        else:
-            kept[drop] = {int(n) for n in train.for_epoch(0).line_numbers}
-        getattr(train, "close", lambda: None)()
+            assert sum(report.duplicates for report in reports) == (len(expected) if drop == "true" else 0)
     assert kept["false"] == set(range(1, 201))
     assert kept["true"] == set(range(1, 201)) - expected
     assert f"train: {len(expected)} of 200 pairs repeat an earlier pair" in caplog.text
     if pools == 1:
         assert f"{len(expected)} that repeat an earlier pair" in caplog.text  # the filter's report
-    assert np.array_equal(np.flatnonzero(repeated_lines(data.train)) + 1, sorted(expected))

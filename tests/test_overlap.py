@@ -78,12 +78,7 @@ def test_drop_held_out_leaves_the_valid_and_test_pairs_out_of_training(tmp_path,
     """A corpus whose test pairs are training pairs too: data.drop_held_out=true trains without them
     (encoded shards, or segmentations sampled anew: of the whole, or pool by pool), counted in the filter's
     report."""
-    from hydra import compose, initialize_config_dir
-
-    from mt.config.schema import CONFIG_DIR, register_configs
-    from mt.data.prepare import encode_splits, prepare
-
-    from conftest import TINY_TRAIN, write_corpus
+    from conftest import training_lines, write_corpus
 
     folder = write_corpus(tmp_path / "c", {"train": 200, "valid": 10, "test": 10})
     sides = {}
@@ -95,23 +90,13 @@ def test_drop_held_out_leaves_the_valid_and_test_pairs_out_of_training(tmp_path,
         (folder / f"{split}.{lang}").read_text().splitlines() for lang in ("de", "en")))}  # fmt: skip
     expected = {i + 1 for i, pair in enumerate(zip(sides["de"], sides["en"])) if pair in held}
     assert set(range(201, 212)) <= expected  # the lines added, and any training pair equal to a held-out one
-    register_configs()
     kept = {}
     for drop in ("false", "true"):
-        overrides = ["data=files", f"data.dir={folder}", *TINY_TRAIN, f"data.drop_held_out={drop}",
-                     f"data.cache_dir={tmp_path / 'cache'}", f"train.subword_sampling={sampling}",
-                     "data.shard_lines=75", f"data.pool_pairs={75 if pools > 1 else 400_000}"]  # fmt: skip
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            cfg = compose("config", overrides=overrides)
-        data = prepare(cfg, tmp_path / f"run{drop}", write_config=False)
         with caplog.at_level("INFO"):
-            train, _ = encode_splits(cfg, data, background=False)
-        if sampling == "0" or pools > 1:
-            assert train.pool_count == pools
-            kept[drop] = {int(n) for i in range(pools) for n in train.pool(0, i).line_numbers}
-        else:
-            kept[drop] = {int(n) for n in train.for_epoch(0).line_numbers}
-        getattr(train, "close", lambda: None)()
+            kept[drop], _, count = training_lines(folder, tmp_path / f"run{drop}", f"data.drop_held_out={drop}",
+                f"data.cache_dir={tmp_path / 'cache'}", f"train.subword_sampling={sampling}", "data.shard_lines=75",
+                f"data.pool_pairs={75 if pools > 1 else 400_000}")  # fmt: skip
+        assert count == pools
     assert kept["false"] == set(range(1, 212))
     assert kept["true"] == set(range(1, 212)) - expected
     assert f"{len(expected)} that are valid or test pairs" in caplog.text
