@@ -1,9 +1,10 @@
-"""Compressed corpus files (gzip, xz, bzip2; zstd where Python can read it) used as the text they hold.
+"""Compressed training files (gzip, xz, bzip2; zstd where Python can read it) used as the text they hold.
 
-Training reads a corpus by seeking to its shards, which a compressed stream cannot do, so a compressed file
-is decompressed once into the cache (data.cache_dir/decompressed/), keyed by the file's path, size and
-modification time, and read from there like any text file. The text is checked on the way: a byte that is
-not UTF-8 is an error naming the compressed file and its line.
+Training reads its corpus by seeking to its shards, which a compressed stream cannot do, so a compressed
+training file is decompressed once into the cache (data.cache_dir/decompressed/), keyed by the file's path,
+size and modification time, and read from there like any text file. The text is checked on the way: a byte
+that is not UTF-8 is an error naming the compressed file and its line. Files read once, front to back
+(valid and test splits, what translate reads), stream instead (lines.Decompressing).
 """
 
 from __future__ import annotations
