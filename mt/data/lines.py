@@ -78,10 +78,10 @@ def missing_file(path: Path, *others: Path, partners: tuple[Path, ...] = ()) -> 
     """The one line for a file that is not there, nor any of others (files that would do instead), naming a
     compressed form of one of them or of its partners (the files that go with it) where there is one."""
     for wanted in (path, *partners, *others):
-        for _, suffix, command in COMPRESSED.values():
+        for _, suffix, _ in COMPRESSED.values():
             packed = Path(f"{wanted}{suffix}")
             if packed.is_file():
-                return f"{wanted}: no such file, but {packed.name} is: decompress it first ({command} {packed})"
+                return f"{wanted}: no such file, but {packed.name} is: give its name (it is read as it is)"
     return f"{path}: no such file" + (f" (nor {', '.join(map(str, others))})" if others else "")
 
 
