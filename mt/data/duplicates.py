@@ -12,15 +12,15 @@ it by design. The verdicts are cached (data.cache_dir/duplicates/, keyed by the 
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from mt.data.concatenation import Repeated
+from mt.data.text_files import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +84,6 @@ def lines_of(repeated: np.ndarray | None, start: int, count: int) -> np.ndarray 
 
 
 def _save(path: Path, found: np.ndarray) -> None:
-    """A cache that cannot be written costs the next run the search, nothing more."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npy")
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, found)
-        os.replace(tmp, path)
-    except OSError as err:
-        log.warning("data: duplicates not cached in %s (%s)", path.parent, err.strerror or err)
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    buffer = io.BytesIO()
+    np.save(buffer, found)
+    write_atomically(path, buffer.getvalue())

@@ -244,16 +244,17 @@ def scan_record_path(files: tuple[Path, ...], how: tuple, cache_dir: str | None)
     return Path(cache_dir) / "scans" / f"{key}.json"
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """A cache that cannot be written costs the next run a scan, nothing more."""
+def write_atomically(path: Path, content: str | bytes) -> None:
+    """Written aside, then renamed: never read half-written. A record that cannot be written (a cache, a
+    report) costs a warning, and the next run the work again, nothing more."""
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb" if isinstance(content, bytes) else "w") as f:
+            f.write(content)
         os.replace(tmp, path)
     except OSError as err:
-        log.warning("data: scan not cached in %s (%s)", path.parent, err.strerror or err)
+        log.warning("data: %s not written (%s)", path, err.strerror or err)
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
