@@ -48,6 +48,12 @@ def test_byte_fallback_round_trips_unseen_characters(tmp_path, corpus):
     unseen = "Fremdwörter: Zürich 42! 東京 🙂"
     with_bytes = build_tokenizer(tok_cfg(vocab_size=400, byte_fallback=True), corpus, tmp_path / "b")
     assert with_bytes.decode_tgt(with_bytes.encode_src([unseen]))[0] == unseen
+    # Byte pieces can spell a line break or a tab; a translation stays one line, one field.
+    dog, cat = (with_bytes.encode_tgt([w])[0] for w in ("dog", "cat"))
+    for byte in ("0x0A", "0x0D", "0x09", "0x0B", "0x1C"):
+        spelled = with_bytes.tgt.piece_to_id(f"<{byte}>")
+        assert with_bytes.tgt.decode([dog + [spelled] + cat]) == ["dog" + chr(int(byte, 16)) + " cat"]
+        assert with_bytes.decode_tgt([dog + [spelled] + cat, [spelled] + dog]) == ["dog cat", "dog"]
     without = build_tokenizer(tok_cfg(), corpus, tmp_path / "u")
     assert "⁇" in without.decode_tgt(without.encode_src([unseen]))[0]
 

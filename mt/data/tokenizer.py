@@ -10,6 +10,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,6 +23,11 @@ from mt.host import cpu_cores
 log = logging.getLogger(__name__)
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+# What would split one translation into several lines or fields: the line breaks of str.splitlines, and the tab
+# of the n-best and alignment formats. Byte pieces (tokenizer.byte_fallback) can spell any of them, and a
+# sampled or badly trained model does emit <0x0A>, which would break "N lines in, N lines out".
+BREAKS = re.compile(r"\s*[\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]\s*")
 
 
 class Tokenizer:
@@ -63,7 +69,8 @@ class Tokenizer:
         return [self.tgt.id_to_piece(i) for i in ids]
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
-        return self.tgt.decode(ids)
+        """Target texts, each one line: a line break or tab the pieces spell becomes one space (see BREAKS)."""
+        return [one_line(text) for text in self.tgt.decode(ids)]
 
     def state_dict(self) -> dict:
         """Bytes of the models, so a checkpoint carries its tokenizer."""
@@ -88,6 +95,11 @@ class Tokenizer:
         if (folder / "spm.model").exists():
             return cls((folder / "spm.model").read_bytes())
         return cls((folder / "spm.src.model").read_bytes(), (folder / "spm.tgt.model").read_bytes())
+
+
+def one_line(text: str) -> str:
+    """text with each line break or tab, and the spaces around it, made one space (none at either end)."""
+    return BREAKS.sub(" ", text).strip() if BREAKS.search(text) else text
 
 
 def processor_from_proto(proto: bytes) -> spm.SentencePieceProcessor:
