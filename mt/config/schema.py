@@ -48,6 +48,7 @@ class DataConfig:
     max_len_ratio: float = 0.0  # drop training pairs whose length ratio exceeds this; 0 = off
     drop_held_out: bool = False  # drop training pairs that are valid or test pairs too (counted either way)
     drop_duplicates: bool = False  # drop training pairs that repeat an earlier pair exactly, the first kept
+    drop_copies: bool = False  # drop training pairs whose target is their source text (untranslated copies)
     valid_max_sentences: int = 0  # cap the sentences decoded for validation BLEU; 0 = all
     # encoded corpora (memory-mapped, shared by runs) and decompressed corpus files; null = off
     cache_dir: str | None = "data/cache"

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mt.data.duplicates import COPY, REPEAT
 from mt.data.tokenizer import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
@@ -98,11 +99,13 @@ class FilterReport:
     bad_ratio: int = 0
     held_out: int = 0  # valid or test pairs (data.drop_held_out)
     duplicates: int = 0  # pairs that repeat an earlier one (data.drop_duplicates)
+    copies: int = 0  # pairs whose target is their source (data.drop_copies)
 
     def __str__(self) -> str:
-        total = self.kept + self.empty + self.too_long + self.bad_ratio + self.held_out + self.duplicates
+        total = self.kept + self.empty + self.too_long + self.bad_ratio + self.held_out + self.duplicates + self.copies
         held = f", {self.held_out:,} that are valid or test pairs" if self.held_out else ""
         held += f", {self.duplicates:,} that repeat an earlier pair" if self.duplicates else ""
+        held += f", {self.copies:,} that are copies" if self.copies else ""
         return (
             f"kept {self.kept:,} of {total:,} pairs; dropped {self.empty:,} with an empty side, "
             f"{self.too_long:,} longer than max_len, {self.bad_ratio:,} over the length ratio{held}"
@@ -126,21 +129,23 @@ def filter_pairs(
     max_len: int = 0,
     max_ratio: float = 0.0,
     held_out: np.ndarray | None = None,
-    repeated: np.ndarray | None = None,
+    verdicts: np.ndarray | None = None,
 ) -> tuple[EncodedCorpus, FilterReport]:
-    """Drop and count empty pairs, held-out ones and repeated ones (where the masks held_out and repeated
-    say), over-long pairs and bad length ratios, each pair counted once, under the first of these it meets."""
+    """Drop and count empty pairs, held-out ones (where the mask held_out says), repeats and copies (where
+    verdicts says: mt/data/duplicates.py), over-long pairs and bad length ratios, each pair counted once,
+    under the first of these it meets."""
     s, t = src.lengths, tgt.lengths
     empty = (s == 0) | (t == 0)
     held = ~empty & (held_out if held_out is not None else False)
-    again = ~empty & ~held & (repeated if repeated is not None else False)
-    dropped = empty | held | again
+    again = ~empty & ~held & (verdicts == REPEAT if verdicts is not None else False)
+    copy = ~empty & ~held & (verdicts == COPY if verdicts is not None else False)
+    dropped = empty | held | again | copy
     too_long = ~dropped & ((np.maximum(s, t) > max_len) if max_len else False)
     bad_ratio = ~dropped & ~too_long & ((np.maximum(s, t) > max_ratio * np.minimum(s, t)) if max_ratio else False)
     keep = ~(dropped | too_long | bad_ratio)
     report = FilterReport(
         int(keep.sum()), int(empty.sum()), int(np.sum(too_long)), int(np.sum(bad_ratio)), int(np.sum(held)),
-        int(np.sum(again)),
+        int(np.sum(again)), int(np.sum(copy)),
     )  # fmt: skip
     if not keep.all():
         src, tgt = src.select(keep), tgt.select(keep)

@@ -1,12 +1,16 @@
-"""Training pairs that repeat an earlier pair exactly: counted (statistics.py) and, with data.drop_duplicates,
-left out of training, the first of each kept (a filter of the encoding, as max_len is).
+"""Training pairs that repeat an earlier pair exactly, and copies (both sides the same text): counted
+(statistics.py) and, with data.drop_duplicates and data.drop_copies, left out of training, the first of each
+repeated pair kept (a filter of the encoding, as max_len is).
 
 Crawled corpora repeat many pairs, and a pair seen many times an epoch weighs that much more in training.
+They also hold untranslated sentences, the source copied as the target: of the kinds of noise Khayrallah and
+Koehn (2018) added to a corpus, these hurt the most, as the model learns to copy its input.
 A pair is found again by an 8-byte BLAKE2 hash of its text (both sides and the tags its source gets), the
 same in every process and every run, so that a resumed or multi-process run leaves out the same lines. The
-parts of a concatenation are hashed untagged with their tag beside them; a part read more than once
-(data.direction_temperature) is hashed once, and its rounds take its first round's verdicts: they repeat
-it by design. The verdicts are cached (data.cache_dir/duplicates/, keyed by the corpus's digest).
+parts of a concatenation are hashed untagged with their tag beside them (a tagged source can still be a
+copy); a part read more than once (data.direction_temperature) is read once, and its rounds take its first
+round's verdicts: they repeat it by design. The verdicts are cached (data.cache_dir/duplicates/, keyed by the
+corpus's digest and what is left out).
 """
 
 from __future__ import annotations
@@ -43,44 +47,71 @@ def pair_hashes(src: list[str], tgt: list[str], tag: str = "") -> np.ndarray:
     )
 
 
-def repeated_lines(corpus, cache_dir: str | None = None) -> np.ndarray:
-    """A bool a line of the corpus as it is read: True where the pair repeats an earlier one."""
-    path = Path(cache_dir) / "duplicates" / f"{corpus.digest()[:24]}.npy" if cache_dir else None
+KEEP, REPEAT, COPY = 0, 1, 2  # a training pair's verdict: trained on, left out as a repeat, as a copy
+
+
+def is_copy(src: str, tgt: str) -> bool:
+    """Both sides the same text, and not blank: an untranslated sentence."""
+    return src == tgt and bool(src.strip())
+
+
+def pair_verdicts(corpus, cache_dir: str | None = None, repeats: bool = True, copies: bool = False) -> np.ndarray:
+    """A verdict a line of the corpus as it is read (uint8: KEEP, REPEAT, COPY): REPEAT where the pair repeats
+    an earlier one (with repeats), COPY where it is a copy (with copies; each of its repeats too)."""
+    what = "repeats" * repeats + "copies" * copies
+    path = Path(cache_dir) / "duplicates" / f"{corpus.digest()[:24]}.{what}.npy" if cache_dir else None
     if path is not None and path.is_file():
         try:
             found = np.load(path)
-            if len(found) == len(corpus):
+            if len(found) == len(corpus) and found.dtype == np.uint8:
                 return found
         except (OSError, ValueError):
             pass  # found again below
     start = time.perf_counter()
     parts = base_parts(corpus)
-    hashes = [
-        np.concatenate([pair_hashes(*part.shard(i), tag) for i in range(part.shards)] or [np.zeros(0, np.int64)])
-        for part, tag, _ in parts
-    ]
-    every = np.concatenate(hashes)
-    repeated = np.ones(len(every), dtype=bool)
-    repeated[np.unique(every, return_index=True)[1]] = False  # the first of each kept
-    verdicts, start_line = [], 0
-    for (_, _, size), h in zip(parts, hashes):
-        verdicts.append(np.resize(repeated[start_line : start_line + len(h)], size))  # rounds: the first's
-        start_line += len(h)
-    found = np.concatenate(verdicts)
+    hashes, copied = zip(*(_read(part, tag, repeats, copies) for part, tag, _ in parts))
+    every_copied = np.concatenate(copied)
+    verdicts = np.where(every_copied, COPY, KEEP).astype(np.uint8)
+    if repeats:
+        repeated = np.ones(len(every_copied), dtype=bool)
+        repeated[np.unique(np.concatenate(hashes), return_index=True)[1]] = False  # the first of each kept
+        verdicts[repeated & ~every_copied] = REPEAT
+    rounds, start_line = [], 0
+    for (_, _, size), c in zip(parts, copied):
+        rounds.append(np.resize(verdicts[start_line : start_line + len(c)], size))  # rounds: the first's
+        start_line += len(c)
+    found = np.concatenate(rounds)
     if path is not None:
         _save(path, found)
-    log.info(
-        "train: %s of %s pairs repeat an earlier pair (found in %.1fs)",
-        f"{int(repeated.sum()):,}",
-        f"{len(every):,}",
-        time.perf_counter() - start,
-    )
+    pairs = f"{len(verdicts):,}"
+    counted = [f"{int(np.sum(verdicts == REPEAT)):,} of {pairs} pairs repeat an earlier pair"] if repeats else []
+    counted += [f"{int(np.sum(verdicts == COPY)):,} of {pairs} pairs are copies of their source"] * copies
+    log.info("train: %s (found in %.1fs)", "; ".join(counted), time.perf_counter() - start)
     return found
 
 
-def lines_of(repeated: np.ndarray | None, start: int, count: int) -> np.ndarray | None:
+def _read(part, tag: str, repeats: bool, copies: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A part's pair hashes (none without repeats) and which of its pairs are copies (none without copies)."""
+    hashes, copied = [np.zeros(0, np.int64)], [np.zeros(0, bool)]
+    for index in range(part.shards):
+        src, tgt = part.shard(index)
+        if repeats:
+            hashes.append(pair_hashes(src, tgt, tag))
+        if copies:
+            copied.append(np.fromiter((is_copy(s, t) for s, t in zip(src, tgt)), bool, len(src)))
+        else:
+            copied.append(np.zeros(len(src), bool))
+    return np.concatenate(hashes), np.concatenate(copied)
+
+
+def without(verdicts: np.ndarray) -> str:
+    """What a cache key of encoded pairs adds for the pairs verdicts leave out, and why: their digest."""
+    return " without " + hashlib.blake2b(verdicts.tobytes(), digest_size=12).hexdigest()
+
+
+def lines_of(verdicts: np.ndarray | None, start: int, count: int) -> np.ndarray | None:
     """The verdicts of lines start..start+count (0-based), or None without any."""
-    return None if repeated is None else repeated[start : start + count]
+    return None if verdicts is None else verdicts[start : start + count]
 
 
 def _save(path: Path, found: np.ndarray) -> None:

@@ -18,7 +18,7 @@ from mt.config.schema import DataConfig, to_dict, training_splits, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.concatenation import TAG, Concatenation, Repeated, tempered_sizes
 from mt.data.corpus import ParallelCorpus
-from mt.data.duplicates import repeated_lines
+from mt.data.duplicates import pair_verdicts
 from mt.data.hub_split import HubSplit
 from mt.data.languages import direction_name, directions, pair_subset, source_tag
 from mt.data.order import ShardPools
@@ -198,11 +198,13 @@ def encode_splits(
     start, origin = time.perf_counter(), data.train.origin
     pool_shards = max(1, cfg.data.pool_pairs // data.train.shard_lines)
     held_out = held_out_pairs(held_out_sets(cfg.data, data)) if cfg.data.drop_held_out else None
-    repeated = repeated_lines(data.train, cfg.data.cache_dir) if cfg.data.drop_duplicates else None
+    d = cfg.data
+    leaves_out = d.drop_duplicates or d.drop_copies
+    verdicts = pair_verdicts(data.train, d.cache_dir, d.drop_duplicates, d.drop_copies) if leaves_out else None
     if cfg.train.subword_sampling:
         workers = torch.get_num_threads()  # the CPU share this run may use (train.threads, OMP_NUM_THREADS)
         options = dict(max_len=cfg.data.max_len, max_ratio=cfg.data.max_len_ratio, workers=workers)
-        options |= dict(held_out=held_out, repeated=repeated)
+        options |= dict(held_out=held_out, verdicts=verdicts)
         one_pool = data.train.shards <= pool_shards
         if one_pool:  # every sentence's candidates found once, held
             train = SampledSegmentations(
@@ -226,8 +228,7 @@ def encode_splits(
         if not len(first) and one_pool:  # one pool of many may be empty: DataOrder says so if all are
             raise MTError(f"{origin}: no training pairs left after filtering ({report})")
     else:
-        d = cfg.data
-        shards = EncodedShards(data.tokenizer, data.train, d.max_len, d.max_len_ratio, d.cache_dir, held_out, repeated)
+        shards = EncodedShards(data.tokenizer, data.train, d.max_len, d.max_len_ratio, d.cache_dir, held_out, verdicts)
         train = ShardPools(shards, pool_shards, cfg.train.seed)
         first_pool = train.plan(0)[0]
         if background:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
-from mt.data.duplicates import lines_of
+from mt.data.duplicates import lines_of, without
 from mt.data.overlap import held_out_mask, pairs_digest
 from mt.errors import MTError
 from mt.host import start_background_worker
@@ -38,15 +38,17 @@ def encode_shard(
     max_len: int,
     max_ratio: float,
     held_out: frozenset | None = None,
-    repeated: np.ndarray | None = None,
+    verdicts: np.ndarray | None = None,
 ) -> tuple[EncodedCorpus, FilterReport]:
-    """One shard's pairs tokenized and filtered (held_out: pairs to leave out, data.drop_held_out; repeated:
-    a verdict a corpus line, data.drop_duplicates); line numbers count from the corpus's first line."""
+    """One shard's pairs tokenized and filtered (held_out: pairs to leave out, data.drop_held_out; verdicts:
+    one a corpus line, data.drop_duplicates and data.drop_copies); line numbers count from the corpus's
+    first line."""
     src_lines, tgt_lines = corpus.shard(index)
     src = Ragged.from_lists(tokenizer.encode_src(src_lines))
     tgt = Ragged.from_lists(tokenizer.encode_tgt(tgt_lines))
-    again = lines_of(repeated, index * corpus.shard_lines, len(src_lines))
-    encoded, report = filter_pairs(src, tgt, max_len, max_ratio, held_out_mask(src_lines, tgt_lines, held_out), again)
+    held = held_out_mask(src_lines, tgt_lines, held_out)
+    verdicts = lines_of(verdicts, index * corpus.shard_lines, len(src_lines))
+    encoded, report = filter_pairs(src, tgt, max_len, max_ratio, held, verdicts)
     encoded.line_numbers += index * corpus.shard_lines
     return encoded, report
 
@@ -63,16 +65,16 @@ class EncodedShards:
         max_ratio: float,
         cache_dir: str | None,
         held_out: frozenset | None = None,
-        repeated: np.ndarray | None = None,
+        verdicts: np.ndarray | None = None,
     ):
         self.tokenizer, self.corpus, self.max_len, self.max_ratio = tokenizer, corpus, max_len, max_ratio
-        self.held_out, self.repeated = held_out, repeated
+        self.held_out, self.verdicts = held_out, verdicts
         self.count = corpus.shards
         key = repr((tokenizer.state_dict(), corpus.digest(), max_len, max_ratio, corpus.shard_lines, FORMAT))
         if held_out:
             key += pairs_digest(held_out)
-        if repeated is not None:
-            key += " without repeated pairs"
+        if verdicts is not None:
+            key += without(verdicts)
         self.folder = Path(cache_dir) / hashlib.sha256(key.encode()).hexdigest()[:24] if cache_dir else None
         self._memory: dict[int, tuple[EncodedCorpus, FilterReport]] = {}
         self._encoder: multiprocessing.Process | None = None
@@ -103,7 +105,7 @@ class EncodedShards:
 
     def _encode(self, index: int) -> None:
         encoded, report = encode_shard(
-            self.tokenizer, self.corpus, index, self.max_len, self.max_ratio, self.held_out, self.repeated
+            self.tokenizer, self.corpus, index, self.max_len, self.max_ratio, self.held_out, self.verdicts
         )
         if self.folder is None:
             self._memory[index] = (encoded, report)

@@ -78,12 +78,12 @@ class SampledSegmentations:
         candidates: int = 16,
         workers: int = 1,
         held_out: frozenset | None = None,
-        repeated: np.ndarray | None = None,
+        verdicts: np.ndarray | None = None,
     ):
         require_unigram(tokenizer)
         self.alpha, self.seed, self.max_len, self.max_ratio = alpha, seed, max_len, max_ratio
         self.held_out = held_out_mask(corpus.src, corpus.tgt, held_out)  # the lines to leave out
-        self.repeated = repeated  # and those too (a verdict a line: data.drop_duplicates)
+        self.verdicts = verdicts  # repeats and copies to leave out too (mt/data/duplicates.py)
         with process_pool(workers) as pool:
             src_proto, tgt_proto = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
             self.src = SegmentationCandidates.of_lines(src_proto, corpus.src, candidates, pool)
@@ -112,7 +112,7 @@ class SampledSegmentations:
     def _draw(self, epoch: int) -> tuple[EncodedCorpus, FilterReport]:
         rng = np.random.default_rng([self.seed, epoch])
         src, tgt = self.src.draw(self.alpha, rng), self.tgt.draw(self.alpha, rng)
-        return filter_pairs(src, tgt, self.max_len, self.max_ratio, self.held_out, self.repeated)
+        return filter_pairs(src, tgt, self.max_len, self.max_ratio, self.held_out, self.verdicts)
 
 
 class SampledPools(DealtShards):
@@ -133,12 +133,12 @@ class SampledPools(DealtShards):
         candidates: int = 16,
         workers: int = 1,
         held_out: frozenset | None = None,
-        repeated: np.ndarray | None = None,
+        verdicts: np.ndarray | None = None,
     ):
         require_unigram(tokenizer)
         super().__init__(corpus, pool_shards, seed)
         self.alpha, self.max_len, self.max_ratio, self.candidates = alpha, max_len, max_ratio, candidates
-        self.held_out, self.repeated = held_out, repeated
+        self.held_out, self.verdicts = held_out, verdicts
         self.protos = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
         self._pool_context = process_pool(max(1, workers), background=True)  # never in the trainer's process
         self._workers = self._pool_context.__enter__()
@@ -179,9 +179,9 @@ class SampledPools(DealtShards):
             for proto, lines in zip(self.protos, (src, tgt))
         ]
         numbers = np.concatenate(numbers)
-        again = None if self.repeated is None else self.repeated[numbers - 1]
+        verdicts = None if self.verdicts is None else self.verdicts[numbers - 1]
         held = held_out_mask(src, tgt, self.held_out)
-        encoded, report = filter_pairs(*drawn, self.max_len, self.max_ratio, held, again)
+        encoded, report = filter_pairs(*drawn, self.max_len, self.max_ratio, held, verdicts)
         encoded.line_numbers = numbers[encoded.line_numbers - 1]
         return encoded, report
 
