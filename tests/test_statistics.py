@@ -73,4 +73,6 @@ def test_mt_tokenizer_prints_and_writes_the_statistics(tiny_corpus, tmp_path):
     log = result.stdout + result.stderr
     row = next(line for line in log.splitlines() if line.startswith("train "))
     assert row.split()[1] == "600" and "data_statistics.json" in log
+    assert f"{found['train']['duplicates']} training pairs repeat an earlier pair: data.drop_duplicates=true" in log
+    assert "data.drop_copies" not in log  # no copies to leave out
     assert (run / "tokenizer" / "spm.model").is_file()

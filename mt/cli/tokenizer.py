@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from mt.cli.hydra_task import exit_on_user_error, run_dir, setup_run, start
 from mt.config.schema import CONFIG_DIR
 from mt.data.prepare import prepare
-from mt.data.statistics import corpus_statistics, table
+from mt.data.statistics import advice, corpus_statistics, table
 from mt.data.text_files import write_atomically
 from mt.errors import report_errors
 from mt.training.run_lock import RunDirLock
@@ -38,6 +38,8 @@ def hydra_main(cfg: DictConfig) -> None:
         table(found),
         run_dir() / "data_statistics.json",
     )
+    for line in advice(found, cfg.data):
+        log.info("%s", line)
 
 
 @report_errors

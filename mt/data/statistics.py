@@ -73,6 +73,21 @@ def repeats(corpus) -> dict:
     return {"duplicates": int(len(every) - len(np.unique(every))), "copies": copies}
 
 
+def advice(found: dict[str, dict], data_cfg) -> list[str]:
+    """What to switch on for the repeats and copies the training split holds, where they stay in training."""
+    train = found["+".join(training_splits(data_cfg))]
+    said = []
+    if train["duplicates"] and not data_cfg.drop_duplicates:
+        said.append(
+            f"{train['duplicates']:,} training pairs repeat an earlier pair: data.drop_duplicates=true leaves them out"
+        )
+    if train["copies"] and not data_cfg.drop_copies:
+        said.append(
+            f"{train['copies']:,} training pairs are copies of their source: data.drop_copies=true leaves them out"
+        )
+    return said
+
+
 def table(found: dict[str, dict]) -> str:
     """The statistics as a text table, a split a row."""
     head = ["split", "pairs", "src pieces mean/p95/max", "tgt pieces mean/p95/max", "ratio p99", "caught by filters"]
