@@ -58,7 +58,7 @@ def is_copy(src: str, tgt: str) -> bool:
 def pair_verdicts(corpus, cache_dir: str | None = None, repeats: bool = True, copies: bool = False) -> np.ndarray:
     """A verdict a line of the corpus as it is read (uint8: KEEP, REPEAT, COPY): REPEAT where the pair repeats
     an earlier one (with repeats), COPY where it is a copy (with copies; each of its repeats too)."""
-    what = "repeats" * repeats + "copies" * copies
+    what = "-".join(name for name, wanted in (("repeats", repeats), ("copies", copies)) if wanted)
     path = Path(cache_dir) / "duplicates" / f"{corpus.digest()[:24]}.{what}.npy" if cache_dir else None
     if path is not None and path.is_file():
         try:
