@@ -51,14 +51,20 @@ def warnings_as_lines() -> None:
     root.addHandler(handler)
 
 
-def check_output_file(path: str | None, flag: str) -> None:
+def check_output_file(path: str | None, flag: str, others: dict[str, object] | None = None) -> None:
     """Refuse, before any work, an output file that cannot be written where it is asked for (its folder
-    missing, or a folder in its place), rather than after the translating is done."""
+    missing, or a folder in its place), rather than after the translating is done; or that is one of the
+    command's other files (others: flag -> path, or a list of paths): opening it for writing would empty
+    an input before it is read to the end."""
     if path is None:
         return
     target = Path(path)
     if target.is_dir():
         raise MTError(f"{flag} {path}: is a directory, expected a file to write")
+    for other_flag, paths in (others or {}).items():
+        for other in paths if isinstance(paths, (list, tuple)) else [paths]:
+            if other and target.exists() and Path(other).exists() and os.path.samefile(target, other):
+                raise MTError(f"{flag} {path}: is the {other_flag} file too; give {flag} a file of its own")
     folder = target.parent
     if not folder.is_dir():
         raise MTError(f"{flag} {path}: the folder {folder} does not exist")

@@ -194,8 +194,9 @@ def test_every_command_shows_the_traceback_with_debug_and_one_line_without(comma
 
 
 def test_an_output_that_cannot_be_written_is_one_line_before_any_decoding(trained_run, tmp_path):
-    """A missing folder or a folder in the file's place is refused before the model loads; a full disk while
-    writing names the output; mt-evaluate checks --output and --json before it decodes."""
+    """A missing folder, a folder in the file's place, or a file the command reads (under any name) is refused
+    before the model loads; a full disk while writing names the output; mt-evaluate checks --output and
+    --json before it decodes."""
     best = str(trained_run / "checkpoints" / "best.pt")
     for flag, path, said in [
         ("-o", tmp_path / "no" / "out.en", f"--output {tmp_path / 'no' / 'out.en'}: the folder {tmp_path / 'no'} does"),
@@ -208,6 +209,19 @@ def test_an_output_that_cannot_be_written_is_one_line_before_any_decoding(traine
         result = run_cli("mt-evaluate", "-c", best, "--split", "test", flag, str(tmp_path / "no" / "x"), check=False)
         assert result.returncode == 2 and result.stderr.startswith(f"error: {flag} {tmp_path / 'no' / 'x'}: the folder")
         assert "BLEU" not in result.stdout  # refused before decoding
+    text = tmp_path / "text.de"
+    text.write_text("ein hund\n" * 3000)  # more than a chunk: writing into it would empty it before it is read
+    alias = tmp_path / "alias.de"
+    alias.symlink_to(text)
+    for command, said in [
+        (["translate", "-c", best, "-i", str(text), "-o", str(alias)], f"--output {alias}: is the --input file too"),
+        (["mt-score", "-c", best, "--src", str(text), "--tgt", str(text), "-o", str(text)], "is the --src file too"),
+        (["mt-evaluate", "--hyp", str(text), "--ref", str(text), "--json", str(alias)], "is the --ref file too"),
+        (["translate", "-c", best, "-i", str(text), "-o", best], f"--output {best}: is the --checkpoint file too"),
+    ]:
+        result = run_cli(*command, check=False)
+        assert result.returncode == 2 and result.stderr.startswith("error: ") and said in result.stderr, result.stderr
+    assert text.read_text() == "ein hund\n" * 3000 and Path(best).stat().st_size > 1000
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     result = run_cli("translate", "-c", best, "--attention-dir", str(blocker / "maps"), check=False, input_text="x\n")

@@ -37,8 +37,9 @@ def settings_grid(args) -> list[tuple[int | None, float | None]]:
 
 
 def check_args(args) -> None:
-    check_output_file(args.output, "--output")
-    check_output_file(args.json, "--json")
+    inputs = {"--src": args.src, "--ref": args.ref, "--hyp": args.hyp, "--checkpoint": args.checkpoint}
+    check_output_file(args.output, "--output", inputs)
+    check_output_file(args.json, "--json", {**inputs, "--output": args.output})
     if args.hyp:
         if not args.ref:
             raise MTError("--hyp needs --ref")

@@ -30,8 +30,9 @@ from mt.export.engine import load_export_translator
 
 
 def check_args(args) -> None:
-    check_output_file(args.output, "--output")
-    check_output_file(args.json, "--json")
+    inputs = {"--src": args.src, "--tgt": args.tgt, "--checkpoint": args.checkpoint}
+    check_output_file(args.output, "--output", inputs)
+    check_output_file(args.json, "--json", {**inputs, "--output": args.output})
     if bool(args.src) != bool(args.tgt):
         raise MTError("--src and --tgt go together (or neither: 'source<TAB>target' lines on stdin)")
     if args.src is None and sys.stdin.isatty():

@@ -71,7 +71,9 @@ def writing_failed(name: str, err: OSError) -> MTError:
 
 
 def check_args(args) -> None:
-    check_output_file(args.output, "--output")
+    check_output_file(
+        args.output, "--output", {"--input": args.input, "--prefix": args.prefix, "--checkpoint": args.checkpoint}
+    )
     if args.attention_dir and Path(args.attention_dir).exists() and not Path(args.attention_dir).is_dir():
         raise MTError(f"--attention-dir {args.attention_dir}: is a file, expected a folder")
     if args.beam is not None and args.beam < 1:
