@@ -133,6 +133,14 @@ def test_export_refuses_with_one_line(trained, tmp_path, tiny_corpus):
     # an existing output without --force
     with pytest.raises(MTError, match="exists; give another --output or --force"):
         export([str(checkpoint)], trained[1])
+    # --force replaces an export, never another folder (a run directory, say) or a file
+    for other in (checkpoint.parent.parent, checkpoint):
+        with pytest.raises(MTError, match=f"{other}: not an export directory"):
+            export([str(checkpoint)], other, force=True)
+    assert checkpoint.is_file()
+    (tmp_path / "empty").mkdir()
+    for replaced in (trained[1], tmp_path / "empty"):
+        assert (export([str(checkpoint)], replaced, force=True) / "mt_export.json").is_file()
 
 
 def test_an_rnn_checkpoint_is_refused(tiny_corpus, tmp_path):

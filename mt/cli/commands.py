@@ -193,7 +193,7 @@ def export_parser() -> argparse.ArgumentParser:
         choices=["none", "int8", "int8_float16", "int8_float32", "float16", "bfloat16"],
         help="weight type of the export (none: fp32)",
     )
-    p.add_argument("--force", action="store_true", help="replace --output if it exists")
+    p.add_argument("--force", action="store_true", help="replace --output if it is an earlier export (or empty)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 

@@ -78,6 +78,8 @@ def export(checkpoints: list[str], output: Path, quantization: str = "none", for
     output = Path(output)
     if output.exists() and not force:
         raise MTError(f"{output}: exists; give another --output or --force to replace it")
+    if output.exists() and not is_export_or_empty(output):
+        raise MTError(f"{output}: not an export directory (no {EXPORT_INFO}); --force replaces only an export")
     model, tokenizer, cfg = load_for_inference(checkpoints)
     if not isinstance(model, Transformer):
         raise MTError(
@@ -113,6 +115,12 @@ def export(checkpoints: list[str], output: Path, quantization: str = "none", for
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output
+
+
+def is_export_or_empty(folder: Path) -> bool:
+    """Whether --force may delete folder: what mt-export wrote, or an empty folder (never a run directory, a
+    checkout, or a file, that a mistyped --output would name)."""
+    return folder.is_dir() and ((folder / EXPORT_INFO).is_file() or not any(folder.iterdir()))
 
 
 def _positions(model: Transformer) -> torch.Tensor:
