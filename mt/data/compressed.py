@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.data.lines import COMPRESSED, compression, decompressing, decompressor
+from mt.data.lines import COMPRESSED, compression, decompressing, decompressor, unreadable_compression
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def _cached_copy(path: Path, cache_dir: str | None):
     undo = f"or decompress it first ({decompressing(path, kind)})"
     opener = decompressor(kind)
     if opener is None:
-        raise MTError(f"{path}: {kind}-compressed, which this Python cannot read: {undo[3:]}")
+        raise unreadable_compression(path, kind)
     if not cache_dir:
         raise MTError(f"{path}: {kind}-compressed: reading it needs data.cache_dir to decompress it into, {undo}")
     stat = path.stat()

@@ -69,7 +69,7 @@ def pair_verdicts(corpus, cache_dir: str | None = None, repeats: bool = True, co
             pass  # found again below
     start = time.perf_counter()
     parts = base_parts(corpus)
-    hashes, copied = zip(*(_read(part, tag, repeats, copies) for part, tag, _ in parts))
+    hashes, copied = zip(*(hashes_and_copies(part, tag, repeats, copies) for part, tag, _ in parts))
     every_copied = np.concatenate(copied)
     verdicts = np.where(every_copied, COPY, KEEP).astype(np.uint8)
     if repeats:
@@ -90,7 +90,7 @@ def pair_verdicts(corpus, cache_dir: str | None = None, repeats: bool = True, co
     return found
 
 
-def _read(part, tag: str, repeats: bool, copies: bool) -> tuple[np.ndarray, np.ndarray]:
+def hashes_and_copies(part, tag: str, repeats: bool = True, copies: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """A part's pair hashes (none without repeats) and which of its pairs are copies (none without copies)."""
     hashes, copied = [np.zeros(0, np.int64)], [np.zeros(0, bool)]
     for index in range(part.shards):

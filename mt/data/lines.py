@@ -107,6 +107,12 @@ def open_text_file(path: Path):
     return f
 
 
+def unreadable_compression(path: Path, kind: str) -> MTError:
+    """The one line for a compressed file whose kind this Python has no reader for (zstd before 3.14)."""
+    return MTError(f"{path}: {kind}-compressed, which this Python cannot read: decompress it first "
+                   f"({decompressing(path, kind)})")  # fmt: skip
+
+
 class Decompressing:
     """A compressed file read as the text it holds, streamed (read, readline, lines; seek as the stream
     allows): a corrupt or truncated stream is one line naming the file, never a traceback."""
@@ -115,10 +121,7 @@ class Decompressing:
         opener = decompressor(kind)
         if opener is None:
             raw.close()
-            raise MTError(
-                f"{path}: {kind}-compressed, which this Python cannot read: decompress it first "
-                f"({decompressing(path, kind)})"
-            )
+            raise unreadable_compression(path, kind)
         self.raw, self.path, self.stream = raw, path, opener(raw)
 
     def _guarded(self, method, *args):

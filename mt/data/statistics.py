@@ -18,7 +18,7 @@ import numpy as np
 from mt.config.schema import training_splits
 from mt.data.batching import Ragged, filter_pairs
 from mt.data.corpus import read_shards
-from mt.data.duplicates import base_parts, is_copy, pair_hashes
+from mt.data.duplicates import base_parts, hashes_and_copies
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +63,9 @@ def repeats(corpus) -> dict:
     """Exact duplicate pairs (each after its first: what data.drop_duplicates leaves out) and copies (both
     sides the same, not blank: what data.drop_copies leaves out), over every pair of the corpus, a shard at
     a time; the parts of a concatenation read untagged, so that a tagged source can still be a copy."""
-    hashes, copies = [np.zeros(0, dtype=np.int64)], 0
-    for part, tag, _ in base_parts(corpus):
-        for index in range(part.shards):
-            src, tgt = part.shard(index)
-            hashes.append(pair_hashes(src, tgt, tag))
-            copies += sum(map(is_copy, src, tgt))
+    hashes, copied = zip(*(hashes_and_copies(part, tag) for part, tag, _ in base_parts(corpus)))
     every = np.concatenate(hashes)
-    return {"duplicates": int(len(every) - len(np.unique(every))), "copies": copies}
+    return {"duplicates": int(len(every) - len(np.unique(every))), "copies": int(np.concatenate(copied).sum())}
 
 
 def advice(found: dict[str, dict], data_cfg) -> list[str]:
