@@ -51,20 +51,32 @@ def warnings_as_lines() -> None:
     root.addHandler(handler)
 
 
+def files_read(path: str | os.PathLike) -> list[Path]:
+    """The files a command reads when given path: a file itself; a run directory its checkpoints (its
+    model is one of them: RUN/checkpoints/final.pt, or best.pt before the run ends); any other directory
+    (an export) each of its files."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    folder = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+    return [file for file in folder.iterdir() if file.is_file()]
+
+
 def check_output_file(path: str | None, flag: str, others: dict[str, object] | None = None) -> None:
     """Refuse, before any work, an output file that cannot be written where it is asked for (its folder
     missing, or a folder in its place), rather than after the translating is done; or that is one of the
-    command's other files (others: flag -> path, or a list of paths): opening it for writing would empty
-    an input before it is read to the end."""
+    command's other files (others: flag -> path, or a list of paths; a directory stands for the files_read
+    in it): opening it for writing would empty an input before it is read to the end, or a model."""
     if path is None:
         return
     target = Path(path)
     if target.is_dir():
         raise MTError(f"{flag} {path}: is a directory, expected a file to write")
     for other_flag, paths in (others or {}).items():
-        for other in paths if isinstance(paths, (list, tuple)) else [paths]:
-            if other and target.exists() and Path(other).exists() and os.path.samefile(target, other):
-                raise MTError(f"{flag} {path}: is the {other_flag} file too; give {flag} a file of its own")
+        for given in paths if isinstance(paths, (list, tuple)) else [paths]:
+            for other in files_read(given) if given else []:
+                if target.exists() and other.exists() and os.path.samefile(target, other):
+                    raise MTError(f"{flag} {path}: is the {other_flag} file too; give {flag} a file of its own")
     folder = target.parent
     if not folder.is_dir():
         raise MTError(f"{flag} {path}: the folder {folder} does not exist")

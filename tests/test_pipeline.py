@@ -193,10 +193,10 @@ def test_every_command_shows_the_traceback_with_debug_and_one_line_without(comma
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "missing.pt" in debug.stderr
 
 
-def test_an_output_that_cannot_be_written_is_one_line_before_any_decoding(trained_run, tmp_path):
-    """A missing folder, a folder in the file's place, or a file the command reads (under any name) is refused
-    before the model loads; a full disk while writing names the output; mt-evaluate checks --output and
-    --json before it decodes."""
+def test_an_output_that_cannot_be_written_is_one_line_before_any_decoding(trained_run, tiny_corpus, tmp_path):
+    """A missing folder, a folder in the file's place, or a file the command reads (under any name; a run
+    directory stands for its checkpoints, a split for its files) is refused before any decoding; a full disk
+    while writing names the output; mt-evaluate checks --output and --json before it decodes."""
     best = str(trained_run / "checkpoints" / "best.pt")
     for flag, path, said in [
         ("-o", tmp_path / "no" / "out.en", f"--output {tmp_path / 'no' / 'out.en'}: the folder {tmp_path / 'no'} does"),
@@ -213,15 +213,23 @@ def test_an_output_that_cannot_be_written_is_one_line_before_any_decoding(traine
     text.write_text("ein hund\n" * 3000)  # more than a chunk: writing into it would empty it before it is read
     alias = tmp_path / "alias.de"
     alias.symlink_to(text)
+    reference = tiny_corpus / "test.en"
+    references = reference.read_text()
+    choosing = ["--src", str(text), "--ref", str(text), "--choose-on", "test", "--alpha", "0", "1"]
     for command, said in [
         (["translate", "-c", best, "-i", str(text), "-o", str(alias)], f"--output {alias}: is the --input file too"),
         (["mt-score", "-c", best, "--src", str(text), "--tgt", str(text), "-o", str(text)], "is the --src file too"),
         (["mt-evaluate", "--hyp", str(text), "--ref", str(text), "--json", str(alias)], "is the --ref file too"),
         (["translate", "-c", best, "-i", str(text), "-o", best], f"--output {best}: is the --checkpoint file too"),
+        (["translate", "-c", str(trained_run), "-i", str(text), "-o", best], "is the --checkpoint file too"),
+        (["mt-evaluate", "-c", best, "--split", "test", "-o", str(reference)], "is the --split test file too"),
+        (["mt-evaluate", "-c", best, *choosing, "--json", str(reference)], "is the --split test file too"),
     ]:
         result = run_cli(*command, check=False)
         assert result.returncode == 2 and result.stderr.startswith("error: ") and said in result.stderr, result.stderr
+        assert "BLEU" not in result.stdout  # refused before decoding
     assert text.read_text() == "ein hund\n" * 3000 and Path(best).stat().st_size > 1000
+    assert reference.read_text() == references
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     result = run_cli("translate", "-c", best, "--attention-dir", str(blocker / "maps"), check=False, input_text="x\n")

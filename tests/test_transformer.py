@@ -1,6 +1,7 @@
 """The Transformer against ground truth: torch.nn.Transformer, causality, padding, incremental decoding."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -178,10 +179,21 @@ def test_an_outgrown_position_table_stays_allocated():
     assert kept[0] == first and len(kept) == 2 and positions.table.data_ptr() not in kept
 
 
-def test_base_preset_has_the_papers_size():
-    model = Transformer(37_000, 37_000)  # 6+6, d 512, h 8, ffn 2048, shared 37k vocabulary
+@pytest.mark.parametrize("preset, paper", [("transformer_base", 65e6), ("transformer_big", 213e6)])
+def test_model_presets_have_the_papers_size(preset, paper):
+    """Table 3's parameter counts, with a shared 37k vocabulary (the paper's WMT14 en-de)."""
+    from hydra import compose, initialize_config_dir
+
+    from mt.config.model import build_model
+    from mt.config.schema import CONFIG_DIR, register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=[f"model={preset}"])
+    with torch.device("meta"):  # shapes only: no memory, no initialisation
+        model = build_model(cfg.model, SimpleNamespace(src_vocab_size=37_000, tgt_vocab_size=37_000))
     n = sum(p.numel() for p in model.parameters())
-    assert 60e6 < n < 66e6, n  # the paper reports 65M
+    assert abs(n / paper - 1) < 0.04, n  # 63.1M and 214.2M
 
 
 @pytest.mark.parametrize("init", ["xavier", "fairseq"])

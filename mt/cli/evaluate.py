@@ -24,7 +24,7 @@ import sys
 
 from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import read_lines
-from mt.data.sources import load_directions
+from mt.data.sources import load_directions, split_paths
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.inference import decoding_device, load_for_decoding
@@ -135,6 +135,7 @@ def run(args) -> None:
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
         chosen = chosen_directions(cfg.data, args)
         scored = scored_pairs(cfg, args, chosen)  # every file read and checked before any decoding
+        check_outputs_against_splits(cfg.data, args)
         tuning = load_directions(cfg.data, args.choose_on) if args.choose_on else {}
         results = {}
         for direction, _ in chosen:
@@ -164,6 +165,15 @@ def scored_pairs(cfg, args, chosen: list[tuple[str, str]]) -> dict[str, tuple[li
         direction: (corpora[direction].src, corpora[direction].tgt, corpora[direction].origin)
         for direction, _ in chosen
     }
+
+
+def check_outputs_against_splits(data_cfg, args) -> None:
+    """--output and --json may not be a file of the splits read (the model's data, known once it is loaded):
+    the translations would overwrite the references they were scored against."""
+    splits = [args.choose_on] + ([] if args.src else [args.split or data_cfg.test_split])
+    for split in filter(None, splits):
+        for flag, path in (("--output", args.output), ("--json", args.json)):
+            check_output_file(path, flag, {f"--split {split}": split_paths(data_cfg, split)})
 
 
 def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tuning=None):

@@ -171,6 +171,18 @@ def load_directions(data_cfg, split: str) -> dict[str, ParallelCorpus]:
     return found
 
 
+def split_paths(data_cfg, split: str) -> list[Path]:
+    """The files one split is read from in every direction of the config (with data.source=files; a dataset
+    from the hub, none): what no output of a command that reads the split may be."""
+    if data_cfg.source != "files":
+        return []
+    paths = []
+    for src_lang, tgt_lang in directions(data_cfg):
+        found = split_files(Path(data_cfg.dir), split, src_lang, tgt_lang, getattr(data_cfg, "columns", None))
+        paths += found[:2] if isinstance(found, tuple) else [found.path]
+    return paths
+
+
 def joined(corpora: dict[str, ParallelCorpus]) -> ParallelCorpus:
     """Several directions' pairs as one corpus (a multilingual run's validation set); one as itself."""
     if len(corpora) == 1:
