@@ -23,7 +23,7 @@ from mt.decoding.settings import DecodeSettings
 from mt.decoding.translator import Translator
 from mt.errors import MTError
 from mt.export.engine import CTranslate2Translator, is_export, load_export_translator
-from mt.fastpath import tune_process
+from mt.fastpath import decode_precision, tune_process
 from mt.model.ensemble import Ensemble
 
 Checkpoints = str | os.PathLike | Sequence[str | os.PathLike]
@@ -66,7 +66,8 @@ def load_translator(
     through the same interface. It decodes with the checkpoint's own decode settings (the length penalty its
     run chose on valid) and any of DecodeSettings' fields given as keywords on top (beam=5, alpha=1.0,
     nbest=3, precision="bf16", ...).
-    device: default CUDA when there is one.
+    device: default CUDA when there is one. precision: default the one its run's test score decoded in on
+    this device (fastpath.decode_precision: bf16 for a bf16-trained model on a CPU with native bf16).
 
     translator.translate(lines) gives the best translation of each line as text;
     translator.translate_nbest(lines) gives each line's nbest Translations (text, score, pieces);
@@ -79,7 +80,8 @@ def load_translator(
         return load_export_translator(paths[0], device and str(device), precision, max_src_len, **decode_choices)
     device = decoding_device(device)
     model, tokenizer, cfg = load_for_decoding(checkpoints, device, ensemble)
-    settings = DecodeSettings.from_config(cfg.decode, **decode_choices)
+    precision = decode_choices.pop("precision", None) or decode_precision(device, cfg.train.precision)
+    settings = DecodeSettings.from_config(cfg.decode, precision=precision, **decode_choices)
     translator = Translator(model, tokenizer, settings, device, max_src_len)
     translator.languages = languages_of(cfg.data)
     if settings.tgt_lang:

@@ -365,14 +365,19 @@ def test_stock_cross_entropy_equals_torch_with_ignore_index():
     torch.testing.assert_close(nll, F.cross_entropy(logits.float(), target, ignore_index=0, reduction="sum"))
 
 
-def test_decoding_precision_and_autocast_per_device():
+def test_decoding_precision_and_autocast_per_device(monkeypatch):
     """Off the CPU: fp32 for validation and the test score, and a bf16 copy decodes without autocast
-    (under autocast SDPA took cuDNN attention, 7x slower on an H100); on the CPU both as measured there."""
+    (under autocast SDPA took cuDNN attention, 7x slower on an H100); on the CPU both as measured there:
+    bf16 for a bf16-trained model only where the CPU multiplies bf16 natively, and never fp16."""
     cpu, gpu = torch.device("cpu"), torch.device("meta")
+    monkeypatch.setattr(cpu_process, "native_bf16", lambda: True)
     assert fastpath.decode_precision(cpu, "bf16") == "bf16" and fastpath.decode_precision(gpu, "bf16") == "fp32"
+    assert fastpath.decode_precision(cpu, "fp32") == "fp32" and fastpath.decode_precision(cpu, "fp16") == "fp32"
     assert fastpath.autocast_decoding(cpu) and not fastpath.autocast_decoding(gpu)
     with fastpath.stock_ops():
         assert not fastpath.autocast_decoding(cpu) and fastpath.decode_precision(cpu, "bf16") == "fp32"
+    monkeypatch.setattr(cpu_process, "native_bf16", lambda: False)
+    assert fastpath.decode_precision(cpu, "bf16") == "fp32"
 
 
 def test_bf16_decoding_without_autocast_translates_as_with_it(trained_run, tiny_corpus):

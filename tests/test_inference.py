@@ -76,6 +76,42 @@ def test_translate_and_evaluate_set_up_the_process_alike(trained_run, tiny_corpu
     assert calls == [("cpu", False), ("cpu", False)]
 
 
+class Recorded(Exception):
+    """Raised where the Translator takes its precision: what it was is known, nothing needs decoding."""
+
+
+def test_a_model_decodes_in_the_precision_its_run_scored_in(trained_run, tiny_corpus, tmp_path, monkeypatch):
+    """bf16 for a model trained in bf16 on a CPU that multiplies bf16 natively, as its run's test score
+    decoded (translate, mt-evaluate, mt-score and the Python API alike); fp32 without native bf16, or asked."""
+    from mt.decoding import translator as translator_module
+    from mt.fastpath import cpu_process
+
+    state = torch.load(trained_run / "checkpoints" / "best.pt", weights_only=True)
+    state["config"]["train"]["precision"] = "bf16"
+    bf16 = str(tmp_path / "bf16.pt")
+    torch.save(state, bf16)
+    seen = []
+
+    def record(model, precision):
+        seen.append(precision)
+        raise Recorded
+
+    monkeypatch.setattr(translator_module, "low_precision_copy", record)
+    test_de, test_en = str(tiny_corpus / "test.de"), str(tiny_corpus / "test.en")
+    calls = [
+        lambda *dtype: commands.translate(["-c", bf16, "-i", test_de, "-o", str(tmp_path / "hyp"), "-q", *dtype]),
+        lambda *dtype: commands.evaluate(["-c", bf16, "--split", "test", "--device", "cpu", *dtype]),
+        lambda *dtype: commands.score(["-c", bf16, "--src", test_de, "--tgt", test_en, "--device", "cpu", *dtype]),
+        lambda *dtype: mt.load_translator(bf16, device="cpu", precision=dtype[1] if dtype else None),
+    ]
+    for native, dtype in ((True, []), (False, []), (True, ["--dtype", "fp32"])):
+        monkeypatch.setattr(cpu_process, "native_bf16", lambda native=native: native)
+        for call in calls:
+            with pytest.raises(Recorded):
+                call(*dtype)
+    assert seen == ["bf16"] * 4 + ["fp32"] * 8
+
+
 def test_choosing_the_final_checkpoint_leaves_the_trainers_weights_alone(tiny_corpus, tmp_path):
     trainer = tiny_trainer(
         tiny_corpus, tmp_path, "train.max_steps=30", "train.save_every=10", "train.valid_every=10",

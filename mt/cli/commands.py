@@ -34,6 +34,10 @@ def checkpoint_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
 
 
+DTYPE_HELP = (
+    "torch engine: fp32, bf16 or fp16 (default: what the model's run scored its test set in here: bf16 for a"
+    " model trained in bf16 on a CPU with native bf16, else fp32)"
+)
 TGT_LANG_HELP = "the language to translate into, for a model of several target languages (e.g. fr)"
 
 
@@ -44,7 +48,7 @@ def engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dtype",
         choices=["fp32", "bf16", "fp16", "int8"],
-        help="torch engine: fp32 (default), bf16 or fp16; ctranslate2: as exported (default), or any",
+        help=DTYPE_HELP + "; ctranslate2: as exported (default), or any",
     )
     p.add_argument(
         "--engine",
@@ -142,7 +146,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
         help="decode this split (e.g. valid) with every --beam/--alpha, then score --split/--src once with the best",
     )
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help=DTYPE_HELP)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 

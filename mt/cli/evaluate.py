@@ -27,6 +27,7 @@ from mt.data.lines import read_lines
 from mt.data.sources import load_directions, split_paths
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
+from mt.fastpath import decode_precision
 from mt.inference import decoding_device, load_for_decoding
 from mt.metrics import mean_over, paired_test, score
 
@@ -92,11 +93,12 @@ def chosen_directions(data_cfg, args) -> list[tuple[str, str]]:
 def decode_grid(
     model, tokenizer, cfg, grid, sources: list[str], name: str, args, device
 ) -> list[tuple[str, dict, list]]:
-    """Per (beam, alpha) of grid (None = the checkpoint's): its label, its settings, its translations."""
-    outputs = []
+    """Per (beam, alpha) of grid (None = the checkpoint's): its label, its settings, its translations; in
+    the precision asked for, else the one the model's run scored in (fastpath.decode_precision)."""
+    outputs, precision = [], args.dtype or decode_precision(device, cfg.train.precision)
     for beam, alpha in grid:
         settings = DecodeSettings.from_config(
-            cfg.decode, strategy="search", beam=beam, alpha=alpha, precision=args.dtype
+            cfg.decode, strategy="search", beam=beam, alpha=alpha, precision=precision
         )
         results = Translator(model, tokenizer, settings, device).translate_nbest(sources, progress=sys.stderr.isatty())
         chosen = {"beam": settings.beam, "alpha": settings.alpha}

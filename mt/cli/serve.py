@@ -58,7 +58,7 @@ def load(args):
 
     device = decoding_device(args.device)
     workers = serving_layout(device, args.decoding_threads)
-    translator = load_translator(args.checkpoint, device, precision=args.dtype or "fp32", **choices)
+    translator = load_translator(args.checkpoint, device, precision=args.dtype, **choices)
     about = {"engine": "torch", "device": str(device), "model": " ".join(args.checkpoint)}
     return translator, {**about, "decoding_threads": workers}
 

@@ -172,7 +172,7 @@ def load_translator(args):
             args.device,
             ensemble=args.ensemble,
             max_src_len=args.max_src_len,
-            precision=args.dtype or "fp32",
+            precision=args.dtype,
             cuda_graphs=args.cuda_graphs,
             **choices,
         )

@@ -233,15 +233,19 @@ def training_precision(device: torch.device, requested: str) -> str:
     return requested
 
 
-def decode_precision(device: torch.device, training_precision: str) -> str:
-    """The precision validation and the test score decode in, for a model trained in training_precision.
+def decode_precision(device: torch.device, trained: str) -> str:
+    """The precision a model trained in `trained` decodes in on device when none is asked for: in its
+    run's validation and test score, and in translate, mt-evaluate, mt-score, mt-serve and load_translator,
+    so that they all give the run's translations.
 
-    On a CPU the training precision: bf16 decodes faster there (AVX512-BF16). Elsewhere fp32: on an
-    H100, bf16 (without autocast, see autocast_decoding) was 1.15x faster greedy and 0.94x beam 5, not
-    worth scores that differ from fp32's (scripts/bench_decode.py; docs/benchmarks.md, GPU decoding).
+    On a CPU bf16 for a model trained in bf16, where the CPU multiplies bf16 natively: it decoded 2.1-2.3x
+    as fast as fp32 there at the same BLEU (docs/benchmarks.md, CPU decoding); else fp32 (emulated bf16 is
+    many times slower, and fp16 is for GPUs). Elsewhere fp32: on an H100, bf16 (without autocast, see
+    autocast_decoding) was 1.15x faster greedy and 0.94x beam 5, not worth scores that differ from fp32's
+    (scripts/bench_decode.py; docs/benchmarks.md, GPU decoding).
     """
     cpu = torch.device(device).type == "cpu" and not _stock_everywhere
-    return training_precision if cpu else "fp32"
+    return "bf16" if cpu and training_precision(device, trained) == "bf16" else "fp32"
 
 
 # ---- the process ------------------------------------------------------------------------------
