@@ -2,11 +2,13 @@
 remembers, not how it translates. Corpora cut from one crawl, or test sets built from the same source as the
 training data, share pairs more often than one expects; the run counts them and says so.
 
-A pair counts when both its sides are a training pair's, as the model reads them (tags included); a held-out
-source that is also a training source, with another translation, is counted apart. The count is made once
-per training text and held-out set (cached, keyed by their digests); for a corpus bigger than one pool it is
-made by a background process, which logs it when done, so training does not wait for it. data.drop_held_out
-leaves those pairs out of training (held_out_pairs, held_out_mask: a filter of the encoding, as max_len is).
+A pair counts when both its sides are a training pair's, as the model reads them (tags included), once case,
+spacing and punctuation are set aside (fingerprint): "A dog runs." and "a dog runs" are one sentence to a
+score. A held-out source that is also a training source, with another translation, is counted apart. The
+count is made once per training text and held-out set (cached, keyed by their digests); for a corpus bigger
+than one pool it is made by a background process, which logs it when done, so training does not wait for
+it. data.drop_held_out leaves those pairs out of training (held_out_pairs, held_out_mask: a filter of the
+encoding, as max_len is).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,6 +30,15 @@ from mt.errors import MTError
 from mt.host import start_background_worker
 
 log = logging.getLogger(__name__)
+
+_NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")
+COMPARED = "letters and digits compared, case, spacing and punctuation aside"  # in the cache key: another
+# comparison, other counts
+
+
+def fingerprint(text: str) -> str:
+    """A sentence as the held-out comparison sees it: its letters and digits, case folded (any script)."""
+    return _NOT_LETTER_OR_DIGIT.sub("", text.casefold())
 
 
 @dataclass
@@ -47,33 +59,38 @@ class Overlap:
 
 def count_overlap(train, held_out: dict) -> dict[str, Overlap]:
     """Each held-out set's (name: ParallelCorpus) pairs found in train (any corpus offering shards), in one
-    pass over train's shards: held-out pairs and sources are sets, each training line a lookup."""
-    sources = {s for corpus in held_out.values() for s in corpus.src if s.strip()}  # an empty source says nothing
+    pass over train's shards: held-out pairs and sources are sets of fingerprints, each training line a lookup."""
+    prints = {name: [(fingerprint(s), fingerprint(t)) for s, t in zip(c.src, c.tgt)] for name, c in held_out.items()}
+    sources = {s for pairs in prints.values() for s, _ in pairs if s}  # a source without letters says nothing
     found_pairs, found_sources = set(), set()
     for index in range(train.shards):
         src, tgt = train.shard(index)
         for s, t in zip(src, tgt):
+            s = fingerprint(s)
             if s in sources:
                 found_sources.add(s)
-                found_pairs.add((s, t))
+                found_pairs.add((s, fingerprint(t)))
     overlaps = {}
-    for name, corpus in held_out.items():
-        both = sum(pair in found_pairs for pair in zip(corpus.src, corpus.tgt))
-        source = sum(s in found_sources for s in corpus.src) - both
-        overlaps[name] = Overlap(len(corpus), both, source)
+    for name, pairs in prints.items():
+        both = sum(pair in found_pairs for pair in pairs)
+        source = sum(s in found_sources for s, _ in pairs) - both
+        overlaps[name] = Overlap(len(pairs), both, source)
     return overlaps
 
 
 def held_out_pairs(held_out: dict) -> frozenset[tuple[str, str]]:
-    """Every pair of the held-out sets, but those with an empty source: what data.drop_held_out leaves out."""
-    return frozenset((s, t) for corpus in held_out.values() for s, t in zip(corpus.src, corpus.tgt) if s.strip())
+    """The fingerprints of every pair of the held-out sets whose source has letters or digits: the pairs
+    data.drop_held_out leaves out of training."""
+    pairs = ((fingerprint(s), fingerprint(t)) for corpus in held_out.values() for s, t in zip(corpus.src, corpus.tgt))
+    return frozenset(pair for pair in pairs if pair[0])
 
 
 def held_out_mask(src: list[str], tgt: list[str], pairs: frozenset | None):
-    """Which of these lines are held-out pairs (a bool array), or None where none could be."""
+    """Which of these lines are held-out pairs (held_out_pairs; a bool array), or None where none could be."""
     if not pairs:
         return None
-    return np.fromiter(((s, t) in pairs for s, t in zip(src, tgt)), dtype=bool, count=len(src))
+    found = ((fingerprint(s), fingerprint(t)) in pairs for s, t in zip(src, tgt))
+    return np.fromiter(found, dtype=bool, count=len(src))
 
 
 def pairs_digest(pairs: frozenset) -> str:
@@ -150,5 +167,5 @@ def _in_background(train, held_out: dict, record: Path | None, dropped: bool, pa
 def _record_path(train, held_out: dict, cache_dir: str | None) -> Path | None:
     if not cache_dir:
         return None
-    key = repr((train.digest(), sorted((name, corpus.digest()) for name, corpus in held_out.items())))
+    key = repr((train.digest(), sorted((name, corpus.digest()) for name, corpus in held_out.items()), COMPARED))
     return Path(cache_dir) / "overlap" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
