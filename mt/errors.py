@@ -72,10 +72,10 @@ def check_output_file(path: str | None, flag: str, others: dict[str, object] | N
     target = Path(path)
     if target.is_dir():
         raise MTError(f"{flag} {path}: is a directory, expected a file to write")
-    for other_flag, paths in (others or {}).items():
+    for other_flag, paths in (others or {}).items() if target.exists() else ():
         for given in paths if isinstance(paths, (list, tuple)) else [paths]:
             for other in files_read(given) if given else []:
-                if target.exists() and other.exists() and os.path.samefile(target, other):
+                if other.exists() and os.path.samefile(target, other):
                     raise MTError(f"{flag} {path}: is the {other_flag} file too; give {flag} a file of its own")
     folder = target.parent
     if not folder.is_dir():
