@@ -238,9 +238,9 @@ def decode_precision(device: torch.device, trained: str) -> str:
     run's validation and test score, and in translate, mt-evaluate, mt-score, mt-serve and load_translator,
     so that they all give the run's translations.
 
-    On a CPU bf16 for a model trained in bf16, where the CPU multiplies bf16 natively: it decoded 2.1-2.3x
-    as fast as fp32 there at the same BLEU (docs/benchmarks.md, CPU decoding); else fp32 (emulated bf16 is
-    many times slower, and fp16 is for GPUs). Elsewhere fp32: on an H100, bf16 (without autocast, see
+    On a CPU bf16 for a model trained in bf16, where the CPU multiplies bf16 natively: beam search there was
+    1.2-1.3x as fast as fp32, at the same BLEU (docs/benchmarks.md, CPU decoding); else fp32 (emulated bf16
+    is many times slower, and fp16 is for GPUs). Elsewhere fp32: on an H100, bf16 (without autocast, see
     autocast_decoding) was 1.15x faster greedy and 0.94x beam 5, not worth scores that differ from fp32's
     (scripts/bench_decode.py; docs/benchmarks.md, GPU decoding).
     """
