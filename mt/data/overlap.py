@@ -89,8 +89,11 @@ def held_out_mask(src: list[str], tgt: list[str], pairs: frozenset | None):
     """Which of these lines are held-out pairs (held_out_pairs; a bool array), or None where none could be."""
     if not pairs:
         return None
-    found = ((fingerprint(s), fingerprint(t)) in pairs for s, t in zip(src, tgt))
-    return np.fromiter(found, dtype=bool, count=len(src))
+    sources = {s for s, _ in pairs}  # a target is looked at only where its source is a held-out one
+    mask = np.zeros(len(src), dtype=bool)
+    for i, s in enumerate(map(fingerprint, src)):
+        mask[i] = s in sources and (s, fingerprint(tgt[i])) in pairs
+    return mask
 
 
 def pairs_digest(pairs: frozenset) -> str:
