@@ -172,10 +172,12 @@ def scored_pairs(cfg, args, chosen: list[tuple[str, str]]) -> dict[str, tuple[li
 def check_outputs_against_splits(data_cfg, args) -> None:
     """--output and --json may not be a file of the splits read (the model's data, known once it is loaded):
     the translations would overwrite the references they were scored against."""
+    if not (args.output or args.json):
+        return
     splits = [args.choose_on] + ([] if args.src else [args.split or data_cfg.test_split])
-    for split in filter(None, splits):
-        for flag, path in (("--output", args.output), ("--json", args.json)):
-            check_output_file(path, flag, {f"--split {split}": split_paths(data_cfg, split)})
+    inputs = {f"--split {split}": split_paths(data_cfg, split) for split in filter(None, splits)}
+    check_output_file(args.output, "--output", inputs)
+    check_output_file(args.json, "--json", inputs)
 
 
 def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tuning=None):
