@@ -83,8 +83,7 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, OSError) as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise MTError(f"{path}: not a readable checkpoint ({first_line[:200]})") from None
+        raise MTError(f"{path}: not a readable checkpoint ({why_unreadable(path, err)})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise MTError(f"{path}: not a checkpoint of this toolkit")
     if state.get("version") != VERSION:
@@ -93,6 +92,27 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
         if key not in state:
             raise MTError(f"{path}: checkpoint lacks {key!r}")
     return state
+
+
+def why_unreadable(path: Path, err: Exception) -> str:
+    """What torch.load's failure on path means, in words a user can act on (torch's own first line
+    otherwise): a checkpoint is a zip archive, which a file cut short lacks the end of."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as read_error:
+        return read_error.strerror or type(read_error).__name__
+    if not head:
+        return "the file is empty"
+    if head != b"PK\x03\x04":
+        return "not a file torch.save wrote"
+    if isinstance(err, pickle.UnpicklingError):
+        return "it holds Python objects other than tensors and plain data, which are never loaded"
+    text = str(err).strip()
+    cut_short = isinstance(err, (zipfile.BadZipFile, EOFError, OSError))
+    if cut_short or "central directory" in text or "failed reading" in text:
+        return "truncated or damaged: copy or save it again"
+    return text.splitlines()[0][:200] if text else type(err).__name__
 
 
 def load_parent(path: str | os.PathLike, mmap: bool = True) -> dict:

@@ -166,7 +166,7 @@ def test_translate_errors_are_one_line(trained_run, tmp_path):
     foreign = tmp_path / "foreign.pt"
     foreign.write_bytes(b"not a checkpoint at all")
     result = run_cli("translate", "-c", str(foreign), check=False, input_text="x\n")
-    assert result.returncode == 2 and "not a readable checkpoint" in result.stderr
+    assert result.returncode == 2 and "not a readable checkpoint (not a file torch.save wrote)" in result.stderr
     bad = tmp_path / "bad.de"
     bad.write_bytes(b"ein hund\nein \xff kind\n")
     result = run_cli("translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "-i", str(bad), check=False)

@@ -133,7 +133,7 @@ def test_foreign_and_malicious_files_are_refused(tmp_path):
 
     evil = tmp_path / "evil.pt"
     torch.save({"format": "mt-checkpoint", "version": 1, "x": Evil()}, evil)
-    with pytest.raises(MTError, match="not a readable checkpoint"):
+    with pytest.raises(MTError, match=r"not a readable checkpoint \(it holds Python objects other than tensors"):
         load_checkpoint(evil)
     assert not (tmp_path / "pwned").exists()
     other = tmp_path / "other.pt"
@@ -142,9 +142,15 @@ def test_foreign_and_malicious_files_are_refused(tmp_path):
         load_checkpoint(other)
     truncated = tmp_path / "truncated.pt"
     save_checkpoint({"config": {}, "model": {"w": torch.ones(1000)}, "tokenizer": {}}, truncated)
-    truncated.write_bytes(truncated.read_bytes()[:500])
-    with pytest.raises(MTError, match="not a readable checkpoint"):
-        load_checkpoint(truncated)
+    whole = truncated.read_bytes()
+    for cut in (500, len(whole) - 100):  # cut inside the first entry, and only the archive's directory
+        truncated.write_bytes(whole[:cut])
+        with pytest.raises(MTError, match=r"not a readable checkpoint \(truncated or damaged"):
+            load_checkpoint(truncated)
+    empty = tmp_path / "empty.pt"
+    empty.touch()
+    with pytest.raises(MTError, match=r"not a readable checkpoint \(the file is empty\)"):
+        load_checkpoint(empty)
 
 
 def test_average_states():
