@@ -226,14 +226,29 @@ def tiny_trainer(corpus, run_dir, *overrides) -> Trainer:
     )
 
 
+def ruled_out(tokens: list[int], min_len: int = 0, no_repeat_ngram: int = 0) -> set[int]:
+    """The tokens mt/decoding/constraints.py forbids after `tokens`, found the slow, obvious way."""
+    banned = {EOS} if len(tokens) < min_len else set()
+    n = no_repeat_ngram
+    if n and len(tokens) >= n:
+        last = tokens[len(tokens) - (n - 1) :] if n > 1 else []
+        banned |= {tokens[i + n - 1] for i in range(len(tokens) - n + 1) if tokens[i : i + n - 1] == last}
+    return banned
+
+
 @torch.no_grad()
-def textbook_beam(model, src_ids, beam, alpha, max_len_a=1.2, max_len_b=10, prefix=()):
+def textbook_beam(model, src_ids, beam, alpha, max_len_a=1.2, max_len_b=10, prefix=(), min_len=0, no_repeat_ngram=0):
     """Textbook beam search: one sentence, no cache (the whole output re-run each step), plain lists; with a
-    prefix, it starts from the prefix, scored as the model scores it."""
+    prefix, it starts from the prefix, scored as the model scores it. min_len, no_repeat_ngram: the tokens
+    `ruled_out` get -inf before the log-softmax (not inside the prefix)."""
     memory, mask = model.encode(torch.tensor([src_ids + [EOS]]))
 
     def next_log_probs(tokens):
-        return model.logits(model.decode(torch.tensor([[BOS] + tokens]), memory, mask))[0, -1].log_softmax(-1)
+        logits = model.logits(model.decode(torch.tensor([[BOS] + tokens]), memory, mask))[0, -1]
+        if len(tokens) >= len(prefix):
+            for token in ruled_out(tokens, min_len, no_repeat_ngram):
+                logits[token] = float("-inf")
+        return logits.log_softmax(-1)
 
     prefix_lp = sum(float(next_log_probs(prefix[:i])[tok]) for i, tok in enumerate(prefix))
     limit = max(int((len(src_ids) + 1) * max_len_a) + max_len_b, len(prefix) + max_len_b)

@@ -159,10 +159,10 @@ def test_a_servers_decoding_threads_take_turns_at_the_fixed_slot_searches(traine
 
 def test_fixed_slots_are_for_a_static_state_and_no_prefix(reversal_model, rnn_model):
     model = reversal_model[0]
-    assert fastpath.fixed_slot_search(model, True, prefixes=False)
-    assert not fastpath.fixed_slot_search(model, False, prefixes=False)  # off unless asked for
-    assert not fastpath.fixed_slot_search(model, True, prefixes=True)
-    assert not fastpath.fixed_slot_search(rnn_model, True, prefixes=False)
+    assert fastpath.fixed_slot_search(model, True, search_py_only=False)
+    assert not fastpath.fixed_slot_search(model, False, search_py_only=False)  # off unless asked for
+    assert not fastpath.fixed_slot_search(model, True, search_py_only=True)
+    assert not fastpath.fixed_slot_search(rnn_model, True, search_py_only=False)
 
 
 @pytest.fixture

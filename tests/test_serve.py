@@ -53,8 +53,12 @@ def translate_cli(checkpoint, lines, *flags):
         ({}, ["--beam", "1"]),
         ({"strategy": "beam", "beam": 3, "alpha": 1.0}, ["--beam", "3", "--alpha", "1.0"]),
         ({"strategy": "sample", "seed": 5, "topk": 4}, ["--strategy", "sample", "--seed", "5", "--topk", "4"]),
+        (
+            {"strategy": "beam", "beam": 3, "min_len": 7, "no_repeat_ngram": 1},
+            ["--beam", "3", "--min-len", "7", "--no-repeat-ngram", "1"],
+        ),
     ],
-    ids=["greedy", "beam", "sample"],
+    ids=["greedy", "beam", "sample", "constrained"],
 )
 def test_answers_equal_translates_output(server, checkpoint, lines, request_settings, flags):
     status, answer = server.translate({"lines": lines, **request_settings})
@@ -115,6 +119,7 @@ BAD_REQUESTS = [
     ("sampling flag alone", b'{"lines": ["a"], "topk": 2}', 422, 'topk: a sampling setting; add "strategy"'),
     ("unknown strategy", b'{"lines": ["a"], "strategy": "nucleus"}', 422, "strategy: Input should be"),
     ("nbest over beam", b'{"lines": ["a"], "strategy": "beam", "beam": 2, "nbest": 3}', 422, "nbest=3"),
+    ("min_len negative", b'{"lines": ["a"], "min_len": -1}', 422, "min_len: Input should be greater than or equal"),
     ("prefixes not aligned", b'{"lines": ["a", "b"], "prefixes": ["x"]}', 422, "prefixes: 1 for 2 lines"),
 ]
 

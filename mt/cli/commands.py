@@ -58,6 +58,19 @@ def engine_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def constraint_options(p: argparse.ArgumentParser) -> None:
+    """--min-len and --no-repeat-ngram (mt/decoding/constraints.py), as translate and mt-evaluate take them."""
+    p.add_argument(
+        "--min-len", type=int, help="no end of sentence before N pieces (default: the checkpoint's decode.min_len, 0)"
+    )
+    p.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        metavar="N",
+        help="no N pieces in a row twice in one translation, against loops (default: the checkpoint's, 0: off)",
+    )
+
+
 def translate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="translate", description="Translate text with a trained checkpoint.")
     checkpoint_options(p)
@@ -85,6 +98,7 @@ def translate_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")
     p.add_argument("--max-len-b", type=int)
     p.add_argument("--max-src-len", type=int, default=1024, help="longer inputs are truncated (and counted)")
+    constraint_options(p)
     engine_options(p)
     p.add_argument(
         "--cuda-graphs",
@@ -145,6 +159,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
         metavar="SPLIT",
         help="decode this split (e.g. valid) with every --beam/--alpha, then score --split/--src once with the best",
     )
+    constraint_options(p)
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help=DTYPE_HELP)
     p.add_argument("--debug", action="store_true", help="show tracebacks")

@@ -59,6 +59,9 @@ def check_args(args) -> None:
         raise MTError("--beam must be at least 1")
     if any(alpha < 0 for alpha in args.alpha or []):
         raise MTError("--alpha must be >= 0")
+    for flag, value in (("--min-len", args.min_len), ("--no-repeat-ngram", args.no_repeat_ngram)):
+        if value is not None and value < 0:
+            raise MTError(f"{flag} must be >= 0 (0: off)")
     several = len(settings_grid(args)) > 1
     if several and args.output and not args.choose_on:
         raise MTError("--output takes the translations of one setting: give one --beam and one --alpha")
@@ -98,7 +101,13 @@ def decode_grid(
     outputs, precision = [], args.dtype or decode_precision(device, cfg.train.precision)
     for beam, alpha in grid:
         settings = DecodeSettings.from_config(
-            cfg.decode, strategy="search", beam=beam, alpha=alpha, precision=precision
+            cfg.decode,
+            strategy="search",
+            beam=beam,
+            alpha=alpha,
+            precision=precision,
+            min_len=args.min_len,
+            no_repeat_ngram=args.no_repeat_ngram,
         )
         results = Translator(model, tokenizer, settings, device).translate_nbest(sources, progress=sys.stderr.isatty())
         chosen = {"beam": settings.beam, "alpha": settings.alpha}

@@ -98,6 +98,8 @@ def check_args(args) -> None:
         ("--batch-tokens", args.batch_tokens, 1),
         ("--max-src-len", args.max_src_len, 1),
         ("--chunk-lines", args.chunk_lines, 1),
+        ("--min-len", args.min_len, 0),
+        ("--no-repeat-ngram", args.no_repeat_ngram, 0),
     ):
         if value is not None and value < least:
             raise MTError(f"{flag} must be >= {least}")
@@ -160,6 +162,8 @@ def load_translator(args):
         nbest=args.nbest,
         batch_tokens=args.batch_tokens,
         tgt_lang=args.tgt_lang,
+        min_len=args.min_len,
+        no_repeat_ngram=args.no_repeat_ngram,
         **{name: getattr(args, name) for name in SAMPLING_FLAGS},
     )
     if args.engine == "ctranslate2":

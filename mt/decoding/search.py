@@ -9,7 +9,8 @@
 Two loops: `path_search` follows one path per decoder row, and greedy search and sampling differ only
 in the step that chooses the next token (`most_likely`, sampling.Sampler); `beam_search` keeps `beam`
 hypotheses per sentence (`expand` chooses on the device, `BeamBooks` keeps the books on the host).
-Both force a target prefix first when a sentence has one (mt/decoding/prefix.py).
+Both force a target prefix first when a sentence has one (mt/decoding/prefix.py), and rule tokens out
+before choosing where asked to (mt/decoding/constraints.py: a minimum length, no repeated n-grams).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 
 from mt import fastpath
 from mt.data.tokenizer import BOS, EOS, PAD
+from mt.decoding.constraints import Constraints
 from mt.decoding.prefix import Prefixes, force, limits_with_prefix
 
 
@@ -67,10 +69,15 @@ def most_likely(logits: torch.Tensor, rows: torch.Tensor, t: int) -> tuple[torch
 
 @torch.no_grad()
 def greedy_search(
-    model, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: int = 10, prefixes: Prefixes | None = None
+    model,
+    src: torch.Tensor,
+    max_len_a: float = 1.2,
+    max_len_b: int = 10,
+    prefixes: Prefixes | None = None,
+    constraints: Constraints | None = None,
 ) -> list[Hypothesis]:
     """Pick the most likely token each step (after the sentence's prefix, if it has one)."""
-    return path_search(model, src, most_likely, max_len_a, max_len_b, prefixes=prefixes)
+    return path_search(model, src, most_likely, max_len_a, max_len_b, prefixes=prefixes, constraints=constraints)
 
 
 @torch.no_grad()
@@ -82,9 +89,10 @@ def sample_search(
     max_len_a: float = 1.2,
     max_len_b: int = 10,
     prefixes: Prefixes | None = None,
+    constraints: Constraints | None = None,
 ) -> list[list[Hypothesis]]:
     """`samples` outputs per sentence, each token drawn by the sampler (mt/decoding/sampling.py)."""
-    found = path_search(model, src, sampler, max_len_a, max_len_b, copies=samples, prefixes=prefixes)
+    found = path_search(model, src, sampler, max_len_a, max_len_b, samples, prefixes, constraints)
     return [found[i : i + samples] for i in range(0, len(found), samples)]
 
 
@@ -96,13 +104,14 @@ def path_search(
     max_len_b: int = 10,
     copies: int = 1,
     prefixes: Prefixes | None = None,
+    constraints: Constraints | None = None,
 ) -> list[Hypothesis]:
     """The loop of every search that follows one path per decoder row (greedy, sampling): each step the
     model scores the next token, `choose(logits, rows, t)` picks one per live row (rows: the original
     row of each), a row inside its prefix takes the prefix's token instead, and finished rows leave the
     batch (a few at a time). Each sentence decodes as `copies` rows (sentence i: rows i*copies...);
-    prefixes holds one per sentence. Returns one Hypothesis per row, its score the sum of the model's
-    log-probabilities."""
+    prefixes holds one per sentence; constraints, if active, rule tokens out before `choose`. Returns one
+    Hypothesis per row, its score the sum of the model's log-probabilities."""
     batch, device = src.size(0), src.device
     rows = batch * copies
     limits = max_output_lengths(src, max_len_a, max_len_b).repeat_interleave(copies)
@@ -118,11 +127,16 @@ def path_search(
     tokens = torch.full((rows,), BOS, dtype=torch.long, device=device)
     output = torch.full((rows, max_len), EOS, dtype=torch.long, device=device)
     scores = torch.zeros(rows, device=device)
+    constraints = constraints if constraints is not None and constraints.active else None
     for t in range(max_len):
         logits, state = model.step(tokens, state)
+        inside = prefixes.at(t) if prefixes is not None and t < prefixes.longest else None
+        if constraints is not None:
+            history = output[alive, :t] if constraints.needs_history else None
+            constraints.apply(logits, t, history, free=None if inside is None else ~inside[0])
         best_lp, tokens = choose(logits, alive, t)
-        if prefixes is not None and t < prefixes.longest:
-            forced, token = prefixes.at(t)
+        if inside is not None:
+            forced, token = inside
             best_lp, tokens = (x.squeeze(1) for x in force(best_lp[:, None], tokens[:, None], logits, forced, token))
         output[alive, t] = tokens.where(running, EOS)  # a finished row's output already ends in EOS
         scores.index_add_(0, alive, best_lp.where(running, 0.0))
@@ -240,12 +254,13 @@ def beam_search(
     max_len_b: int = 10,
     nbest: int = 1,
     prefixes: Prefixes | None = None,
+    constraints: Constraints | None = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: every sentence x beam in one tensor batch, scored with the GNMT
     length penalty. A sentence is done once its best finished hypothesis cannot be beaten
     by any live one (or at its length limit); done sentences leave the batch (a few at a time).
     Returns nbest hypotheses per sentence, best first. A sentence with a prefix carries it as its one
-    hypothesis until the prefix ends, then searches freely.
+    hypothesis until the prefix ends, then searches freely. Constraints, if active, rule tokens out first.
 
     The loop: the model scores the next token (model.step), `expand` chooses on the device, the
     books (BeamBooks) record finished hypotheses and decide which sentences are done on the host,
@@ -262,11 +277,17 @@ def beam_search(
     cum_lp = torch.full((batch, beam), float("-inf"), device=device)
     cum_lp[:, 0] = 0.0
     books = BeamBooks(limits.cpu(), beam, alpha)
+    constraints = constraints if constraints is not None and constraints.active else None
+    # Each row's tokens so far on the model's device, where a constraint reads them (the books' are on the host).
+    history = tokens.new_empty(batch * beam, 0) if constraints is not None and constraints.needs_history else None
 
     for t in range(int(books.limits.max())):
         live = len(books.sentence)
         logits, state = model.step(tokens, state)
         forced = prefixes.at(t) if prefixes is not None and t < prefixes.longest else None
+        if constraints is not None:
+            free = None if forced is None else ~forced[0].repeat_interleave(beam)
+            constraints.apply(logits, t, history, free)
         step = expand(logits, cum_lp, at_limit=t + 1 >= limits[sentence], forced=forced)
         top_lp, origin, next_tok, ends, keep_origin, keep_tok, best_live = on_host(
             step.top_lp[:, :beam],
@@ -295,5 +316,7 @@ def beam_search(
         else:  # beams moved within their sentences only
             state = state.reorder_same_source(rows)
         tokens = tokens.reshape(-1)
+        if history is not None:
+            history = torch.cat([history[rows], tokens[:, None]], dim=1)
 
     return books.results(nbest)

@@ -14,6 +14,8 @@ from mt.errors import MTError
 if TYPE_CHECKING:
     import torch
 
+    from mt.decoding.constraints import Constraints
+
 STRATEGIES = ("search", "sample")
 # Scoring: padded tokens per batch (the longer side); a batch's logits are (tokens, vocabulary) floats, 0.5 GB at 32k.
 SCORE_BATCH_TOKENS = 4096
@@ -45,6 +47,8 @@ class DecodeSettings:
     topp: float = 1.0  # sampling: draw within the smallest set of tokens holding this much probability
     seed: int = 0  # sampling: with each line's number, seeds that line's draws
     cuda_graphs: bool = False  # greedy and beam search in fixed slots, each step a replayed CUDA graph (CUDA)
+    min_len: int = 0  # no end of sentence before this many pieces; 0 = off (mt/decoding/constraints.py)
+    no_repeat_ngram: int = 0  # no n-gram of this many pieces twice in one output; 0 = off
     tgt_lang: str = ""  # the language to translate into, for a model of several target languages
 
     def __post_init__(self):
@@ -62,6 +66,8 @@ class DecodeSettings:
             ("topk", self.topk >= 0, ">= 0 (0: no cut)"),
             ("topp", 0 < self.topp <= 1, "in (0, 1]"),
             ("seed", self.seed >= 0, ">= 0"),
+            ("min_len", self.min_len >= 0, ">= 0 (0: off)"),
+            ("no_repeat_ngram", self.no_repeat_ngram >= 0, ">= 0 (0: off)"),
         )
         for name, ok, rule in checks:
             if not ok:
@@ -70,6 +76,14 @@ class DecodeSettings:
     @property
     def sampling(self) -> bool:
         return self.strategy == "sample"
+
+    @property
+    def constraints(self) -> Constraints:
+        """min_len and no_repeat_ngram as the torch engine's searches take them (CTranslate2 takes the
+        values, and runs without torch: imported here)."""
+        from mt.decoding.constraints import Constraints
+
+        return Constraints(self.min_len, self.no_repeat_ngram)
 
     @property
     def rows_per_line(self) -> int:

@@ -136,13 +136,18 @@ class Translator(LineTranslator):
                     steps += prefixes.longest
                 draws = uniforms(seeds, s.nbest, steps).to(src.device)
                 sampler = Sampler(draws, s.temperature, s.topk, s.topp)
-                return sample_search(self.model, src, sampler, s.nbest, s.max_len_a, s.max_len_b, prefixes)
-            if fastpath.fixed_slot_search(self.model, s.cuda_graphs, prefixes is not None):
+                return sample_search(
+                    self.model, src, sampler, s.nbest, s.max_len_a, s.max_len_b, prefixes, s.constraints
+                )
+            if fastpath.fixed_slot_search(self.model, s.cuda_graphs, prefixes is not None or s.constraints.active):
                 with self._fixed_slots:
                     return self._fixed_slot_search(src)
             if s.beam == 1:
-                return [[h] for h in greedy_search(self.model, src, s.max_len_a, s.max_len_b, prefixes)]
-            return beam_search(self.model, src, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, prefixes)
+                found = greedy_search(self.model, src, s.max_len_a, s.max_len_b, prefixes, s.constraints)
+                return [[h] for h in found]
+            return beam_search(
+                self.model, src, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, prefixes, s.constraints
+            )
 
     def _fixed_slot_search(self, src: torch.Tensor) -> list[list[Hypothesis]]:
         """Search in fixed slots (mt/decoding/fixed_slots.py) on the batch padded to a multiple of 8 rows

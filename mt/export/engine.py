@@ -183,16 +183,18 @@ class CTranslate2Translator(LineTranslator):
         ]
 
     def _strategy(self) -> dict:
-        """CTranslate2's options for the settings' search or sampling."""
+        """CTranslate2's options for the settings' search or sampling, and their constraints."""
         s = self.settings
+        constraints = dict(min_decoding_length=s.min_len, no_repeat_ngram_size=s.no_repeat_ngram)
         if not s.sampling:
-            return dict(beam_size=s.beam, length_penalty=s.alpha, num_hypotheses=s.nbest)
+            return dict(beam_size=s.beam, length_penalty=s.alpha, num_hypotheses=s.nbest, **constraints)
         greedy = s.temperature == 0  # CTranslate2 takes top-1 for the limit T -> 0
         return dict(
             beam_size=1,
             sampling_topk=1 if greedy else s.topk,
             sampling_topp=s.topp,
             sampling_temperature=1.0 if greedy else s.temperature,
+            **constraints,
         )
 
     def _finish(self, src_ids: list[int], pieces: list[str], score: float, prefix=None) -> Translation:

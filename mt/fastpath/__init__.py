@@ -204,12 +204,13 @@ def worth_dropping(finished: int, rows: int, device: torch.device) -> bool:
     return finished >= (cpu_ops.DROP_FINISHED_SHARE if cpu else 0.5) * rows
 
 
-def fixed_slot_search(model, requested: bool, prefixes: bool) -> bool:
+def fixed_slot_search(model, requested: bool, search_py_only: bool) -> bool:
     """Whether greedy and beam search run in fixed slots (mt/decoding/fixed_slots.py), each step replayed
     as a CUDA graph on CUDA (eagerly elsewhere), rather than search.py's loop, which reads the host every
     step and drops finished sentences. Only when asked for (decode.cuda_graphs): its speed on a GPU is
-    not yet measured. Models without a static state (the RNN, ensembles) and forced prefixes keep search.py."""
-    return requested and not prefixes and hasattr(model, "start_static_state")
+    not yet measured. Models without a static state (the RNN, ensembles), forced prefixes and constraints
+    (search_py_only: mt/decoding/constraints.py) keep search.py."""
+    return requested and not search_py_only and hasattr(model, "start_static_state")
 
 
 def autocast_decoding(device: torch.device) -> bool:

@@ -35,6 +35,8 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
         alpha=request.alpha,
         nbest=request.nbest,
         tgt_lang=request.tgt_lang,
+        min_len=request.min_len,
+        no_repeat_ngram=request.no_repeat_ngram,
         **{n: getattr(request, n) for n in SAMPLING_FIELDS},
     )
     if request.strategy == "greedy":

@@ -35,6 +35,8 @@ class TranslateRequest(BaseModel):
     topk: int | None = Field(None, ge=0)
     topp: float | None = Field(None, gt=0, le=1)
     seed: int | None = Field(None, ge=0, lt=2**32)
+    min_len: int | None = Field(None, ge=0, description="no end of sentence before this many pieces (0: off)")
+    no_repeat_ngram: int | None = Field(None, ge=0, description="no n-gram of this many pieces twice (0: off)")
     tgt_lang: str | None = Field(None, description="the language to translate into, for a model of several")
     scores: bool = Field(False, description="also return each line's hypotheses with their scores")
 
