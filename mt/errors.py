@@ -109,3 +109,10 @@ def report_errors(main):
             sys.exit(2)
 
     return wrapper
+
+
+def truncation_warning(count: int, noun: str, limit: int) -> str:
+    """The line that says how many inputs (noun: "line", "source") were cut to `limit` pieces."""
+    if count == 1:
+        return f"warning: 1 {noun} was longer than {limit} pieces and was truncated"
+    return f"warning: {count} {noun}s were longer than {limit} pieces and were truncated"

@@ -474,7 +474,7 @@ def test_over_long_lines_are_truncated_and_counted(trained_run):
         input_text=f"{long_line}\nrot\n\n",
     )
     assert len(out.stdout.split("\n")) - 1 == 3
-    assert "1 lines were longer than 20 pieces" in out.stderr
+    assert "1 line was longer than 20 pieces and was truncated" in out.stderr
 
 
 def test_interactive_mode_answers_line_by_line(trained_run):

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from mt.cli.translate import check_engine_args, writing_failed
 from mt.data.lines import count_lines, read_line_chunks
-from mt.errors import MTError, check_output_file
+from mt.errors import MTError, check_output_file, truncation_warning
 from mt.export.engine import load_export_translator
 
 # torch and the model are imported where the torch engine is picked, as in translate.
@@ -159,7 +159,4 @@ def run(args) -> None:
             file=sys.stderr,
         )
     if scorer.truncated:
-        print(
-            f"warning: {scorer.truncated} sources were longer than {args.max_src_len} pieces and were truncated",
-            file=sys.stderr,
-        )
+        print(truncation_warning(scorer.truncated, "source", args.max_src_len), file=sys.stderr)

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from mt.data.lines import decode_utf8, read_line_chunks, split_lines
 from mt.decoding.settings import DEFAULT_BEAM
-from mt.errors import MTError, check_output_file
+from mt.errors import MTError, check_output_file, truncation_warning
 from mt.export.engine import load_export_translator
 
 # torch, the model and the search are imported where the torch engine is picked: `--engine ctranslate2`
@@ -133,12 +133,14 @@ def check_engine_args(args) -> None:
 
 def describe(settings) -> str:
     """The strategy in a few words, for the summary line."""
+    rules = [f"at least {settings.min_len} pieces"] if settings.min_len else []
+    rules += [f"no repeated {settings.no_repeat_ngram}-grams"] if settings.no_repeat_ngram else []
     if settings.sampling:
         shape = [f"temperature {settings.temperature:g}"]
         shape += [f"top-k {settings.topk}"] if settings.topk else []
         shape += [f"top-p {settings.topp:g}"] if settings.topp < 1 else []
-        return f"sampling, {', '.join(shape)}, seed {settings.seed}"
-    return "greedy" if settings.beam == 1 else f"beam {settings.beam}"
+        return ", ".join([f"sampling, {', '.join(shape)}, seed {settings.seed}", *rules])
+    return ", ".join(["greedy" if settings.beam == 1 else f"beam {settings.beam}", *rules])
 
 
 def cuda_available(engine: str) -> bool:
@@ -250,9 +252,7 @@ def run(args) -> None:
     if not args.quiet and not interactive:
         models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
         seconds = time.perf_counter() - start
-        print(f"translated {done} lines in {seconds:.1f}s ({describe(settings)}{models})", file=sys.stderr)
+        lines = "line" if done == 1 else "lines"
+        print(f"translated {done} {lines} in {seconds:.1f}s ({describe(settings)}{models})", file=sys.stderr)
     if translator.truncated:
-        print(
-            f"warning: {translator.truncated} lines were longer than {args.max_src_len} pieces and were truncated",
-            file=sys.stderr,
-        )
+        print(truncation_warning(translator.truncated, "line", args.max_src_len), file=sys.stderr)
