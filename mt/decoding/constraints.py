@@ -1,5 +1,6 @@
 """Rules that take tokens out of a search step's choice before it chooses, for greedy search, beam search
-and sampling alike (CTranslate2 has both under the same names, so an export decodes the same):
+and sampling alike (CTranslate2 has both, min_decoding_length and no_repeat_ngram_size, applied the same
+way, so an export decodes the same):
 
   min_len N          no end of sentence before the output holds N pieces (a forced prefix counts)
   no_repeat_ngram N  no N pieces in a row twice in one output: a token that would complete an N-gram the
