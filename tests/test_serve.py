@@ -217,8 +217,8 @@ def free_port() -> int:
 
 def test_the_mt_serve_command_serves_until_stopped(checkpoint):
     port = free_port()
-    proc = subprocess.Popen([cli_path("mt-serve"), "-c", str(checkpoint), "--port", str(port), "--beam", "1"],
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen([cli_path("mt-serve"), "-c", str(checkpoint), "--port", str(port), "--beam", "1",
+                             "--no-repeat-ngram", "3"], stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         client = None
         for _ in range(300):
@@ -235,6 +235,7 @@ def test_the_mt_serve_command_serves_until_stopped(checkpoint):
         connection.request("POST", "/translate", body=json.dumps({"lines": ["ein hund", ""]}))
         answer = json.loads(connection.getresponse().read())
         assert len(answer["translations"]) == 2 and answer["translations"][1] == ""
+        assert answer["settings"]["beam"] == 1 and answer["settings"]["no_repeat_ngram"] == 3
     finally:
         proc.send_signal(2)  # Ctrl-C
         _, err = proc.communicate(timeout=60)

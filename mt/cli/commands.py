@@ -234,6 +234,7 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--tgt-lang", help="the default target language, for a model of several (a request may choose)")
     p.add_argument("--beam", type=int, help="the default beam size (default: the checkpoint's decode.beam)")
     p.add_argument("--alpha", type=float, help="the default length penalty (default: the checkpoint's)")
+    constraint_options(p)
     p.add_argument("--batch-tokens", type=int, help="source tokens a batch of requests holds at most")
     p.add_argument(
         "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its batch"

@@ -37,6 +37,8 @@ def check_args(args) -> None:
         ("--max-wait-ms", args.max_wait_ms, 0),
         ("--batch-tokens", args.batch_tokens, 1),
         ("--decoding-threads", args.decoding_threads, 1),
+        ("--min-len", args.min_len, 0),
+        ("--no-repeat-ngram", args.no_repeat_ngram, 0),
     ):
         if value is not None and value < least:
             raise MTError(f"{flag} must be >= {least}")
@@ -44,7 +46,14 @@ def check_args(args) -> None:
 
 def load(args):
     """The translator, what /health says of it, and how many threads decode."""
-    choices = dict(beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens, tgt_lang=args.tgt_lang)
+    choices = dict(
+        beam=args.beam,
+        alpha=args.alpha,
+        batch_tokens=args.batch_tokens,
+        tgt_lang=args.tgt_lang,
+        min_len=args.min_len,
+        no_repeat_ngram=args.no_repeat_ngram,
+    )
     if args.export:
         from mt.export.engine import load_export_translator
 
