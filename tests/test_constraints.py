@@ -1,6 +1,8 @@
 """Constraints on a search (mt/decoding/constraints.py) against the obvious way to find what they forbid,
 and constrained greedy and beam search against the textbook searches with the same rules."""
 
+import json
+
 import pytest
 import torch
 
@@ -121,8 +123,12 @@ def test_translate_mt_evaluate_and_the_api_take_the_rules(trained_run, tiny_corp
     out = run_cli("translate", "-c", str(trained_run), "-q", "-i", str(source), *flags)
     assert out.stdout.splitlines() == [f[0].text for f in found]
     hyp = tmp_path / "hyp.en"
-    run_cli("mt-evaluate", "-c", str(trained_run), "--split", "test", "-o", str(hyp), *flags)
+    scores = tmp_path / "scores.json"
+    out = run_cli(
+        "mt-evaluate", "-c", str(trained_run), "--split", "test", "-o", str(hyp), "--json", str(scores), *flags
+    )
     assert hyp.read_text(encoding="utf-8").splitlines() == [f[0].text for f in found]
+    assert json.loads(scores.read_text())["min_len"] == 9 and ", min_len 9): BLEU" in out.stdout
     for command in ("translate", "mt-evaluate"):
         refused = run_cli(command, "-c", str(trained_run), "--no-repeat-ngram", "-1", check=False, input_text="x\n")
         assert refused.returncode == 2 and "--no-repeat-ngram must be >= 0" in refused.stderr

@@ -110,9 +110,11 @@ def decode_grid(
             no_repeat_ngram=args.no_repeat_ngram,
         )
         results = Translator(model, tokenizer, settings, device).translate_nbest(sources, progress=sys.stderr.isatty())
-        chosen = {"beam": settings.beam, "alpha": settings.alpha}
+        rules = {k: v for k, v in (("min_len", settings.min_len), ("no_repeat_ngram", settings.no_repeat_ngram)) if v}
+        chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
+        said = "".join(f", {k} {v}" for k, v in rules.items())
         outputs.append(
-            (f"{name} (beam {settings.beam}, alpha {settings.alpha:g})", chosen, [r[0].text for r in results])
+            (f"{name} (beam {settings.beam}, alpha {settings.alpha:g}{said})", chosen, [r[0].text for r in results])
         )
     return outputs
 
