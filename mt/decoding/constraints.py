@@ -26,10 +26,6 @@ class Constraints:
     no_repeat_ngram: int = 0  # 0: off
 
     @property
-    def active(self) -> bool:
-        return self.min_len > 0 or self.no_repeat_ngram > 0
-
-    @property
     def needs_history(self) -> bool:
         """Whether apply() reads the tokens so far (a search then keeps them on the model's device)."""
         return self.no_repeat_ngram > 0
@@ -59,6 +55,5 @@ def ban_ngram_ends(logits: torch.Tensor, history: torch.Tensor, n: int, free: to
     match = (windows[:, :, :-1] == recent[:, None, :]).all(-1)  # (rows, windows)
     if free is not None:
         match &= free[:, None]
-    lowest = torch.full(match.shape, float("inf"), dtype=logits.dtype, device=logits.device)
-    lowest.masked_fill_(match, float("-inf"))
+    lowest = logits.new_full(match.shape, float("inf")).masked_fill_(match, float("-inf"))
     logits.scatter_reduce_(1, windows[:, :, -1], lowest, reduce="amin")

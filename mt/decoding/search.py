@@ -110,7 +110,7 @@ def path_search(
     model scores the next token, `choose(logits, rows, t)` picks one per live row (rows: the original
     row of each), a row inside its prefix takes the prefix's token instead, and finished rows leave the
     batch (a few at a time). Each sentence decodes as `copies` rows (sentence i: rows i*copies...);
-    prefixes holds one per sentence; constraints, if active, rule tokens out before `choose`. Returns one
+    prefixes holds one per sentence; constraints, if given, rule tokens out before `choose`. Returns one
     Hypothesis per row, its score the sum of the model's log-probabilities."""
     batch, device = src.size(0), src.device
     rows = batch * copies
@@ -127,7 +127,6 @@ def path_search(
     tokens = torch.full((rows,), BOS, dtype=torch.long, device=device)
     output = torch.full((rows, max_len), EOS, dtype=torch.long, device=device)
     scores = torch.zeros(rows, device=device)
-    constraints = constraints if constraints is not None and constraints.active else None
     for t in range(max_len):
         logits, state = model.step(tokens, state)
         inside = prefixes.at(t) if prefixes is not None and t < prefixes.longest else None
@@ -260,7 +259,7 @@ def beam_search(
     length penalty. A sentence is done once its best finished hypothesis cannot be beaten
     by any live one (or at its length limit); done sentences leave the batch (a few at a time).
     Returns nbest hypotheses per sentence, best first. A sentence with a prefix carries it as its one
-    hypothesis until the prefix ends, then searches freely. Constraints, if active, rule tokens out first.
+    hypothesis until the prefix ends, then searches freely. Constraints, if given, rule tokens out first.
 
     The loop: the model scores the next token (model.step), `expand` chooses on the device, the
     books (BeamBooks) record finished hypotheses and decide which sentences are done on the host,
@@ -277,7 +276,6 @@ def beam_search(
     cum_lp = torch.full((batch, beam), float("-inf"), device=device)
     cum_lp[:, 0] = 0.0
     books = BeamBooks(limits.cpu(), beam, alpha)
-    constraints = constraints if constraints is not None and constraints.active else None
     # Each row's tokens so far on the model's device, where a constraint reads them (the books' are on the host).
     history = tokens.new_empty(batch * beam, 0) if constraints is not None and constraints.needs_history else None
 

@@ -78,12 +78,12 @@ class DecodeSettings:
         return self.strategy == "sample"
 
     @property
-    def constraints(self) -> Constraints:
-        """min_len and no_repeat_ngram as the torch engine's searches take them (CTranslate2 takes the
-        values, and runs without torch: imported here)."""
+    def constraints(self) -> Constraints | None:
+        """min_len and no_repeat_ngram as the torch engine's searches take them, None where both are off
+        (CTranslate2 takes the values, and runs without torch: imported here)."""
         from mt.decoding.constraints import Constraints
 
-        return Constraints(self.min_len, self.no_repeat_ngram)
+        return Constraints(self.min_len, self.no_repeat_ngram) if self.min_len or self.no_repeat_ngram else None
 
     @property
     def rows_per_line(self) -> int:

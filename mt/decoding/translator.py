@@ -139,7 +139,7 @@ class Translator(LineTranslator):
                 return sample_search(
                     self.model, src, sampler, s.nbest, s.max_len_a, s.max_len_b, prefixes, s.constraints
                 )
-            if fastpath.fixed_slot_search(self.model, s.cuda_graphs, prefixes is not None or s.constraints.active):
+            if fastpath.fixed_slot_search(self.model, s.cuda_graphs, prefixes is not None or s.constraints is not None):
                 with self._fixed_slots:
                     return self._fixed_slot_search(src)
             if s.beam == 1:
