@@ -71,6 +71,16 @@ def constraint_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def split_option(p: argparse.ArgumentParser) -> None:
+    """--split-sentences (mt/decoding/sentences.py), as translate, mt-evaluate and mt-serve take it."""
+    p.add_argument(
+        "--split-sentences",
+        action=argparse.BooleanOptionalAction,
+        help="cut each line into sentences, translate them apart and join the translations into one line: "
+        "for paragraphs, where a model trained on single sentences drops some (default: the checkpoint's, off)",
+    )
+
+
 def translate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="translate", description="Translate text with a trained checkpoint.")
     checkpoint_options(p)
@@ -99,6 +109,7 @@ def translate_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len-b", type=int)
     p.add_argument("--max-src-len", type=int, default=1024, help="longer inputs are truncated (and counted)")
     constraint_options(p)
+    split_option(p)
     engine_options(p)
     p.add_argument(
         "--cuda-graphs",
@@ -160,6 +171,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
         help="decode this split (e.g. valid) with every --beam/--alpha, then score --split/--src once with the best",
     )
     constraint_options(p)
+    split_option(p)
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help=DTYPE_HELP)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -235,6 +247,7 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, help="the default beam size (default: the checkpoint's decode.beam)")
     p.add_argument("--alpha", type=float, help="the default length penalty (default: the checkpoint's)")
     constraint_options(p)
+    split_option(p)
     p.add_argument("--batch-tokens", type=int, help="source tokens a batch of requests holds at most")
     p.add_argument(
         "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its batch"

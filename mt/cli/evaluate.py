@@ -108,11 +108,14 @@ def decode_grid(
             precision=precision,
             min_len=args.min_len,
             no_repeat_ngram=args.no_repeat_ngram,
+            split_sentences=args.split_sentences,
         )
         results = Translator(model, tokenizer, settings, device).translate_nbest(sources, progress=sys.stderr.isatty())
-        rules = {k: v for k, v in (("min_len", settings.min_len), ("no_repeat_ngram", settings.no_repeat_ngram)) if v}
+        rules = {
+            k: getattr(settings, k) for k in ("min_len", "no_repeat_ngram", "split_sentences") if getattr(settings, k)
+        }
         chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
-        said = "".join(f", {k} {v}" for k, v in rules.items())
+        said = "".join(", sentence by sentence" if v is True else f", {k} {v}" for k, v in rules.items())
         outputs.append(
             (f"{name} (beam {settings.beam}, alpha {settings.alpha:g}{said})", chosen, [r[0].text for r in results])
         )

@@ -53,6 +53,7 @@ def load(args):
         tgt_lang=args.tgt_lang,
         min_len=args.min_len,
         no_repeat_ngram=args.no_repeat_ngram,
+        split_sentences=args.split_sentences,
     )
     if args.export:
         from mt.export.engine import load_export_translator

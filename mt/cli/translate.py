@@ -106,6 +106,10 @@ def check_args(args) -> None:
     if args.nbest < 1 or (not sampling and args.nbest > (args.beam or args.nbest)):
         raise MTError("--nbest must be between 1 and --beam")
     check_engine_args(args)
+    if args.split_sentences and (args.nbest > 1 or args.alignments or args.attention_dir):
+        raise MTError(
+            "--split-sentences writes one translation a line: not with --nbest, --alignments or --attention-dir"
+        )
     if args.nbest > 1 and (args.alignments or args.attention_dir):
         raise MTError("--alignments and --attention-dir work with --nbest 1")
     if args.ensemble and (args.alignments or args.attention_dir):
@@ -135,6 +139,7 @@ def describe(settings) -> str:
     """The strategy in a few words, for the summary line."""
     rules = [f"at least {settings.min_len} pieces"] if settings.min_len else []
     rules += [f"no repeated {settings.no_repeat_ngram}-grams"] if settings.no_repeat_ngram else []
+    rules += ["sentence by sentence"] if settings.split_sentences else []
     if settings.sampling:
         shape = [f"temperature {settings.temperature:g}"]
         shape += [f"top-k {settings.topk}"] if settings.topk else []
@@ -166,6 +171,7 @@ def load_translator(args):
         tgt_lang=args.tgt_lang,
         min_len=args.min_len,
         no_repeat_ngram=args.no_repeat_ngram,
+        split_sentences=args.split_sentences,
         **{name: getattr(args, name) for name in SAMPLING_FLAGS},
     )
     if args.engine == "ctranslate2":

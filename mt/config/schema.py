@@ -151,6 +151,7 @@ class DecodeConfig:
     seed: int = 0  # sampling: each line's draws are seeded by this and the line's number
     min_len: int = 0  # no end of sentence before this many pieces; 0 = off
     no_repeat_ngram: int = 0  # no n-gram of this many pieces twice in one output (against loops); 0 = off
+    split_sentences: bool = False  # translate each line's sentences apart, then join them (paragraphs a line)
     # Greedy and beam search in fixed slots (static caches, finished sentences masked), each step captured
     # once as a CUDA graph and replayed; the same translations. Off until measured faster on a GPU.
     cuda_graphs: bool = False

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 from mt.data.languages import into
+from mt.decoding.sentences import translate_by_sentence
 from mt.errors import MTError
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class DecodeSettings:
     min_len: int = 0  # no end of sentence before this many pieces; 0 = off (mt/decoding/constraints.py)
     no_repeat_ngram: int = 0  # no n-gram of this many pieces twice in one output; 0 = off
     tgt_lang: str = ""  # the language to translate into, for a model of several target languages
+    split_sentences: bool = False  # translate each line's sentences one by one (mt/decoding/sentences.py)
 
     def __post_init__(self):
         checks = (
@@ -57,6 +59,7 @@ class DecodeSettings:
             ("beam", self.beam >= 1, ">= 1"),
             ("nbest", self.nbest >= 1, ">= 1"),
             ("nbest", self.strategy == "sample" or self.nbest <= self.beam, "at most the beam size"),
+            ("nbest", self.nbest == 1 or not self.split_sentences, "1 with split_sentences (one translation a line)"),
             ("alpha", self.alpha >= 0, ">= 0"),
             ("max_len_a", self.max_len_a >= 0, ">= 0"),
             ("max_len_b", self.max_len_b >= 1, ">= 1"),
@@ -171,6 +174,14 @@ class LineTranslator:
         return [found[0].text for found in translator.translate_nbest(list(lines))]
 
     def translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
+        """settings.nbest Translations for every line, in input order; options: the engine's _translate_nbest's
+        (prefixes, seeds, first_line, progress, attention_layer, attention_head). With
+        settings.split_sentences, each line's sentences are translated apart and joined back."""
+        if self.settings.split_sentences:
+            return translate_by_sentence(self._translate_nbest, self.settings, list(lines), **options)
+        return self._translate_nbest(list(lines), **options)
+
+    def _translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
         raise NotImplementedError
 
     def score(

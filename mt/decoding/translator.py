@@ -58,7 +58,7 @@ class Translator(LineTranslator):
         # by with_settings (a server's decoding threads) share both with this translator.
         self._fixed_slots = threading.Lock()
 
-    def translate_nbest(
+    def _translate_nbest(
         self,
         lines: list[str],
         attention_layer: int | None = None,

@@ -106,7 +106,7 @@ class CTranslate2Translator(LineTranslator):
             raise MTError(f"{folder}: CTranslate2 cannot load it ({str(err).splitlines()[0][:200]})") from None
         self.truncated = 0
 
-    def translate_nbest(
+    def _translate_nbest(
         self,
         lines: list[str],
         attention_layer: int | None = None,

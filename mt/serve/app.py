@@ -37,6 +37,7 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
         tgt_lang=request.tgt_lang,
         min_len=request.min_len,
         no_repeat_ngram=request.no_repeat_ngram,
+        split_sentences=request.split_sentences,
         **{n: getattr(request, n) for n in SAMPLING_FIELDS},
     )
     if request.strategy == "greedy":

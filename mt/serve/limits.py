@@ -38,6 +38,7 @@ class TranslateRequest(BaseModel):
     min_len: int | None = Field(None, ge=0, description="no end of sentence before this many pieces (0: off)")
     no_repeat_ngram: int | None = Field(None, ge=0, description="no n-gram of this many pieces twice (0: off)")
     tgt_lang: str | None = Field(None, description="the language to translate into, for a model of several")
+    split_sentences: bool | None = Field(None, description="translate each line's sentences apart, joined back")
     scores: bool = Field(False, description="also return each line's hypotheses with their scores")
 
 
