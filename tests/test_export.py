@@ -80,6 +80,17 @@ def test_constraints_decode_the_same_in_both_engines(trained, rules):
     assert len(differ) <= 0.05 * len(ours), differ
 
 
+def test_sentence_by_sentence_decodes_the_same_in_both_engines(trained):
+    """Splitting happens before either engine decodes (LineTranslator.translate_nbest): paragraphs of two
+    sentences decode greedily to the same pieces, and to more pieces than a paragraph translated whole."""
+    checkpoint, exported, sentences = trained
+    paragraphs = [f"{a}. {b.capitalize()}." for a, b in zip(sentences[::2], sentences[1::2])]
+    ours, theirs = decode_both((checkpoint, exported, paragraphs), beam=1, split_sentences=True)
+    assert [o[0].tgt_pieces for o in ours] == [t[0].tgt_pieces for t in theirs]
+    whole, _ = decode_both((checkpoint, exported, paragraphs), beam=1)
+    assert [o[0].text for o in ours] != [w[0].text for w in whole]
+
+
 def test_prefixes_and_sampling_pass_through_to_ctranslate2(trained):
     """A forced prefix decodes greedily to the same pieces in both engines; sampling at its greedy limits
     is greedy; real sampling draws varied samples, nbest of them a line."""

@@ -80,6 +80,17 @@ def test_prefixes_scores_and_nbest(server, checkpoint, lines, tmp_path):
     assert status == 200 and [len(h) for h in scored["hypotheses"]] == [1, 1]
 
 
+def test_sentence_by_sentence(server, checkpoint):
+    paragraphs = ["hund läuft rot. Katze schläft hier.", "blau klein? Groß rot langsam.", "", "ein kind isst."]
+    status, answer = server.translate({"lines": paragraphs, "split_sentences": True})
+    assert status == 200 and answer["settings"]["split_sentences"] is True
+    assert answer["translations"] == translate_cli(checkpoint, paragraphs, "--beam", "1", "--split-sentences")
+    status, whole = server.translate({"lines": paragraphs})
+    assert status == 200 and whole["settings"]["split_sentences"] is False
+    status, refused = server.translate({"lines": paragraphs, "split_sentences": True, "nbest": 2})
+    assert status == 422 and refused["error"] == "nbest=2: must be 1 with split_sentences (one translation a line)"
+
+
 def test_lines_in_equal_lines_out(server, checkpoint):
     odd = ["", "ein hund", "   ", "rot\rblau", "klein\u2028rot", "nul\x00byte", "\t", "ein hund\n"]
     status, answer = server.translate({"lines": odd})
@@ -217,8 +228,9 @@ def free_port() -> int:
 
 def test_the_mt_serve_command_serves_until_stopped(checkpoint):
     port = free_port()
-    proc = subprocess.Popen([cli_path("mt-serve"), "-c", str(checkpoint), "--port", str(port), "--beam", "1",
-                             "--no-repeat-ngram", "3"], stderr=subprocess.PIPE, text=True)  # fmt: skip
+    command = [cli_path("mt-serve"), "-c", str(checkpoint), "--port", str(port), "--beam", "1",
+               "--no-repeat-ngram", "3", "--split-sentences"]  # fmt: skip
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     try:
         client = None
         for _ in range(300):
@@ -236,6 +248,7 @@ def test_the_mt_serve_command_serves_until_stopped(checkpoint):
         answer = json.loads(connection.getresponse().read())
         assert len(answer["translations"]) == 2 and answer["translations"][1] == ""
         assert answer["settings"]["beam"] == 1 and answer["settings"]["no_repeat_ngram"] == 3
+        assert answer["settings"]["split_sentences"] is True
     finally:
         proc.send_signal(2)  # Ctrl-C
         _, err = proc.communicate(timeout=60)

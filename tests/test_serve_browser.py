@@ -34,13 +34,15 @@ def test_the_page_translates_what_is_typed(browser, trained_run, tiny_corpus, tm
     server = RunningServer(translator)
     try:
         lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:2]
+        lines[1] += ". Hund läuft."  # a paragraph: the page translates sentence by sentence
         browser.open(f"http://127.0.0.1:{server.port}/")
         assert browser.wait_for_text("#languages") == "de → en"
         browser.type("#source", "\n".join(lines))
         browser.click("#translate")
         shown = browser.wait_for_text("#result")
-        assert shown.split("\n") == translator.translate(lines)
-        assert "greedy search" in browser.text("#settings")
+        by_sentence = translator.with_settings(translator.settings.updated(split_sentences=True))
+        assert shown.split("\n") == by_sentence.translate(lines) != translator.translate(lines)
+        assert "greedy search, sentence by sentence" in browser.text("#settings")
         assert browser.text("#status").startswith("2 lines in")
         shot = browser.screenshot()
         assert shot[:8] == b"\x89PNG\r\n\x1a\n"
