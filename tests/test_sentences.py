@@ -141,6 +141,8 @@ def test_translate_and_evaluate_take_the_flag(trained_run, translator, tmp_path)
     out = run_cli("translate", "-c", checkpoint, "--beam", "1", "--split-sentences", input_text=text)
     assert out.stdout.splitlines() == by_hand(translator, PARAGRAPHS)
     assert "greedy, sentence by sentence" in out.stderr
+    cut = run_cli("translate", "-c", checkpoint, "--split-sentences", "--max-src-len", "2", input_text=text)
+    assert len(cut.stdout.splitlines()) == len(lines) and "6 sentences were longer than 2 pieces" in cut.stderr
     refused = run_cli("translate", "-c", checkpoint, "--split-sentences", "--nbest", "2", input_text=text, check=False)
     assert refused.returncode != 0 and refused.stderr.strip().count("\n") == 0 and "--split-sentences" in refused.stderr
     (tmp_path / "src").write_text(text, encoding="utf-8")

@@ -261,4 +261,5 @@ def run(args) -> None:
         lines = "line" if done == 1 else "lines"
         print(f"translated {done} {lines} in {seconds:.1f}s ({describe(settings)}{models})", file=sys.stderr)
     if translator.truncated:
-        print(truncation_warning(translator.truncated, "line", args.max_src_len), file=sys.stderr)
+        noun = "sentence" if settings.split_sentences else "line"  # what was cut: what was decoded
+        print(truncation_warning(translator.truncated, noun, args.max_src_len), file=sys.stderr)
