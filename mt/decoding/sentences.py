@@ -5,7 +5,7 @@ sentences poorly: it drops or merges some (measured in docs/benchmarks.md). With
 is cut into sentences, every sentence is translated as a line of its own (all of them batched together),
 and the translations are joined back into one line: N lines in, N lines out still.
 
-The rule is deliberately cautious, for any language: a sentence ends at . ! ? or … (closing quotes and
+The rule is deliberately cautious and names no language: a sentence ends at . ! ? or … (closing quotes and
 brackets may follow) where whitespace follows and the next word does not start in lower case; a single
 period after a one-letter word (initials, "z. B."), a number of up to three digits (German and Czech
 ordinals: "am 3. Oktober"), a word with an inner period ("e.g.") or a common abbreviation ("Dr.") ends
@@ -20,6 +20,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mt.decoding.settings import DecodeSettings, Translation, check_aligned, line_seed
 from mt.errors import MTError
 
 # Lower-cased, without their period: titles and other abbreviations that a capitalised word follows.
@@ -95,13 +96,13 @@ def _wide(char: str) -> bool:
     return unicodedata.east_asian_width(char) in ("W", "F")
 
 
-def translate_by_sentence(translate_nbest: Callable, settings, lines: list[str], **options) -> list[list]:
+def translate_by_sentence(
+    translate_nbest: Callable, settings: DecodeSettings, lines: list[str], **options
+) -> list[list[Translation]]:
     """translate_nbest (an engine's, taking the same options) over each line's sentences, joined back
     per line. A forced prefix starts the line's first sentence; in sampling, the line's seed draws its
     first sentence (a line of one sentence samples as without splitting) and seeds the others. A joined
     translation's score is the sum of its sentences' scores."""
-    from mt.decoding.settings import Translation, check_aligned, line_seed  # settings imports this module
-
     if options.get("attention_layer") is not None:
         raise MTError("attention maps and alignments take one sentence a line: leave split_sentences off")
     prefixes, seeds = options.pop("prefixes", None), options.pop("seeds", None)

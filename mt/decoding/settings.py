@@ -9,7 +9,6 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 from mt.data.languages import into
-from mt.decoding.sentences import translate_by_sentence
 from mt.errors import MTError
 
 if TYPE_CHECKING:
@@ -178,6 +177,8 @@ class LineTranslator:
         (prefixes, seeds, first_line, progress, attention_layer, attention_head). With
         settings.split_sentences, each line's sentences are translated apart and joined back."""
         if self.settings.split_sentences:
+            from mt.decoding.sentences import translate_by_sentence  # which builds on this module
+
             return translate_by_sentence(self._translate_nbest, self.settings, list(lines), **options)
         return self._translate_nbest(list(lines), **options)
 
