@@ -4,11 +4,9 @@ without torch."""
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
-from mt.data.languages import into
 from mt.errors import MTError
 
 if TYPE_CHECKING:
@@ -156,69 +154,3 @@ def verbatim(prefix: str, prefix_decoded: str, text: str) -> str:
     if prefix[-1:].isspace() and rest[:1] == " ":
         rest = rest[1:]
     return prefix + rest
-
-
-class LineTranslator:
-    """What both engines offer callers: `translate(lines)` gives the best translation of every line as text;
-    `translate_nbest(lines)` gives settings.nbest Translations per line (text, score, pieces, attention)."""
-
-    languages: tuple[str, str] = ("", "")  # (source, target) language codes, where the model's config names them
-
-    def translate(self, lines: list[str] | str, tgt_lang: str | None = None) -> list[str] | str:
-        """The best translation of every line, in order (an empty line gives an empty one). One string in,
-        one string out. tgt_lang: the language to translate into, for a model of several."""
-        translator = self.with_settings(self.settings.updated(tgt_lang=tgt_lang)) if tgt_lang else self
-        if isinstance(lines, str):
-            return translator.translate_nbest([lines])[0][0].text
-        return [found[0].text for found in translator.translate_nbest(list(lines))]
-
-    def translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
-        """settings.nbest Translations for every line, in input order; options: the engine's _translate_nbest's
-        (prefixes, seeds, first_line, progress, attention_layer, attention_head). With
-        settings.split_sentences, each line's sentences are translated apart and joined back."""
-        if self.settings.split_sentences:
-            from mt.decoding.sentences import translate_by_sentence  # which builds on this module
-
-            return translate_by_sentence(self._translate_nbest, self.settings, list(lines), **options)
-        return self._translate_nbest(list(lines), **options)
-
-    def _translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
-        raise NotImplementedError
-
-    def score(
-        self, sources: list[str], targets: list[str], progress: bool = False, batch_tokens: int = SCORE_BATCH_TOKENS
-    ) -> list[PairScore]:
-        """How likely the model finds each target as the translation of its source (forced decoding), in
-        order: one PairScore per pair, an empty target scored as EOS alone."""
-        raise NotImplementedError
-
-    def _sources(self, lines: list[str]) -> list[str]:
-        """Lines as the model reads them: with the tag of settings.tgt_lang where the model has several
-        target languages (mt/data/languages.py); a language it lacks, or none named, is one line."""
-        return into(lines, self.settings.tgt_lang, self.languages)
-
-    def _tag_pieces(self) -> int:
-        """Source pieces _sources puts before each line (a target language's tag), 0 without a tag: what
-        a translation's src_pieces and attention leave out, so they index the caller's own pieces."""
-        tagged = self._sources(["x"])[0]
-        return (
-            0
-            if tagged == "x"
-            else len(self.tokenizer.encode_src([tagged])[0]) - len(self.tokenizer.encode_src(["x"])[0])
-        )
-
-    def _encode_pairs(self, sources: list[str], targets: list[str]) -> tuple[list[list[int]], list[list[int]]]:
-        """The pairs as piece ids for score: sources cut to max_src_len (counted in truncated), targets whole."""
-        check_aligned(sources, targets, "targets")
-        src_ids, cut = self.tokenizer.encode_src_truncated(self._sources(sources), self.max_src_len)
-        self.truncated += cut
-        return src_ids, self.tokenizer.encode_tgt(targets)
-
-    def with_settings(self, settings: DecodeSettings) -> LineTranslator:
-        """A translator sharing this one's model and tokenizer, decoding with other settings (a server's
-        request), where the precision stays the one the model was loaded in."""
-        if settings.precision != self.settings.precision:
-            raise MTError(f"precision {settings.precision} differs from the loaded model's {self.settings.precision}")
-        other = copy.copy(self)
-        other.settings = settings
-        return other

@@ -19,6 +19,7 @@ from mt.data.batching import pad_sequences, token_batches
 from mt.data.tokenizer import BOS, EOS, PAD
 from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, FixedSlotSearch
 from mt.decoding.fixed_slots import run as run_search
+from mt.decoding.line_translator import LineTranslator
 from mt.decoding.prefix import Prefixes
 from mt.decoding.sampling import Sampler, uniforms
 from mt.decoding.scoring import score_ids
@@ -26,7 +27,6 @@ from mt.decoding.search import Hypothesis, beam_search, greedy_search, max_outpu
 from mt.decoding.settings import (
     SCORE_BATCH_TOKENS,
     DecodeSettings,
-    LineTranslator,
     PairScore,
     Translation,
     check_aligned,

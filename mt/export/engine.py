@@ -21,10 +21,10 @@ from tqdm import tqdm
 
 from mt.data.languages import into
 from mt.data.tokenizer import EOS, Tokenizer
+from mt.decoding.line_translator import LineTranslator
 from mt.decoding.settings import (
     SCORE_BATCH_TOKENS,
     DecodeSettings,
-    LineTranslator,
     PairScore,
     Translation,
     check_aligned,

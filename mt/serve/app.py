@@ -15,7 +15,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.data.languages import into
-from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, LineTranslator, line_seed
+from mt.decoding.line_translator import LineTranslator
+from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
 from mt.serve.limits import RequestError, ScoreRequest, ServeLimits, TranslateRequest, parse_request

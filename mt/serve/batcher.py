@@ -18,7 +18,8 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
-from mt.decoding.settings import DecodeSettings, LineTranslator
+from mt.decoding.line_translator import LineTranslator
+from mt.decoding.settings import DecodeSettings
 
 log = logging.getLogger(__name__)
 
