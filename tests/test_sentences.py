@@ -24,6 +24,9 @@ from conftest import run_cli
         ('He said "stop." Then he left.', ['He said "stop."', "Then he left."]),
         ("Er sagte: „Hallo.“ Dann ging er. »Gut.« Ja.", ["Er sagte: „Hallo.“", "Dann ging er.", "»Gut.«", "Ja."]),
         ("¿Vienes? ¡Claro!", ["¿Vienes?", "¡Claro!"]),
+        ('He shouted "Stop! Now!" and ran. Then he left.', ['He shouted "Stop! Now!" and ran.', "Then he left."]),
+        ("Er rief: „Halt! Sofort!“ Dann lief er.", ["Er rief: „Halt! Sofort!“", "Dann lief er."]),
+        ("« Bonjour. » Il part. Oui.", ["« Bonjour. » Il part.", "Oui."]),
         ("我爱你。你好吗？好。", ["我爱你。", "你好吗？", "好。"]),
         ("Он пришёл. Она ушла.", ["Он пришёл.", "Она ушла."]),
         # No boundary: lower case next, initials, ordinals, inner periods, abbreviations, no space, line end.
@@ -32,6 +35,7 @@ from conftest import run_cli
         ("Am 3. Oktober kam er. Am 12. Mai nicht.", ["Am 3. Oktober kam er.", "Am 12. Mai nicht."]),
         ("Take e.g. Paris or the U.S. Army.", ["Take e.g. Paris or the U.S. Army."]),
         ("Dr. Müller und Prof. Schmidt kamen.", ["Dr. Müller und Prof. Schmidt kamen."]),
+        ("Er hält ein Schild „Pop! Tech „ hoch. Ja.", ["Er hält ein Schild „Pop! Tech „ hoch. Ja."]),  # a stray mark
         ("It costs 3.50 euros.Fine.", ["It costs 3.50 euros.Fine."]),
         ("Born in 1990. Then he moved.", ["Born in 1990.", "Then he moved."]),
         ("Ein Hund rennt. ", ["Ein Hund rennt. "]),

@@ -5,12 +5,13 @@ sentences poorly: it drops or merges some (measured in docs/benchmarks.md). With
 is cut into sentences, every sentence is translated as a line of its own (all of them batched together),
 and the translations are joined back into one line: N lines in, N lines out still.
 
-The rule is deliberately cautious and names no language: a sentence ends at . ! ? or … (closing quotes and
-brackets may follow) where whitespace follows and the next word does not start in lower case; a single
-period after a one-letter word (initials, "z. B."), a number of up to three digits (German and Czech
-ordinals: "am 3. Oktober"), a word with an inner period ("e.g.") or a common abbreviation ("Dr.") ends
-nothing. Chinese and Japanese 。！？ end a sentence without a space. A missed boundary costs what
-translating the line whole costs; a wrong one cuts a sentence in two.
+The rule is deliberately cautious and names no language: a sentence ends at . ! ? or … (closing quotes
+and brackets may follow) where whitespace follows and the next word does not start in lower case; a
+single period after a one-letter word (initials, "z. B."), a number of up to three digits (German and
+Czech ordinals: "am 3. Oktober"), a word with an inner period ("e.g.") or a common abbreviation ("Dr.")
+ends nothing, and nothing ends inside a quotation ('He shouted "Stop! Now!" and ran.'). Chinese and
+Japanese 。！？ end a sentence without a space. A missed boundary costs what translating the line whole
+costs; a wrong one cuts a sentence in two.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ ABBREVIATIONS = frozenset(
 )
 _END = re.compile(r"([.!?…]+|[。！？]+)([\"'”’“‘»«)\]]*)(\s*)")  # closing quotes of any convention
 _OPENING = "\"'“‘«»„‚([¿¡"
+_QUOTES = '"“”«»„'  # double quotation marks (single ones double as apostrophes)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def split_sentences(line: str) -> Split:
     sentences, separators, start = [], [], 0
     for end in _END.finditer(line):
         after = end.end()
-        if after == len(line) or not _ends_sentence(line, end):
+        if after == len(line) or not _ends_sentence(line, end) or _inside_quotes(line[start : end.end(2)]):
             continue
         sentences.append(line[start : end.start(3)])
         separators.append(end.group(3))
@@ -72,6 +74,17 @@ def _ends_sentence(line: str, end: re.Match) -> bool:
         or "." in word
         or word.lower() in ABBREVIATIONS
     )
+
+
+def _inside_quotes(text: str) -> bool:
+    """Whether a quotation opened in text is still open at its end: "Stop! Now!" is one sentence. Every
+    quotation mark of any convention turns the state over, except „, which only opens; nesting is not
+    tracked. A stray mark leaves the rest of its line uncut: cautious again."""
+    inside = False
+    for char in text:
+        if char in _QUOTES:
+            inside = True if char == "„" else not inside
+    return inside
 
 
 def join_sentences(texts: list[str], separators: list[str]) -> str:
