@@ -25,6 +25,7 @@ import sys
 from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import read_lines
 from mt.data.sources import load_directions, split_paths
+from mt.decoding.settings import RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.fastpath import decode_precision
@@ -106,14 +107,10 @@ def decode_grid(
             beam=beam,
             alpha=alpha,
             precision=precision,
-            min_len=args.min_len,
-            no_repeat_ngram=args.no_repeat_ngram,
-            split_sentences=args.split_sentences,
+            **{name: getattr(args, name) for name in RULE_FIELDS},
         )
         results = Translator(model, tokenizer, settings, device).translate_nbest(sources, progress=sys.stderr.isatty())
-        rules = {
-            k: getattr(settings, k) for k in ("min_len", "no_repeat_ngram", "split_sentences") if getattr(settings, k)
-        }
+        rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k)}
         chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
         said = "".join(", sentence by sentence" if v is True else f", {k} {v}" for k, v in rules.items())
         outputs.append(

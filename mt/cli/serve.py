@@ -10,6 +10,7 @@ import logging
 import sys
 
 from mt.data.languages import languages_label
+from mt.decoding.settings import RULE_FIELDS
 from mt.errors import MTError
 from mt.serve.limits import ServeLimits
 
@@ -51,9 +52,7 @@ def load(args):
         alpha=args.alpha,
         batch_tokens=args.batch_tokens,
         tgt_lang=args.tgt_lang,
-        min_len=args.min_len,
-        no_repeat_ngram=args.no_repeat_ngram,
-        split_sentences=args.split_sentences,
+        **{name: getattr(args, name) for name in RULE_FIELDS},
     )
     if args.export:
         from mt.export.engine import load_export_translator

@@ -23,7 +23,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.data.lines import decode_utf8, read_line_chunks, split_lines
-from mt.decoding.settings import DEFAULT_BEAM
+from mt.decoding.settings import DEFAULT_BEAM, RULE_FIELDS
 from mt.errors import MTError, check_output_file, truncation_warning
 from mt.export.engine import load_export_translator
 
@@ -169,9 +169,7 @@ def load_translator(args):
         nbest=args.nbest,
         batch_tokens=args.batch_tokens,
         tgt_lang=args.tgt_lang,
-        min_len=args.min_len,
-        no_repeat_ngram=args.no_repeat_ngram,
-        split_sentences=args.split_sentences,
+        **{name: getattr(args, name) for name in RULE_FIELDS},
         **{name: getattr(args, name) for name in SAMPLING_FLAGS},
     )
     if args.engine == "ctranslate2":

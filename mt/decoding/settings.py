@@ -18,6 +18,8 @@ STRATEGIES = ("search", "sample")
 # Scoring: padded tokens per batch (the longer side); a batch's logits are (tokens, vocabulary) floats, 0.5 GB at 32k.
 SCORE_BATCH_TOKENS = 4096
 DEFAULT_BEAM = 5  # beam search asked for where the settings at hand are greedy (beam 1)
+# Rules on what a translation may be, each a flag of translate, mt-evaluate and mt-serve of the same name.
+RULE_FIELDS = ("min_len", "no_repeat_ngram", "split_sentences")
 
 
 @dataclass(frozen=True)
