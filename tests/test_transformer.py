@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from mt.decoding.search import beam_search
 from mt.fastpath import cpu_ops
 from mt.model import Transformer, layers
 from mt.model.layers import Dropout, LayerNorm, sinusoidal_positions
@@ -153,6 +154,49 @@ def test_state_select_reorders_hypotheses():
         a, _ = model.step(torch.tensor([7, 9]), state)
         b, _ = model.step(torch.tensor([9, 7]), swapped)
     torch.testing.assert_close(a.flip(0), b, atol=1e-5, rtol=1e-5)
+
+
+def test_hypotheses_sharing_their_sentences_memory_step_as_with_copies_of_it():
+    """Beam search's hypotheses of one sentence read one memory row: logits and cross-attention weights
+    as if each had its own copy, through steps, reorders within sentences and a dropped sentence."""
+    model = small_model(tie=False)
+    src = padded_batch([5, 3, 7], 7)
+    tokens = torch.randint(3, 50, (6, 9), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        shared, copied = model.start_state(src, copies=3), model.start_state(src).repeat_rows(3)
+        assert shared.memory.size(0) == 3 and copied.memory.size(0) == 9
+        for t in range(6):
+            a, shared = model.step(tokens[t], shared, need_weights=True)
+            weights_a = model.cross_attention()
+            b, copied = model.step(tokens[t], copied, need_weights=True)
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(weights_a, model.cross_attention(), atol=1e-6, rtol=1e-5)
+            if t == 2:  # hypotheses move within their sentences
+                within = torch.tensor([2, 2, 0, 4, 3, 3, 6, 8, 7])
+                shared, copied = shared.reorder_same_source(within), copied.reorder_same_source(within)
+            if t == 4:  # the middle sentence is done and leaves
+                keep = torch.tensor([1, 0, 2, 8, 8, 6])
+                shared, copied = shared.select(keep), copied.select(keep)
+                tokens = tokens[:, [0, 1, 2, 6, 7, 8]]
+                assert shared.memory.size(0) == 2
+
+
+def test_beam_search_over_shared_memory_equals_search_over_copies():
+    model = small_model(tie=False)
+
+    class CopiedMemory(torch.nn.Module):  # every hypothesis with its own copy of the memory
+        def start_state(self, src, copies=1):
+            return model.start_state(src).repeat_rows(copies)
+
+        def step(self, tokens, state):
+            return model.step(tokens, state)
+
+    src = padded_batch([9, 3, 6, 4, 8], 9)  # sentences end at different steps: some leave the batch early
+    shared = beam_search(model, src, beam=4, max_len_a=1.0, max_len_b=2, nbest=3)
+    copied = beam_search(CopiedMemory(), src, beam=4, max_len_a=1.0, max_len_b=2, nbest=3)
+    assert [[h.tokens for h in hyps] for hyps in shared] == [[h.tokens for h in hyps] for hyps in copied]
+    for hyps, others in zip(shared, copied):
+        assert [h.score for h in hyps] == pytest.approx([h.score for h in others], abs=1e-5)
 
 
 def test_sinusoidal_positions_formula_and_any_length():

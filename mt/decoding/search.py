@@ -1,8 +1,8 @@
 """Greedy search, sampling and beam search over any model with the incremental decoding interface:
 
-    state = model.start_state(src)          # encode once
+    state = model.start_state(src, copies)     # encode once; `copies` hypotheses (rows) per sentence
     logits, state = model.step(tokens, state)  # one token per hypothesis -> next-token logits
-    state = state.select(index)              # reorder / drop hypotheses (batch dim 0)
+    state = state.select(index)                # reorder / drop hypotheses (batch dim 0)
 
 (mt/model/state.py holds the state; the Transformer and the RNN both implement the interface.)
 
@@ -267,9 +267,8 @@ def beam_search(
     """
     batch, device = src.size(0), src.device
     limits = limits_with_prefix(max_output_lengths(src, max_len_a, max_len_b), prefixes, max_len_b)
-    state = model.start_state(src)
-    # Every row of the decoder batch is (sentence, beam): start with `beam` copies of each sentence.
-    state = state.select(torch.arange(batch, device=device).repeat_interleave(beam))
+    # Every row of the decoder batch is (sentence, beam): `beam` consecutive rows for each sentence.
+    state = model.start_state(src, copies=beam)
     sentence = torch.arange(batch, device=device)  # original index of each live sentence
     tokens = torch.full((batch * beam,), BOS, dtype=torch.long, device=device)
     # Only the first copy is live at step 0, so the beam does not fill with duplicates.

@@ -34,8 +34,8 @@ class Ensemble(nn.Module):
         super().__init__()
         self.members = nn.ModuleList(members)
 
-    def start_state(self, src: torch.Tensor) -> EnsembleState:
-        return EnsembleState([m.start_state(src) for m in self.members])
+    def start_state(self, src: torch.Tensor, copies: int = 1) -> EnsembleState:
+        return EnsembleState([m.start_state(src, copies) for m in self.members])
 
     def step(self, tokens: torch.Tensor, state: EnsembleState) -> tuple[torch.Tensor, EnsembleState]:
         """log of the mean of the members' next-token probabilities (B, V), in fp32: normalised

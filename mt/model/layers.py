@@ -187,8 +187,16 @@ class DecoderLayer(nn.Module):
             if "k" not in cache.source:  # contiguous once, or every step's matmul would copy them
                 cache.source["k"], cache.source["v"] = (t.contiguous() for t in self.cross_attn.project_kv(memory))
             kv = (cache.source["k"], cache.source["v"])
-        out, self.cross_weights = self.cross_attn(h, mask=src_mask, kv=kv, need_weights=need_weights)
-        return out
+        # A sentence's hypotheses (beam search: consecutive rows, one memory row) are its queries side by
+        # side: each attends alone, as it would with a copy of the memory, which is read once, not once each.
+        rows, length, d = h.shape
+        copies = rows // memory.size(0)
+        queries = h.reshape(-1, copies * length, d)
+        out, weights = self.cross_attn(queries, mask=src_mask, kv=kv, need_weights=need_weights)
+        if weights is not None and copies > 1:  # (B, heads, copies * T, S) -> (rows, heads, T, S)
+            weights = weights.unflatten(2, (copies, length)).transpose(1, 2).flatten(0, 1)
+        self.cross_weights = weights
+        return out.reshape(rows, length, d)
 
     def forward(self, x, memory, src_mask, cache: LayerCache | None = None, need_weights: bool = False):
         x = self.self_sublayer(x, lambda h: self._self_attend(h, cache))

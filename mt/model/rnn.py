@@ -106,9 +106,9 @@ class RNNAttention(nn.Module):
 
     # ---- the decoder ----------------------------------------------------------------------------
 
-    def start_state(self, src: torch.Tensor) -> DecoderState:
+    def start_state(self, src: torch.Tensor, copies: int = 1) -> DecoderState:
         memory, src_mask = self.encode(src)
-        return self._initial_state(memory, src_mask)
+        return self._initial_state(memory, src_mask).repeat_rows(copies)  # a hypothesis reads its own row
 
     def _initial_state(self, memory: torch.Tensor, src_mask: torch.Tensor) -> DecoderState:
         real = src_mask[:, 0, 0, :, None].to(memory.dtype)  # (B, S, 1)

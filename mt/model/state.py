@@ -1,6 +1,6 @@
 """The incremental-decoding state every model hands to search (mt/decoding/search.py):
 
-    state = model.start_state(src)             # encode once
+    state = model.start_state(src, copies)     # encode once; `copies` hypotheses (rows) per sentence
     logits, state = model.step(tokens, state)  # one token per hypothesis
     state = state.select(index)                # reorder / drop hypotheses (batch dim 0)
 
@@ -32,9 +32,10 @@ class LayerCache:
         self.past["k"], self.past["v"] = k, v
         return k, v, None
 
-    def select(self, index: torch.Tensor, same_source: bool = False) -> LayerCache:
+    def select(self, index: torch.Tensor, sources: torch.Tensor | None = None) -> LayerCache:
+        """The past of the rows at index; the source part of the rows at sources (None: as it is)."""
         past = {k: v.index_select(0, index) for k, v in self.past.items()}
-        source = self.source if same_source else {k: v.index_select(0, index) for k, v in self.source.items()}
+        source = self.source if sources is None else {k: v.index_select(0, sources) for k, v in self.source.items()}
         return LayerCache(past, source)
 
 
@@ -64,30 +65,41 @@ class StaticLayerCache(LayerCache):
 class DecoderState:
     """What one decoding step needs: the encoder output and each decoder layer's cache.
 
-    Every tensor has the batch (or batch x beam) on dim 0, so select() can reorder hypotheses
-    (beam search) or drop finished sentences.
+    The hypotheses' tensors have one row per hypothesis on dim 0, so select() can reorder hypotheses
+    (beam search) or drop finished sentences. With copies > 1 (beam search over a Transformer), each
+    sentence's `copies` hypotheses are consecutive rows that share one row of the memory, its mask and
+    the caches' `source` part: they attend to the same source, which is neither copied nor moved.
     """
 
     memory: torch.Tensor  # (B, S, d)
     src_mask: torch.Tensor  # (B, 1, 1, S) for the Transformer, (B, S) for the RNN
     caches: list[LayerCache] = field(default_factory=list)
     position: int = 0  # how many target positions were fed so far
+    copies: int = 1  # hypotheses per memory row, in consecutive rows
 
     def select(self, index: torch.Tensor) -> DecoderState:
-        """Keep (and reorder) the hypotheses at index."""
+        """Keep (and reorder) the hypotheses at index; with copies > 1, index holds groups of `copies`
+        rows, each group within one sentence (as beam search keeps them)."""
+        sources = index if self.copies == 1 else index[:: self.copies] // self.copies
         return DecoderState(
-            memory=self.memory.index_select(0, index),
-            src_mask=self.src_mask.index_select(0, index),
-            caches=[c.select(index) for c in self.caches],
+            memory=self.memory.index_select(0, sources),
+            src_mask=self.src_mask.index_select(0, sources),
+            caches=[c.select(index, sources) for c in self.caches],
             position=self.position,
+            copies=self.copies,
         )
+
+    def repeat_rows(self, copies: int) -> DecoderState:
+        """A state of one row per sentence (copies = 1) with each row `copies` times over, the memory
+        too: for a model whose step reads the memory row by row, or a search whose rows leave one by one."""
+        return self.select(torch.arange(self.memory.size(0), device=self.memory.device).repeat_interleave(copies))
 
     def reorder_same_source(self, index: torch.Tensor) -> DecoderState:
         """select(index) where every hypothesis moves to a row with the same source sentence (beam
         search within a sentence): what depends on the source alone (memory, mask, the caches'
         `source` part) is already in place, so only the `past` part is reordered."""
-        caches = [c.select(index, same_source=True) for c in self.caches]
-        return DecoderState(self.memory, self.src_mask, caches, self.position)
+        caches = [c.select(index) for c in self.caches]
+        return DecoderState(self.memory, self.src_mask, caches, self.position, self.copies)
 
 
 @dataclass

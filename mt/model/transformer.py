@@ -117,9 +117,10 @@ class Transformer(nn.Module):
 
     # Incremental decoding: the interface search.py relies on.
 
-    def start_state(self, src: torch.Tensor) -> DecoderState:
+    def start_state(self, src: torch.Tensor, copies: int = 1) -> DecoderState:
+        """Encode src (B, S) for B * copies hypotheses: each sentence's copies attend to its one memory row."""
         memory, src_mask = self.encode(src)
-        return DecoderState(memory, src_mask, [LayerCache() for _ in self.decoder_layers])
+        return DecoderState(memory, src_mask, [LayerCache() for _ in self.decoder_layers], copies=copies)
 
     def start_static_state(self, src: torch.Tensor, copies: int, length: int) -> StaticDecoderState:
         """start_state for search in fixed slots (mt/decoding/fixed_slots.py): each sentence as `copies`
