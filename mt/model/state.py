@@ -91,7 +91,9 @@ class DecoderState:
 
     def repeat_rows(self, copies: int) -> DecoderState:
         """A state of one row per sentence (copies = 1) with each row `copies` times over, the memory
-        too: for a model whose step reads the memory row by row, or a search whose rows leave one by one."""
+        too: for a model whose step reads the memory row by row (the RNN)."""
+        if copies == 1:
+            return self
         return self.select(torch.arange(self.memory.size(0), device=self.memory.device).repeat_interleave(copies))
 
     def reorder_same_source(self, index: torch.Tensor) -> DecoderState:
