@@ -14,51 +14,29 @@ from dataclasses import dataclass, field
 import torch
 
 
-ROOM = 8  # positions a self-attention cache keeps free after its written ones, for the next steps
-
-
 @dataclass
 class LayerCache:
-    """One decoder layer's cached tensors, kept apart by what they depend on.
-
-    The self-attention keys and values (past "k", "v": (B, h, capacity, d_k)) are written into buffers
-    with room to spare, `filled` positions so far: a step writes its one position in place rather than
-    copying the whole past into a longer tensor, and beam search's reorder (select) is the one copy a
-    step makes of it, into a buffer with room again. Attention reads a view of the written positions.
-    """
+    """One decoder layer's cached tensors, kept apart by what they depend on."""
 
     past: dict[str, torch.Tensor] = field(default_factory=dict)  # the hypothesis so far (self-attention keys
     # and values, an RNN's hidden state): follows its hypothesis when beams reorder
     source: dict[str, torch.Tensor] = field(default_factory=dict)  # the source sentence alone (cross-attention
     # keys and values): the same for every hypothesis of a sentence
-    filled: int = 0  # positions of the self-attention keys and values written so far
 
     def extend_past(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Self-attention keys and values of every position so far, the newest (k, v: (B, h, 1, d_k))
-        written after them, and which of them a query may see (None: all)."""
-        at = self.filled
-        for name, new in (("k", k), ("v", v)):
-            buffer = self.past.get(name)
-            if buffer is None or buffer.size(2) == at:  # full: move to a buffer twice as long
-                longer = new.new_empty(new.size(0), new.size(1), 2 * at + ROOM, new.size(3))
-                if buffer is not None:
-                    longer[:, :, :at] = buffer
-                self.past[name] = buffer = longer
-            buffer[:, :, at : at + 1] = new
-        self.filled = at + 1
-        return self.past["k"][:, :, : self.filled], self.past["v"][:, :, : self.filled], None
+        appended, and which of them a query may see (None: all)."""
+        if "k" in self.past:
+            k = torch.cat([self.past["k"], k], dim=2)
+            v = torch.cat([self.past["v"], v], dim=2)
+        self.past["k"], self.past["v"] = k, v
+        return k, v, None
 
     def select(self, index: torch.Tensor, sources: torch.Tensor | None = None) -> LayerCache:
         """The past of the rows at index; the source part of the rows at sources (None: as it is)."""
-        past = {}
-        for name, tensor in self.past.items():
-            if name in ("k", "v"):  # the written positions only, into a buffer with room for the next ones
-                past[name] = tensor.new_empty(len(index), tensor.size(1), self.filled + ROOM, tensor.size(3))
-                torch.index_select(tensor[:, :, : self.filled], 0, index, out=past[name][:, :, : self.filled])
-            else:
-                past[name] = tensor.index_select(0, index)
+        past = {k: v.index_select(0, index) for k, v in self.past.items()}
         source = self.source if sources is None else {k: v.index_select(0, sources) for k, v in self.source.items()}
-        return LayerCache(past, source, self.filled)
+        return LayerCache(past, source)
 
 
 @dataclass

@@ -135,7 +135,7 @@ class Transformer(nn.Module):
         for layer in self.decoder_layers:
             k, v = (t.contiguous() for t in layer.cross_attn.project_kv(memory))
             past = {name: k.new_zeros(k.size(0), k.size(1), length, k.size(3)) for name in ("k", "v")}
-            caches.append(StaticLayerCache(past, {"k": k, "v": v}, position=position, slots=slots))
+            caches.append(StaticLayerCache(past, {"k": k, "v": v}, position, slots))
         return StaticDecoderState(memory, src_mask, caches, position)
 
     def step(
