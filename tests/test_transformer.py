@@ -144,6 +144,26 @@ def test_incremental_decoding_equals_full_forward(norm_first):
     torch.testing.assert_close(torch.stack(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
+def test_cached_steps_through_reorders_and_dropped_rows_equal_a_full_forward_pass():
+    """Over 40 steps, with hypotheses reordered, duplicated and dropped on the way, every step's logits
+    equal a full forward pass over the hypotheses' histories."""
+    model = small_model(tie=False)
+    src = padded_batch([9, 3, 6, 5], 9)
+    tokens = torch.randint(3, 50, (4, 40), generator=torch.Generator().manual_seed(7))
+    moves = {5: torch.tensor([1, 1, 3, 0]), 19: torch.tensor([2, 0, 3]), 30: torch.tensor([2, 1, 0])}
+    with torch.no_grad():
+        state = model.start_state(src)
+        rows = torch.arange(4)  # the source sentence of each hypothesis
+        history = torch.empty(4, 0, dtype=torch.long)
+        for t in range(tokens.size(1)):
+            logits, state = model.step(tokens[: len(rows), t], state)
+            history = torch.cat([history, tokens[: len(rows), t : t + 1]], dim=1)
+            full = model(src[rows], history)[:, -1]
+            torch.testing.assert_close(logits, full, atol=1e-5, rtol=1e-5)
+            if t in moves:
+                state, rows, history = state.select(moves[t]), rows[moves[t]], history[moves[t]]
+
+
 def test_state_select_reorders_hypotheses():
     model = small_model()
     src = padded_batch([5, 3], 5)
