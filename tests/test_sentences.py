@@ -26,7 +26,10 @@ from conftest import run_cli
         ("¿Vienes? ¡Claro!", ["¿Vienes?", "¡Claro!"]),
         ('He shouted "Stop! Now!" and ran. Then he left.', ['He shouted "Stop! Now!" and ran.', "Then he left."]),
         ("Er rief: „Halt! Sofort!“ Dann lief er.", ["Er rief: „Halt! Sofort!“", "Dann lief er."]),
-        ("« Bonjour. » Il part. Oui.", ["« Bonjour. » Il part.", "Oui."]),
+        ("« Bonjour. » Il part. Oui.", ["« Bonjour. »", "Il part.", "Oui."]),  # French spaces inside « »
+        ("Il pleut. « Tu viens ? » demande-t-il.", ["Il pleut.", "« Tu viens ? » demande-t-il."]),
+        ("« Il pleut.\u00a0» Elle part.", ["« Il pleut.\u00a0»", "Elle part."]),
+        ("Il dit : « Viens. »", ["Il dit : « Viens. »"]),
         ("我爱你。你好吗？好。", ["我爱你。", "你好吗？", "好。"]),
         ("Он пришёл. Она ушла.", ["Он пришёл.", "Она ушла."]),
         # No boundary: lower case next, initials, ordinals, inner periods, abbreviations, no space, line end.

@@ -10,7 +10,8 @@ and brackets may follow) where whitespace follows and the next word does not sta
 single period after a one-letter word (initials, "z. B."), a number of up to three digits (German and
 Czech ordinals: "am 3. Oktober"), a word with an inner period ("e.g.") or a common abbreviation ("Dr.")
 ends nothing, and nothing ends inside a quotation ('He shouted "Stop! Now!" and ran.'). Chinese and
-Japanese 。！？ end a sentence without a space. A missed boundary costs what translating the line whole
+Japanese 。！？ end a sentence without a space; French guillemets may stand apart from their words
+("« Il pleut. » Elle part." is two sentences). A missed boundary costs what translating the line whole
 costs; a wrong one cuts a sentence in two.
 """
 
@@ -29,7 +30,9 @@ ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof st jr sr vs no nr fig vol ca bzw vgl hr fr mme mlle mgr sra srta dott ing dipl"
     " gen col lt sgt capt rev hon".split()
 )
-_END = re.compile(r"([.!?…]+|[。！？]+)([\"'”’“‘»«)\]]*)(\s*)")  # closing quotes of any convention
+# Closing quotes of any convention, and French guillemets after a space ("« Il pleut. » Elle part."),
+# where a space follows them too (German's »Gut.« opens with »: "Er ging. »Gut.«" keeps its cut).
+_END = re.compile(r"([.!?…]+|[。！？]+)((?:\s+»(?=\s|$))?[\"'”’“‘»«)\]]*)(\s*)")
 _OPENING = "\"'“‘«»„‚([¿¡"
 _QUOTES = '"“”«»„'  # double quotation marks (single ones double as apostrophes)
 
@@ -59,7 +62,7 @@ def _ends_sentence(line: str, end: re.Match) -> bool:
     punctuation, space = end.group(1), end.group(3)
     if punctuation[0] in "。！？":
         return True
-    nxt = line[end.end() :].lstrip(_OPENING)[:1]
+    nxt = line[end.end() :].lstrip(_OPENING).lstrip()[:1]  # French opens with "« " and a space
     if not space or not nxt.isalpha() or nxt.islower():
         return False
     if punctuation != ".":
