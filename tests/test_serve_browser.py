@@ -47,5 +47,13 @@ def test_the_page_translates_what_is_typed(browser, trained_run, tiny_corpus, tm
         shot = browser.screenshot()
         assert shot[:8] == b"\x89PNG\r\n\x1a\n"
         Path(os.environ.get("MT_SCREENSHOT") or tmp_path / "page.png").write_bytes(shot)
+
+        assert browser.value("#no-repeat") == "0"  # the server's default: off
+        browser.clear("#no-repeat")
+        browser.type("#no-repeat", "1")  # no piece twice in a translation
+        browser.click("#translate")
+        browser.wait_for_text("#settings", containing="no repeated 1-grams")
+        no_repeats = by_sentence.with_settings(by_sentence.settings.updated(no_repeat_ngram=1))
+        assert browser.text("#result").split("\n") == no_repeats.translate(lines)
     finally:
         server.stop()

@@ -72,20 +72,32 @@ class Browser:
     def type(self, css: str, text: str) -> None:
         self._session("POST", f"/element/{self.find(css)}/value", {"text": text})
 
+    def value(self, css: str) -> str:
+        """An input's current value."""
+        return self._session("GET", f"/element/{self.find(css)}/property/value")
+
+    def clear(self, css: str) -> None:
+        self._session("POST", f"/element/{self.find(css)}/clear", {})
+
     def click(self, css: str) -> None:
         self._session("POST", f"/element/{self.find(css)}/click", {})
 
     def text(self, css: str) -> str:
         return self._session("GET", f"/element/{self.find(css)}/text")
 
-    def wait_for_text(self, css: str, timeout: float = 60) -> str:
+    def wait_for_text(self, css: str, timeout: float = 60, containing: str = "") -> str:
+        """The element's text once it is not empty (and holds `containing`)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.text(css)
-            if text.strip():
+            if text.strip() and containing in text:
                 return text
             time.sleep(0.1)
-        raise TimeoutError(f"{css} stayed empty for {timeout:.0f} s")
+        raise TimeoutError(
+            f"{css} stayed without {containing!r} for {timeout:.0f} s"
+            if containing
+            else f"{css} stayed empty for {timeout:.0f} s"
+        )
 
     def screenshot(self) -> bytes:
         return base64.b64decode(self._session("GET", "/screenshot"))
