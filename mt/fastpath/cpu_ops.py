@@ -201,13 +201,13 @@ def chunked_top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     k chunk maxima above its own, so none of its entries beats all of them). Equal entries may come
     in another order than topk's. On a 2-core AVX2 AMD EPYC, (700, 8000) fp32 logits, k = 10: 6.3 ms
     against topk's 11.3 (a row's maximum alone, with its index: 6.3 ms by max(dim), 0.8 ms by amax).
-    fp32 only (blocked_top_log_probs takes bf16 logits to fp32 first): over bf16, amax and topk are the slow
-    part, (128, 8000) k = 10 on a 2-core AVX512-BF16 AMD EPYC: topk 0.80 ms, chunked 0.63, cast to fp32 and
-    chunked 0.36.
+    Its one caller hands it fp32 (blocked_top_log_probs takes bf16 logits to fp32 first): over bf16, amax
+    and topk are the slow part, (128, 8000) k = 10 on a 2-core AVX512-BF16 AMD EPYC: topk 0.80 ms,
+    chunked 0.63, cast to fp32 and chunked 0.36.
     """
     rows, vocab = x.shape
     chunks = vocab // TOP_K_CHUNK
-    if x.dtype != torch.float32 or not _chunks_pay(vocab, k) or not x.is_contiguous():
+    if not _chunks_pay(vocab, k) or not x.is_contiguous():
         return x.topk(k, dim=-1)
     body = x[:, : chunks * TOP_K_CHUNK].view(rows, chunks, TOP_K_CHUNK)
     best_chunks = body.amax(dim=-1).topk(k, dim=-1).indices  # (rows, k)
