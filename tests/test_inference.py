@@ -54,6 +54,33 @@ def test_the_python_api_translates_as_the_translate_command(form, trained_run, r
     assert [len(found) for found in detailed] == [2, 2, 2] and detailed[0][0].score >= detailed[0][1].score
 
 
+def test_decoding_settings_given_to_one_call_apply_to_that_call_alone(trained_run, tiny_corpus):
+    final = trained_run / "checkpoints" / "final.pt"
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:8]
+    translator = mt.load_translator(final, device="cpu", beam=1)
+    greedy = translator.translate(lines)
+    assert translator.translate(lines, beam=3) == mt.load_translator(final, device="cpu", beam=3).translate(lines)
+    found = translator.translate_nbest(lines, nbest=3)  # nbest alone: a beam that holds three
+    assert [len(hyps) for hyps in found] == [3] * len(lines)
+    assert [h.score for h in found[0]] == sorted((h.score for h in found[0]), reverse=True)
+    samples = translator.translate_nbest(lines[0], strategy="sample", nbest=2, seed=1)  # one line in: its list
+    assert [s.text for s in samples] == [
+        s.text for s in translator.translate_nbest([lines[0]], strategy="sample", nbest=2, seed=1)[0]
+    ]
+    assert translator.settings.beam == 1 and translator.translate(lines) == greedy  # its own settings unchanged
+    for call, message in [
+        (lambda: translator.translate(lines, bream=3), "bream: not a decoding setting"),
+        (lambda: translator.translate_nbest(lines, prefix=["A"] * 8), "prefix: neither a decoding setting"),
+        (lambda: translator.translate(lines, beam=0), "beam=0: must be >= 1"),
+        (lambda: translator.translate(lines, precision="bf16"), 'load it with precision="bf16"'),
+        (lambda: translator.translate(["Hund", None]), r"lines\[1\]: a str is expected, not NoneType"),
+        (lambda: translator.translate_nbest(["Hund"], prefixes=[3]), r"prefixes\[0\]: a str is expected, not int"),
+        (lambda: translator.score(["Hund"], [b"dog"]), r"targets\[0\]: a str is expected, not bytes"),
+    ]:
+        with pytest.raises(mt.MTError, match=message):
+            call()
+
+
 def test_an_export_directory_translates_through_the_same_api(trained_run, tiny_corpus, tmp_path):
     pytest.importorskip("ctranslate2")
     final = trained_run / "checkpoints" / "final.pt"

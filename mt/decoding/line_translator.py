@@ -5,34 +5,68 @@ other settings."""
 from __future__ import annotations
 
 import copy
+from dataclasses import fields
 
 from mt.data.languages import into
 from mt.decoding.sentences import translate_by_sentence
 from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
 from mt.errors import MTError
 
+SETTING_NAMES = frozenset(field.name for field in fields(DecodeSettings))
+ENGINE_OPTIONS = frozenset({"prefixes", "seeds", "first_line", "progress", "attention_layer", "attention_head"})
+
 
 class LineTranslator:
     """What both engines offer callers: `translate(lines)` gives the best translation of every line as text;
-    `translate_nbest(lines)` gives settings.nbest Translations per line (text, score, pieces, attention)."""
+    `translate_nbest(lines)` gives settings.nbest Translations per line (text, score, pieces, attention).
+    Both take any of DecodeSettings' fields as keywords, for that call alone (beam=5, nbest=3, ...)."""
 
     languages: tuple[str, str] = ("", "")  # (source, target) language codes, where the model's config names them
 
-    def translate(self, lines: list[str] | str, tgt_lang: str | None = None) -> list[str] | str:
+    def translate(self, lines: list[str] | str, tgt_lang: str | None = None, **settings) -> list[str] | str:
         """The best translation of every line, in order (an empty line gives an empty one). One string in,
-        one string out. tgt_lang: the language to translate into, for a model of several."""
-        translator = self.with_settings(self.settings.updated(tgt_lang=tgt_lang)) if tgt_lang else self
+        one string out. tgt_lang: the language to translate into, for a model of several; settings: any of
+        DecodeSettings' fields, for this call (beam=5, strategy="sample", ...)."""
+        translator = self.for_call(tgt_lang=tgt_lang, **settings)
         if isinstance(lines, str):
             return translator.translate_nbest([lines])[0][0].text
-        return [found[0].text for found in translator.translate_nbest(list(lines))]
+        return [found[0].text for found in translator.translate_nbest(lines)]
 
-    def translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
-        """settings.nbest Translations for every line, in input order; options: the engine's _translate_nbest's
+    def translate_nbest(self, lines: list[str] | str, **options) -> list[list[Translation]] | list[Translation]:
+        """settings.nbest Translations for every line, in input order (one string in: that line's). options:
+        any of DecodeSettings' fields, for this call (nbest=3, ...), and the engine's _translate_nbest's
         (prefixes, seeds, first_line, progress, attention_layer, attention_head). With
         settings.split_sentences, each line's sentences are translated apart and joined back."""
-        if self.settings.split_sentences:
-            return translate_by_sentence(self._translate_nbest, self.settings, list(lines), **options)
-        return self._translate_nbest(list(lines), **options)
+        settings = {name: options.pop(name) for name in SETTING_NAMES & options.keys()}
+        unknown = sorted(options.keys() - ENGINE_OPTIONS)
+        if unknown:
+            raise MTError(
+                f"{unknown[0]}: neither a decoding setting ({', '.join(sorted(SETTING_NAMES))}) "
+                f"nor an option of translate_nbest ({', '.join(sorted(ENGINE_OPTIONS))})"
+            )
+        translator = self.for_call(**settings)
+        if isinstance(lines, str):
+            return translator.translate_nbest([lines], **options)[0]
+        lines = checked_lines(lines)
+        if options.get("prefixes") is not None:
+            options["prefixes"] = checked_lines(options["prefixes"], "prefixes")
+        if translator.settings.split_sentences:
+            return translate_by_sentence(translator._translate_nbest, translator.settings, lines, **options)
+        return translator._translate_nbest(lines, **options)
+
+    def for_call(self, **choices) -> LineTranslator:
+        """This translator, or a copy sharing its model with these DecodeSettings fields changed (None: kept).
+        nbest alone asks for a beam that can hold it, as translate --nbest does."""
+        choices = {name: value for name, value in choices.items() if value is not None}
+        if not choices:
+            return self
+        unknown = sorted(choices.keys() - SETTING_NAMES)
+        if unknown:
+            raise MTError(f"{unknown[0]}: not a decoding setting (one of {', '.join(sorted(SETTING_NAMES))})")
+        sampling = choices.get("strategy", self.settings.strategy) == "sample"
+        if not sampling and "beam" not in choices and choices.get("nbest", 1) > self.settings.beam:
+            choices["beam"] = choices["nbest"]
+        return self.with_settings(self.settings.updated(**choices))
 
     def _translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
         raise NotImplementedError
@@ -61,6 +95,7 @@ class LineTranslator:
 
     def _encode_pairs(self, sources: list[str], targets: list[str]) -> tuple[list[list[int]], list[list[int]]]:
         """The pairs as piece ids for score: sources cut to max_src_len (counted in truncated), targets whole."""
+        sources, targets = checked_lines(sources, "sources"), checked_lines(targets, "targets")
         check_aligned(sources, targets, "targets")
         src_ids, cut = self.tokenizer.encode_src_truncated(self._sources(sources), self.max_src_len)
         self.truncated += cut
@@ -70,7 +105,19 @@ class LineTranslator:
         """A translator sharing this one's model and tokenizer, decoding with other settings (a server's
         request), where the precision stays the one the model was loaded in."""
         if settings.precision != self.settings.precision:
-            raise MTError(f"precision {settings.precision} differs from the loaded model's {self.settings.precision}")
+            raise MTError(
+                f"precision {settings.precision} differs from the loaded model's {self.settings.precision}: "
+                f'load it with precision="{settings.precision}"'
+            )
         other = copy.copy(self)
         other.settings = settings
         return other
+
+
+def checked_lines(lines, name: str = "lines") -> list[str]:
+    """lines as a list, each a str, or a one-line MTError naming the first that is not."""
+    lines = list(lines)
+    for i, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise MTError(f"{name}[{i}]: a str is expected, not {type(line).__name__} ({line!r:.40})")
+    return lines
