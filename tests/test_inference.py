@@ -90,6 +90,7 @@ def test_an_export_directory_translates_through_the_same_api(trained_run, tiny_c
     translator = mt.load_translator(exported, device="cpu")
     assert type(translator).__name__ == "CTranslate2Translator"
     assert translator.translate(lines) == mt.load_translator(final, device="cpu").translate(lines)  # greedy: same
+    assert translator.translate(lines, beam=2) == mt.load_translator(exported, device="cpu", beam=2).translate(lines)
     with pytest.raises(mt.MTError, match="an export directory is one model"):
         mt.load_translator([exported, final])
 
