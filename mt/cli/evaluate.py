@@ -22,9 +22,12 @@ from __future__ import annotations
 import json
 import sys
 
+from mt.config.schema import training_splits
+from mt.data.held_out_from_train import drawn_split
 from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import read_lines
-from mt.data.sources import load_directions, split_paths
+from mt.data.prepare import load_split
+from mt.data.sources import split_paths
 from mt.decoding.settings import RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
@@ -149,7 +152,7 @@ def run(args) -> None:
         chosen = chosen_directions(cfg.data, args)
         scored = scored_pairs(cfg, args, chosen)  # every file read and checked before any decoding
         check_outputs_against_splits(cfg.data, args)
-        tuning = load_directions(cfg.data, args.choose_on) if args.choose_on else {}
+        tuning = load_split(cfg.data, args.choose_on) if args.choose_on else {}
         results = {}
         for direction, _ in chosen:
             if len(chosen) > 1:
@@ -173,7 +176,7 @@ def scored_pairs(cfg, args, chosen: list[tuple[str, str]]) -> dict[str, tuple[li
     split = args.split or cfg.data.test_split
     if not split:
         raise MTError(f"{args.checkpoint[0]}: its data has no test split (data.test_split): give --split")
-    corpora = load_directions(cfg.data, split)
+    corpora = load_split(cfg.data, split)
     return {
         direction: (corpora[direction].src, corpora[direction].tgt, corpora[direction].origin)
         for direction, _ in chosen
@@ -186,9 +189,16 @@ def check_outputs_against_splits(data_cfg, args) -> None:
     if not (args.output or args.json):
         return
     splits = [args.choose_on] + ([] if args.src else [args.split or data_cfg.test_split])
-    inputs = {f"--split {split}": split_paths(data_cfg, split) for split in filter(None, splits)}
+    inputs = {f"--split {split}": read_paths(data_cfg, split) for split in filter(None, splits)}
     check_output_file(args.output, "--output", inputs)
     check_output_file(args.json, "--json", inputs)
+
+
+def read_paths(data_cfg, split: str) -> list:
+    """The files a split's pairs are read from: its own, or the training split's where drawn from it."""
+    if drawn_split(data_cfg, split):
+        return [path for train in training_splits(data_cfg) for path in split_paths(data_cfg, train)]
+    return split_paths(data_cfg, split)
 
 
 def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tuning=None):

@@ -44,6 +44,10 @@ class DataConfig:
     direction_temperature: float = 1.0
     valid_split: str = "valid"
     test_split: str | None = "test"
+    # a corpus without a validation (test) split: this many random training pairs held out as one, and
+    # left out of training (mt/data/held_out_from_train.py); 0 = read data.valid_split (data.test_split)
+    valid_from_train: int = 0
+    test_from_train: int = 0
     max_len: int = 256  # sentencepiece pieces per side; longer training pairs are filtered (counted)
     max_len_ratio: float = 0.0  # drop training pairs whose length ratio exceeds this; 0 = off
     drop_held_out: bool = False  # drop training pairs that are valid or test pairs too (counted either way)
@@ -233,6 +237,17 @@ def validate(cfg: DictConfig | Config) -> None:
     for split in d.tagged_splits:
         _check(split in splits, "data.tagged_splits", f"{split!r} is not one of data.train_split ({', '.join(splits)})")
     _check(d.direction_temperature >= 1, "data.direction_temperature", "must be >= 1 (1 = directions as their pairs)")
+    _check(d.valid_from_train >= 0, "data.valid_from_train", "must be >= 0 (0: read data.valid_split)")
+    _check(d.test_from_train >= 0, "data.test_from_train", "must be >= 0 (0: read data.test_split)")
+    for key in ("valid_from_train", "test_from_train"):
+        if d[key]:
+            _check(len(directions(d)) == 1, f"data.{key}", "takes one direction: with several, give each one's files")
+            _check(
+                not d.tagged_splits,
+                f"data.{key}",
+                "takes untagged training splits only (synthetic pairs would be drawn): give the split's files",
+            )
+    _check(not d.test_from_train or bool(d.test_split), "data.test_from_train", "needs data.test_split to name the set")
     _check(d.max_len > 0, "data.max_len", "must be positive")
     _check(d.pool_pairs > 0, "data.pool_pairs", "must be positive")
     _check(d.shard_lines > 0, "data.shard_lines", "must be positive")

@@ -109,7 +109,7 @@ def report(overlaps: dict[str, Overlap], dropped: bool = False) -> None:
     data.drop_held_out), else what was checked."""
     shared = "; ".join(f"{name} {o}" for name, o in overlaps.items() if o.in_training)
     if shared and dropped:
-        log.info("held out: %s; those pairs are left out of training (data.drop_held_out)", shared)
+        log.info("held out: %s; those pairs are left out of training", shared)
     elif shared:
         log.warning(
             "held out: %s; their scores are partly the model's memory: data.drop_held_out=true leaves those "

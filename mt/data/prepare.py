@@ -19,6 +19,7 @@ from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.concatenation import TAG, Concatenation, Repeated, tempered_sizes
 from mt.data.corpus import ParallelCorpus
 from mt.data.duplicates import pair_verdicts
+from mt.data.held_out_from_train import drawn_sets, drawn_split, takes_from_train
 from mt.data.hub_split import HubSplit
 from mt.data.languages import direction_name, directions, pair_subset, source_tag
 from mt.data.order import ShardPools
@@ -50,8 +51,7 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     validate(cfg)
     d = cfg.data
     train = load_training_split(d, cfg.tokenizer.max_sentences)
-    valid = joined(load_directions(d, d.valid_split))
-    tests = load_directions(d, d.test_split) if d.test_split else {}
+    valid, tests = load_held_out(d, train)
     refuse_another_run(cfg, out_dir, train)
     out_dir.mkdir(parents=True, exist_ok=True)
     if write_config:
@@ -70,6 +70,43 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
         tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer", d.cache_dir)
     train.forget_sample()
     return Prepared(train, valid, tests, tokenizer)
+
+
+def load_held_out(data_cfg, train) -> tuple[ParallelCorpus, dict[str, ParallelCorpus]]:
+    """The validation pairs (every direction's as one corpus) and each direction's test pairs: read from
+    their splits, or drawn from the training corpus (data.valid_from_train, data.test_from_train)."""
+    d = data_cfg
+    drawn_valid, drawn_test = drawn_sets(d, train) if takes_from_train(d) else (None, None)
+    valid = drawn_valid if drawn_valid is not None else joined(_read_held_out(d, d.valid_split, "valid"))
+    if drawn_test is not None:
+        tests = {direction_name(*directions(d)[0]): drawn_test}
+    else:
+        tests = _read_held_out(d, d.test_split, "test") if d.test_split else {}
+    return valid, tests
+
+
+def _read_held_out(data_cfg, split: str, kind: str) -> dict[str, ParallelCorpus]:
+    """load_directions, where a split that is not there names the way to do without it."""
+    try:
+        return load_directions(data_cfg, split)
+    except MTError as err:
+        said = str(err)
+        if (": no such file" not in said or ", but " in said) and " has no split " not in said:
+            raise
+        raise MTError(
+            f"{err}; without {kind} pairs, data.{kind}_from_train=2000 holds 2,000 training pairs out"
+        ) from None
+
+
+def load_split(data_cfg, split: str) -> dict[str, ParallelCorpus]:
+    """One held-out split in each direction ("de-en": its pairs), as a run read it: from its files or
+    dataset, or drawn from the training corpus."""
+    d = data_cfg
+    if not drawn_split(d, split):
+        return load_directions(d, split)
+    valid, test = drawn_sets(d, load_training_split(d, 0))
+    drawn = valid if split == d.valid_split and valid is not None else test
+    return {direction_name(*directions(d)[0]): drawn}
 
 
 def load_training_split(data_cfg, sample_size: int):
@@ -152,6 +189,8 @@ CORPUS_KEYS = (
     "tagged_splits",
     "direction_temperature",
     "columns",
+    "valid_from_train",
+    "test_from_train",
 )
 
 
@@ -182,6 +221,12 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
         )
 
 
+def drops_held_out(data_cfg) -> bool:
+    """Whether training pairs equal to valid or test pairs are left out of training: asked for, or held-out
+    sets drawn from the training corpus."""
+    return bool(data_cfg.drop_held_out) or takes_from_train(data_cfg)
+
+
 def held_out_sets(data_cfg, data: Prepared) -> dict:
     """The validation pairs and each direction's test pairs, by name ("valid", "test2016 fr-en")."""
     several = len(data.tests) > 1
@@ -197,7 +242,7 @@ def encode_splits(
     segmented anew each epoch (train.subword_sampling); and the validation pairs."""
     start, origin = time.perf_counter(), data.train.origin
     pool_shards = max(1, cfg.data.pool_pairs // data.train.shard_lines)
-    held_out = held_out_pairs(held_out_sets(cfg.data, data)) if cfg.data.drop_held_out else None
+    held_out = held_out_pairs(held_out_sets(cfg.data, data)) if drops_held_out(cfg.data) else None
     d = cfg.data
     leaves_out = d.drop_duplicates or d.drop_copies
     verdicts = pair_verdicts(data.train, d.cache_dir, d.drop_duplicates, d.drop_copies) if leaves_out else None

@@ -19,7 +19,7 @@ from mt.checkpoint import average_checkpoint_files, save_final
 from mt.config.model import build_model
 from mt.data.languages import language_list
 from mt.data.overlap import check_held_out, recorded
-from mt.data.prepare import encode_splits, held_out_sets, prepare
+from mt.data.prepare import drops_held_out, encode_splits, held_out_sets, prepare
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha
 from mt.errors import MTError
@@ -92,6 +92,7 @@ def finish(
         "alpha": settings.alpha,
         **({"alpha_sweep_on_valid": sweep} if sweep else {}),
         **({"held_out_in_training": {name: asdict(o) for name, o in overlaps.items()}} if overlaps else {}),
+        **({"held_out_left_out_of_training": drops_held_out(cfg.data)} if overlaps else {}),
     }
     if len(found) == 1:
         summary.update(next(iter(found.values())).as_dict())
@@ -157,7 +158,7 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     data = prepare(cfg, out_dir, write_config=dist.is_main)
     if dist.is_main:
         d = cfg.data
-        overlaps = check_held_out(data.train, held_out_sets(d, data), d.cache_dir, d.pool_pairs, d.drop_held_out)
+        overlaps = check_held_out(data.train, held_out_sets(d, data), d.cache_dir, d.pool_pairs, drops_held_out(d))
         data.held_out_in_training = overlaps
     if dist.is_main:  # with several ranks, rank 0 encodes every shard into the cache before the others read it
         train, valid = encode_splits(cfg, data, background=not dist.enabled)
