@@ -44,6 +44,10 @@ def test_last_line_without_newline_and_bom(tmp_path):
     "setup, message",
     [
         (lambda d: None, "no such file"),
+        (
+            lambda d: write(d / "train.fr", b"bon\n"),
+            r"train\.de: no such file; the folder has train\.en, train\.fr: data\.src_lang and data\.tgt_lang name",
+        ),
         (lambda d: (d / "train.de").mkdir(), "is a directory"),
         (lambda d: write(d / "train.de", b"gut\nnicht \xc3\x28 gut\n"), "train.de:2: invalid UTF-8"),
         (lambda d: write(d / "train.de", b"\x00\x01\x02\x00" * 100), "binary file"),

@@ -91,7 +91,9 @@ def _read_held_out(data_cfg, split: str, kind: str) -> dict[str, ParallelCorpus]
         return load_directions(data_cfg, split)
     except MTError as err:
         said = str(err)
-        if (": no such file" not in said or ", but " in said) and " has no split " not in said:
+        if (
+            ": no such file" not in said or ", but " in said or "the folder has" in said
+        ) and " has no split " not in said:
             raise
         raise MTError(
             f"{err}; without {kind} pairs, data.{kind}_from_train=2000 holds 2,000 training pairs out"

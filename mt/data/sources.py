@@ -42,16 +42,27 @@ def split_files(
     that names both. A compressed file is read as it streams, or, where the reader must seek (the training
     split, read by shard), as the text it holds, decompressed into cache_dir (mt/data/compressed.py)."""
     src, tgt, origin = pair_files(folder, split, src_lang, tgt_lang)
-    if src.exists() or tgt.exists():
+    if src.exists() != tgt.exists():  # one language's file: the other is missing, or named otherwise
+        raise MTError(missing_file(tgt if src.exists() else src) + other_languages(folder, split))
+    if src.exists():
         if seekable:
             src, tgt = plain_texts([src, tgt], cache_dir)
         return src, tgt, origin
     found = tsv_path(folder, split, src_lang, tgt_lang)
     if found is None:
-        raise MTError(missing_file(src, folder / f"{split}.tsv", partners=(tgt,)))
+        raise MTError(missing_file(src, folder / f"{split}.tsv", partners=(tgt,)) + other_languages(folder, split))
     path, named = found
     text = plain_texts([path], cache_dir)[0] if seekable else path
     return tsv_layout(text, named, src_lang, tgt_lang, columns, shown=path)
+
+
+def other_languages(folder: Path, split: str) -> str:
+    """What to say where a split's files are there in other languages than the config's (train.fr and
+    train.en where it looked for train.de): their names and the options that choose languages; else ""."""
+    names = sorted(path.name for path in folder.glob(f"{split}.*") if path.is_file() and ".tsv" not in path.suffixes)
+    if not names:
+        return ""
+    return f"; the folder has {', '.join(names[:6])}: data.src_lang and data.tgt_lang name the languages"
 
 
 def load_files(folder: str, split: str, src_lang: str, tgt_lang: str, columns=None) -> ParallelCorpus:
