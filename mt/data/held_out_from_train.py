@@ -34,6 +34,12 @@ def drawn_split(data_cfg, split: str | None) -> bool:
     )
 
 
+def drawn_sizes(data_cfg) -> dict[str, int]:
+    """The sets drawn from the training split and their pairs, by split name ({} where none is)."""
+    sizes = {data_cfg.valid_split: data_cfg.valid_from_train, data_cfg.test_split: data_cfg.test_from_train}
+    return {name: pairs for name, pairs in sizes.items() if pairs}
+
+
 def draw(train, valid_pairs: int, test_pairs: int) -> tuple[ParallelCorpus | None, ParallelCorpus | None]:
     """(valid, test): valid_pairs and test_pairs random pairs of the training corpus (None where 0), no pair
     in both. One pass over the corpus, a shard at a time."""

@@ -229,6 +229,12 @@ def drops_held_out(data_cfg) -> bool:
     return bool(data_cfg.drop_held_out) or takes_from_train(data_cfg)
 
 
+def sets_to_compare(data_cfg, data: Prepared) -> dict:
+    """held_out_sets but those drawn from the training split: what the run compares with it (a drawn set is
+    all training pairs, and left out of training)."""
+    return {name: c for name, c in held_out_sets(data_cfg, data).items() if not drawn_split(data_cfg, name)}
+
+
 def held_out_sets(data_cfg, data: Prepared) -> dict:
     """The validation pairs and each direction's test pairs, by name ("valid", "test2016 fr-en")."""
     several = len(data.tests) > 1

@@ -17,9 +17,10 @@ from torch.utils.tensorboard import SummaryWriter
 
 from mt.checkpoint import average_checkpoint_files, save_final
 from mt.config.model import build_model
+from mt.data.held_out_from_train import drawn_sizes
 from mt.data.languages import language_list
 from mt.data.overlap import check_held_out, recorded
-from mt.data.prepare import drops_held_out, encode_splits, held_out_sets, prepare
+from mt.data.prepare import drops_held_out, encode_splits, prepare, sets_to_compare
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha
 from mt.errors import MTError
@@ -93,6 +94,7 @@ def finish(
         **({"alpha_sweep_on_valid": sweep} if sweep else {}),
         **({"held_out_in_training": {name: asdict(o) for name, o in overlaps.items()}} if overlaps else {}),
         **({"held_out_left_out_of_training": drops_held_out(cfg.data)} if overlaps else {}),
+        **({"drawn_from_train": drawn} if (drawn := drawn_sizes(cfg.data)) else {}),
     }
     if len(found) == 1:
         summary.update(next(iter(found.values())).as_dict())
@@ -158,8 +160,11 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     data = prepare(cfg, out_dir, write_config=dist.is_main)
     if dist.is_main:
         d = cfg.data
-        overlaps = check_held_out(data.train, held_out_sets(d, data), d.cache_dir, d.pool_pairs, drops_held_out(d))
-        data.held_out_in_training = overlaps
+        compared = sets_to_compare(d, data)
+        if compared:
+            data.held_out_in_training = check_held_out(
+                data.train, compared, d.cache_dir, d.pool_pairs, drops_held_out(d)
+            )
     if dist.is_main:  # with several ranks, rank 0 encodes every shard into the cache before the others read it
         train, valid = encode_splits(cfg, data, background=not dist.enabled)
         barrier(dist)
@@ -190,8 +195,7 @@ def train_with(cfg: DictConfig, data, train, valid, out_dir: Path, dist: Dist, d
     if dist.is_main:
         chosen = choose_checkpoint(cfg, trainer, out_dir / "checkpoints")
         if chosen.exists():
-            overlaps = data.held_out_in_training or recorded(
-                data.train, held_out_sets(cfg.data, data), cfg.data.cache_dir
-            )
+            compared = sets_to_compare(cfg.data, data)
+            overlaps = data.held_out_in_training or (compared and recorded(data.train, compared, cfg.data.cache_dir))
             finish(cfg, chosen, out_dir, trainer.validator, data.tests, device, trainer.progress.step, overlaps)
             log.info("to translate with it: %s", translate_command(out_dir, cfg.data))
