@@ -57,10 +57,10 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     if write_config:
         (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
     log.info(
-        "data: train %d, valid %d, test %s pairs (%s, from %s)",
-        len(train),
-        len(valid),
-        sum(map(len, tests.values())) if tests else "-",
+        "data: train %s, valid %s, test %s pairs (%s, from %s)",
+        f"{len(train):,}",
+        f"{len(valid):,}",
+        f"{sum(map(len, tests.values())):,}" if tests else "-",
         ", ".join(" -> ".join(pair) for pair in directions(d)),
         train.origin,
     )
