@@ -110,9 +110,9 @@ def announce_duration(p: Progress, tc, seconds_per_update: float, bar: tqdm, dev
     seconds = left * seconds_per_update
     hours = seconds / 3600
     log.info(
-        "at %.2f s per update, the %d updates left will take about %s%s",
+        "at %.2f s per update, the %s updates left will take about %s%s",
         seconds_per_update,
-        left,
+        f"{left:,}",
         f"{hours:.1f} h" if hours >= 1 else f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s",
         " (or less, with train.patience)" if tc.patience else "",
     )
