@@ -6,6 +6,7 @@ import json
 import pytest
 
 import mt
+from mt.data.concatenation import Concatenation
 from mt.data.corpus import ParallelCorpus
 from mt.data.held_out_from_train import draw
 from mt.data.overlap import fingerprint
@@ -32,6 +33,9 @@ def test_the_draw_is_disjoint_aligned_and_the_same_however_the_corpus_is_sharded
     assert draw(corpus(501, 64), 40, 25)[0].src != valid.src  # another corpus, another draw
     with pytest.raises(mt.MTError, match="more than half of the 500 training pairs"):
         draw(corpus(500, 64), 200, 51)
+    whole = corpus(500, 64)  # several training splits read as one: drawn as that one corpus
+    halves = [ParallelCorpus(whole.src[a:b], whole.tgt[a:b], "t", shard_lines=30) for a, b in ((0, 170), (170, 500))]
+    assert draw(Concatenation(halves, 100, ["", ""]), 40, 25)[0].src == valid.src
 
 
 def test_drawn_pairs_are_left_out_of_training_with_their_duplicates(tmp_path, caplog):
