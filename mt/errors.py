@@ -17,6 +17,10 @@ class Interrupted(MTError):
     """Stopped on a signal after saving what is needed to resume."""
 
 
+class MissingSplit(MTError):
+    """A split the config names is not there at all: no file of it in the folder, no such split in the dataset."""
+
+
 def debug_enabled() -> bool:
     return os.environ.get("MT_DEBUG", "") not in ("", "0")
 

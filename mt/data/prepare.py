@@ -30,7 +30,7 @@ from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import UNK, Tokenizer, build_tokenizer, fingerprint
 from mt.data.tsv_files import TsvFile
-from mt.errors import MTError
+from mt.errors import MissingSplit, MTError
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +86,10 @@ def load_held_out(data_cfg, train) -> tuple[ParallelCorpus, dict[str, ParallelCo
 
 
 def _read_held_out(data_cfg, split: str, kind: str) -> dict[str, ParallelCorpus]:
-    """load_directions, where a split that is not there names the way to do without it."""
+    """load_directions, where a split that is not there at all names the way to do without it."""
     try:
         return load_directions(data_cfg, split)
-    except MTError as err:
-        said = str(err)
-        if (
-            ": no such file" not in said or ", but " in said or "the folder has" in said
-        ) and " has no split " not in said:
-            raise
+    except MissingSplit as err:
         raise MTError(
             f"{err}; without {kind} pairs, data.{kind}_from_train=2000 holds 2,000 training pairs out"
         ) from None

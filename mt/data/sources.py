@@ -14,7 +14,7 @@ from mt.data.corpus import ParallelCorpus
 from mt.data.languages import direction_name, directions, pair_subset, source_tag, tagged
 from mt.data.lines import missing_file, read_lines
 from mt.data.tsv_files import load_tsv, tsv_layout, tsv_path
-from mt.errors import MTError
+from mt.errors import MissingSplit, MTError
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,10 @@ def split_files(
         return src, tgt, origin
     found = tsv_path(folder, split, src_lang, tgt_lang)
     if found is None:
-        raise MTError(missing_file(src, folder / f"{split}.tsv", partners=(tgt,)) + other_languages(folder, split))
+        said = missing_file(src, folder / f"{split}.tsv", partners=(tgt,))
+        if not any(path.is_file() for path in folder.glob(f"{split}.*")):
+            raise MissingSplit(said)
+        raise MTError(said + other_languages(folder, split))
     path, named = found
     text = plain_texts([path], cache_dir)[0] if seekable else path
     return tsv_layout(text, named, src_lang, tgt_lang, columns, shown=path)
@@ -139,7 +142,7 @@ def hub_table(name: str, subset: str | None, split: str, src_lang: str, tgt_lang
         _hub_cache[name, subset] = _load_hub_dataset(name, subset)
     dataset = _hub_cache[name, subset]
     if split not in dataset:
-        raise MTError(f"dataset {name!r} has no split {split!r} (it has: {', '.join(dataset)})")
+        raise MissingSplit(f"dataset {name!r} has no split {split!r} (it has: {', '.join(dataset)})")
     table, origin = dataset[split], f"{name}[{split}]"
     if "translation" not in table.column_names:
         for lang in (src_lang, tgt_lang):
