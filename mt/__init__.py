@@ -3,6 +3,7 @@
     import mt
     translator = mt.load_translator("runs/multi30k.de-en/smoke/checkpoints/final.pt")
     print(translator.translate(["Ein Hund rennt durch den Schnee."]))
+    print(translator.translate("Zwei Kinder spielen.", beam=5))  # one line; settings for this call
     print(translator.score(["Ein Hund rennt."], ["A dog runs."])[0].log_prob)  # log P(target | source)
 
 The names below are imported on first use, so `import mt` (and every console script's --help) stays free

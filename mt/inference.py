@@ -70,7 +70,8 @@ def load_translator(
     this device (fastpath.decode_precision: bf16 for a bf16-trained model on a CPU with native bf16).
 
     translator.translate(lines) gives the best translation of each line as text;
-    translator.translate_nbest(lines) gives each line's nbest Translations (text, score, pieces);
+    translator.translate_nbest(lines) gives each line's nbest Translations (text, score, pieces); both take
+    DecodeSettings' fields as keywords for that call (translate(lines, beam=5));
     translator.score(sources, targets) gives each pair's PairScore (log P(target | source), per piece too)."""
     paths = checkpoint_paths(checkpoints)
     if any(is_export(p) for p in paths):
