@@ -22,22 +22,20 @@ log = logging.getLogger(__name__)
 SEED = 20170612  # the pairs depend on the text and the sizes only
 
 
-def takes_from_train(data_cfg) -> bool:
-    """Whether a held-out set of this config is drawn from the training split."""
-    return bool(data_cfg.valid_from_train or data_cfg.test_from_train)
-
-
-def drawn_split(data_cfg, split: str | None) -> bool:
-    """Whether this split (the config's valid or test split) is drawn from the training split."""
-    return (split == data_cfg.valid_split and data_cfg.valid_from_train > 0) or (
-        split == data_cfg.test_split and data_cfg.test_from_train > 0
-    )
-
-
 def drawn_sizes(data_cfg) -> dict[str, int]:
     """The sets drawn from the training split and their pairs, by split name ({} where none is)."""
     sizes = {data_cfg.valid_split: data_cfg.valid_from_train, data_cfg.test_split: data_cfg.test_from_train}
     return {name: pairs for name, pairs in sizes.items() if pairs}
+
+
+def takes_from_train(data_cfg) -> bool:
+    """Whether a held-out set of this config is drawn from the training split."""
+    return bool(drawn_sizes(data_cfg))
+
+
+def drawn_split(data_cfg, split: str | None) -> bool:
+    """Whether this split (the config's valid or test split) is drawn from the training split."""
+    return split in drawn_sizes(data_cfg)
 
 
 def draw(train, valid_pairs: int, test_pairs: int) -> tuple[ParallelCorpus | None, ParallelCorpus | None]:

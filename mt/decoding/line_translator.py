@@ -5,6 +5,7 @@ other settings."""
 from __future__ import annotations
 
 import copy
+import inspect
 from dataclasses import fields
 
 from mt.data.languages import into
@@ -13,7 +14,6 @@ from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, 
 from mt.errors import MTError
 
 SETTING_NAMES = frozenset(field.name for field in fields(DecodeSettings))
-ENGINE_OPTIONS = frozenset({"prefixes", "seeds", "first_line", "progress", "attention_layer", "attention_head"})
 
 
 class LineTranslator:
@@ -38,11 +38,12 @@ class LineTranslator:
         (prefixes, seeds, first_line, progress, attention_layer, attention_head). With
         settings.split_sentences, each line's sentences are translated apart and joined back."""
         settings = {name: options.pop(name) for name in SETTING_NAMES & options.keys()}
-        unknown = sorted(options.keys() - ENGINE_OPTIONS)
+        engine_options = inspect.signature(self._translate_nbest).parameters.keys() - {"lines"}
+        unknown = sorted(options.keys() - engine_options)
         if unknown:
             raise MTError(
                 f"{unknown[0]}: neither a decoding setting ({', '.join(sorted(SETTING_NAMES))}) "
-                f"nor an option of translate_nbest ({', '.join(sorted(ENGINE_OPTIONS))})"
+                f"nor an option of translate_nbest ({', '.join(sorted(engine_options))})"
             )
         translator = self.for_call(**settings)
         if isinstance(lines, str):
