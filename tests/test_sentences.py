@@ -6,9 +6,11 @@ import random
 import pytest
 
 import mt
-from mt.decoding.sentences import join_sentences, split_sentences
+from mt.data.corpus import ParallelCorpus
+from mt.decoding.sentences import join_sentences, several_sentences, several_sentences_note, split_sentences
 from mt.decoding.settings import line_seed
 from mt.errors import MTError
+from mt.training.run import note_several_sentences
 
 from conftest import run_cli
 
@@ -147,7 +149,9 @@ def test_translate_and_evaluate_take_the_flag(trained_run, translator, tmp_path)
     text = "".join(line + "\n" for line in lines)
     out = run_cli("translate", "-c", checkpoint, "--beam", "1", "--split-sentences", input_text=text)
     assert out.stdout.splitlines() == by_hand(translator, PARAGRAPHS)
-    assert "greedy, sentence by sentence" in out.stderr
+    assert "greedy, sentence by sentence" in out.stderr and "note:" not in out.stderr
+    whole = run_cli("translate", "-c", checkpoint, "--beam", "1", input_text=text)
+    assert "note: 2 of 4 lines hold several sentences" in whole.stderr and "--split-sentences" in whole.stderr
     cut = run_cli("translate", "-c", checkpoint, "--split-sentences", "--max-src-len", "2", input_text=text)
     assert len(cut.stdout.splitlines()) == len(lines) and "6 sentences were longer than 2 pieces" in cut.stderr
     refused = run_cli("translate", "-c", checkpoint, "--split-sentences", "--nbest", "2", input_text=text, check=False)
@@ -169,4 +173,21 @@ def test_translate_and_evaluate_take_the_flag(trained_run, translator, tmp_path)
         str(tmp_path / "hyp"),
     )
     assert (tmp_path / "hyp").read_text(encoding="utf-8").splitlines() == by_hand(translator, PARAGRAPHS)
-    assert "sentence by sentence" in scored.stdout + scored.stderr
+    assert "sentence by sentence" in scored.stdout + scored.stderr and "note:" not in scored.stderr
+    whole = run_cli(
+        "mt-evaluate", "-c", checkpoint, "--beam", "1", "--src", str(tmp_path / "src"), "--ref", str(tmp_path / "ref")
+    )
+    assert f"note: {tmp_path / 'src'}: 2 of 4 lines hold several sentences" in whole.stderr
+
+
+def test_lines_of_several_sentences_are_counted_and_said(caplog):
+    lines = ["Ein Hund rennt. Eine Katze schläft.", "Dr. Müller kam.", "", "Wer? Ich!"]
+    assert several_sentences(lines) == 2 and several_sentences(lines[1:3]) == 0
+    assert several_sentences_note(1, 3).startswith("note: 1 of 3 lines holds several sentences, translated whole")
+    assert several_sentences_note(1, 1).startswith("note: the line holds several sentences")
+    held_out = [ParallelCorpus(lines, lines, "valid.de"), ParallelCorpus(lines[1:3], lines[1:3], "test.de")]
+    with caplog.at_level("WARNING"):
+        note_several_sentences(held_out)
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 1 and said[0].startswith("data: valid.de: 2 of 4 lines hold several sentences")
+    assert said[0].endswith("decode.split_sentences=true translates them one by one")

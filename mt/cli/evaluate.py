@@ -28,6 +28,7 @@ from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
+from mt.decoding.sentences import several_sentences, several_sentences_note
 from mt.decoding.settings import RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
@@ -119,6 +120,9 @@ def decode_grid(
         outputs.append(
             (f"{name} (beam {settings.beam}, alpha {settings.alpha:g}{said})", chosen, [r[0].text for r in results])
         )
+    count = 0 if settings.split_sentences else several_sentences(sources)
+    if count:
+        print(several_sentences_note(count, len(sources), name), file=sys.stderr)
     return outputs
 
 

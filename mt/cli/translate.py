@@ -23,6 +23,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.data.lines import decode_utf8, read_line_chunks, split_lines
+from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, RULE_FIELDS
 from mt.errors import MTError, check_output_file, truncation_warning
 from mt.export.engine import load_export_translator
@@ -227,7 +228,7 @@ def run(args) -> None:
     prefixes = prefix_chunks(args, args.chunk_lines)
     first_prefixes = aligned(first, next(prefixes, None), args, 0) if first is not None else None
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    done = 0
+    done, noted = 0, False
     bar = tqdm(unit="line", disable=None if not (interactive or args.quiet) and sys.stderr.isatty() else True)
     try:
         for chunk in itertools.chain([first] if first is not None else [], chunks):
@@ -244,6 +245,9 @@ def run(args) -> None:
                 raise writing_failed(args.output or "<stdout>", err) from None
             done += len(chunk)
             bar.update(len(chunk))
+            if interactive and translator.several_sentences and not noted:  # said once, as it happens
+                print(several_sentences_note(1, 1), file=sys.stderr)
+                noted = True
         if args.prefix and next(prefixes, None):
             raise MTError(f"{args.prefix}: more prefix lines than the {done} input lines (one each)")
     finally:
@@ -261,3 +265,5 @@ def run(args) -> None:
     if translator.truncated:
         noun = "sentence" if settings.split_sentences else "line"  # what was cut: what was decoded
         print(truncation_warning(translator.truncated, noun, args.max_src_len), file=sys.stderr)
+    if translator.several_sentences and not (args.quiet or interactive):
+        print(several_sentences_note(translator.several_sentences, done), file=sys.stderr)

@@ -9,7 +9,7 @@ import inspect
 from dataclasses import fields
 
 from mt.data.languages import into
-from mt.decoding.sentences import translate_by_sentence
+from mt.decoding.sentences import several_sentences, translate_by_sentence
 from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
 from mt.errors import MTError
 
@@ -22,6 +22,7 @@ class LineTranslator:
     Both take any of DecodeSettings' fields as keywords, for that call alone (beam=5, nbest=3, ...)."""
 
     languages: tuple[str, str] = ("", "")  # (source, target) language codes, where the model's config names them
+    several_sentences: int = 0  # lines of several sentences translated whole, for the caller's note
 
     def translate(self, lines: list[str] | str, tgt_lang: str | None = None, **settings) -> list[str] | str:
         """The best translation of every line, in order (an empty line gives an empty one). One string in,
@@ -53,6 +54,7 @@ class LineTranslator:
             options["prefixes"] = checked_lines(options["prefixes"], "prefixes")
         if translator.settings.split_sentences:
             return translate_by_sentence(translator._translate_nbest, translator.settings, lines, **options)
+        self.several_sentences += several_sentences(lines)
         return translator._translate_nbest(lines, **options)
 
     def for_call(self, **choices) -> LineTranslator:

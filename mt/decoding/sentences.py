@@ -58,6 +58,25 @@ def split_sentences(line: str) -> Split:
     return Split(sentences + [line[start:]], separators)
 
 
+def several_sentences(lines: list[str]) -> int:
+    """How many lines the cut finds more than one sentence in: lines that a model trained on single
+    sentences may translate in part, when they are translated whole."""
+    return sum(len(split_sentences(line).sentences) > 1 for line in lines)
+
+
+def several_sentences_note(count: int, lines: int, where: str = "", flag: str = "--split-sentences") -> str:
+    """The line that tells a caller who translated lines whole how many of them hold several sentences."""
+    if lines == 1:
+        held = "the line holds"
+    else:
+        held = f"{count:,} of {lines:,} lines hold" if count > 1 else f"1 of {lines:,} lines holds"
+    where = f"{where}: " if where else ""
+    return (
+        f"note: {where}{held} several sentences, translated whole; a model trained on single sentences may leave "
+        f"some of them out: {flag} translates them one by one"
+    )
+
+
 def _ends_sentence(line: str, end: re.Match) -> bool:
     punctuation, space = end.group(1), end.group(3)
     if punctuation[0] in "。！？":

@@ -21,6 +21,7 @@ from mt.data.held_out_from_train import drawn_sizes
 from mt.data.languages import language_list
 from mt.data.overlap import check_held_out, recorded
 from mt.data.prepare import drops_held_out, encode_splits, prepare, sets_to_compare
+from mt.decoding.sentences import several_sentences, several_sentences_note
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.decoding.tuning import choose_alpha
 from mt.errors import MTError
@@ -153,6 +154,16 @@ def translate_command(out_dir: Path, data_cfg=None) -> str:
     return f"{program} -c {shown(out_dir)}{into} < input.txt > output.txt"
 
 
+def note_several_sentences(held_out: list) -> None:
+    """A warning for held-out lines of several sentences, which validation and the test score translate
+    whole unless decode.split_sentences says otherwise: said before the run spends its budget."""
+    for corpus in held_out:
+        count = several_sentences(corpus.src)
+        if count:
+            note = several_sentences_note(count, len(corpus), corpus.origin, "decode.split_sentences=true")
+            log.warning("data: %s", note.removeprefix("note: "))
+
+
 def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.device) -> None:
     """Tokenizer, encoded data, model, training, then the test score of the final checkpoint."""
     if not dist.is_main:
@@ -160,6 +171,8 @@ def train_and_score(cfg: DictConfig, out_dir: Path, dist: Dist, device: torch.de
     data = prepare(cfg, out_dir, write_config=dist.is_main)
     if dist.is_main:
         d = cfg.data
+        if not cfg.decode.split_sentences:
+            note_several_sentences([data.valid, *data.tests.values()])
         compared = sets_to_compare(d, data)
         if compared:
             data.held_out_in_training = check_held_out(
