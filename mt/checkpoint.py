@@ -60,14 +60,22 @@ def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
 
 
 def run_model(run_dir: Path) -> Path:
-    """The model of a run directory: checkpoints/final.pt, the model the run ended with (chosen on valid),
-    else, while the run has not ended, its best so far (checkpoints/best.pt, said in a warning)."""
-    final, best = run_dir / "checkpoints" / "final.pt", run_dir / "checkpoints" / "best.pt"
+    """The model of a run directory (or of its checkpoints/ folder): checkpoints/final.pt, the model the
+    run ended with (chosen on valid), else, while the run has not ended, its best so far (checkpoints/best.pt,
+    said in a warning)."""
+    folder = (
+        run_dir if run_dir.name == "checkpoints" and not (run_dir / "checkpoints").is_dir() else run_dir / "checkpoints"
+    )
+    final, best = folder / "final.pt", folder / "best.pt"
     if final.is_file():
         return final
     if best.is_file():
         log.warning("%s: the run has not ended (no checkpoints/final.pt); its best so far: %s", run_dir, best)
         return best
+    found = sorted({p.relative_to(run_dir) for p in [*run_dir.glob("*.pt"), *run_dir.glob("checkpoints/*.pt")]})
+    if found:  # a run without validation yet, or its checkpoints/ folder: name a file
+        shown = ", ".join(str(p) for p in found[:4]) + (", ..." if len(found) > 4 else "")
+        raise MTError(f"{run_dir}: no checkpoints/final.pt or best.pt; name one of its checkpoint files ({shown})")
     raise MTError(f"{run_dir}: is a directory, expected a checkpoint file or a run directory with checkpoints/final.pt")
 
 

@@ -127,6 +127,7 @@ def test_a_run_directory_stands_for_its_model(trained_run, tmp_path):
     lines = "ein hund läuft\nrot\n"
     final = run_cli("translate", "-c", str(trained_run / "checkpoints" / "final.pt"), "-q", input_text=lines)
     assert run_cli("translate", "-c", str(trained_run), "-q", input_text=lines).stdout == final.stdout
+    assert run_cli("translate", "-c", str(trained_run / "checkpoints"), "-q", input_text=lines).stdout == final.stdout
     unfinished = tmp_path / "unfinished"
     (unfinished / "checkpoints").mkdir(parents=True)
     shutil.copy(trained_run / "checkpoints" / "best.pt", unfinished / "checkpoints" / "best.pt")
@@ -138,6 +139,12 @@ def test_a_run_directory_stands_for_its_model(trained_run, tmp_path):
     result = run_cli("mt-evaluate", "-c", str(tmp_path), check=False)
     assert result.returncode == 2 and result.stderr == (
         f"error: {tmp_path}: is a directory, expected a checkpoint file or a run directory with checkpoints/final.pt\n"
+    )
+    (unfinished / "checkpoints" / "best.pt").rename(unfinished / "checkpoints" / "last.pt")  # no validation yet
+    result = run_cli("translate", "-c", str(unfinished), input_text=lines, check=False)
+    assert result.returncode == 2 and result.stderr == (
+        f"error: {unfinished}: no checkpoints/final.pt or best.pt; "
+        "name one of its checkpoint files (checkpoints/last.pt)\n"
     )
 
 
