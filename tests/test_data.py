@@ -3,13 +3,14 @@
 import bz2
 import gzip
 import lzma
+import sys
 
 import pytest
 
 from mt.config.schema import DataConfig
 from mt.data import compressed, lines
 from mt.data import sources as data
-from mt.data.lines import count_lines, read_line_chunks, read_lines
+from mt.data.lines import count_lines, open_for_writing, read_line_chunks, read_lines
 from mt.data.prepare import load_training_split
 from mt.data.sources import load_files, load_split
 from mt.errors import MTError
@@ -86,6 +87,24 @@ def test_a_compressed_file_is_read_as_its_text_and_text_that_begins_as_one_is_te
     monkeypatch.setattr(lines, "decompressor", lambda kind: None)  # zstd before Python 3.14, without zstandard
     with pytest.raises(MTError, match=r"z: zstd-compressed, which this Python cannot read: decompress it first"):
         read_lines(write(tmp_path / "z", b"\x28\xb5\x2f\xfd\x00\xff\xfe"))
+
+
+def test_an_output_is_compressed_as_its_name_says_and_read_back_as_its_text(tmp_path, monkeypatch):
+    """What translate -o, mt-evaluate --output and mt-score --output write."""
+    text = ["Bienen summen.", "", "Zwei\r Zeilen \u2028 eine"]
+    for name, unpack in [("o.gz", gzip.decompress), ("o.xz", lzma.decompress), ("o.bz2", bz2.decompress)]:
+        with open_for_writing(tmp_path / name) as f:
+            f.write("".join(line + "\n" for line in text))
+        assert unpack((tmp_path / name).read_bytes()).decode() == "".join(line + "\n" for line in text)
+        assert read_lines(tmp_path / name) == text
+    with open_for_writing(tmp_path / "o.txt") as f:
+        f.write("a\nb\n")
+    assert (tmp_path / "o.txt").read_bytes() == b"a\nb\n"
+    monkeypatch.setitem(sys.modules, "compression", None)  # no zstd writer: neither Python 3.14's nor zstandard
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    with pytest.raises(MTError, match=r"o\.zst: writing zstd needs Python 3\.14 or the zstandard package"):
+        open_for_writing(tmp_path / "o.zst")
+    assert not (tmp_path / "o.zst").exists()
 
 
 @pytest.mark.parametrize("loader", LOADERS)

@@ -1,5 +1,6 @@
 """End to end through the real entry points: mt-train, translate, mt-evaluate."""
 
+import gzip
 import json
 import shutil
 import subprocess
@@ -97,6 +98,9 @@ def test_translate_streams_in_chunks_with_the_same_output(trained_run, tiny_corp
     assert whole.count("\n") == len(lines) and whole.split("\n")[2:4] == ["", ""]
     assert [row.split("\t")[0] for row in nbest.splitlines()] == [str(i) for i in range(len(lines)) for _ in "ab"]
     assert "000011.svg" in heatmaps and "000002.svg" not in heatmaps  # named by line; empty lines have none
+    packed = tmp_path / "out.en.gz"  # written compressed, as its name says
+    run_cli("translate", "-c", best, "--input", str(source), "--beam", "2", "--chunk-lines", "3", "-o", str(packed))
+    assert gzip.decompress(packed.read_bytes()).decode() == whole
 
 
 def test_translate_keeps_what_it_wrote_before_a_bad_line(trained_run, tmp_path):

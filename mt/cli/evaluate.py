@@ -25,7 +25,7 @@ import sys
 from mt.config.schema import training_splits
 from mt.data.held_out_from_train import drawn_split
 from mt.data.languages import direction_name, directions, source_tag, tagged
-from mt.data.lines import read_lines
+from mt.data.lines import open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
 from mt.decoding.sentences import several_sentences, several_sentences_note
@@ -218,7 +218,7 @@ def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tuning
         grid = [(best["beam"], best["alpha"])]
     outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
+        with open_for_writing(args.output) as f:
             f.write("".join(h + "\n" for h in outputs[0][2]))
     return report(outputs, references), tuning_rows
 

@@ -22,7 +22,7 @@ import time
 from tqdm import tqdm
 
 from mt.cli.translate import check_engine_args, writing_failed
-from mt.data.lines import count_lines, read_line_chunks
+from mt.data.lines import count_lines, open_for_writing, read_line_chunks
 from mt.errors import MTError, check_output_file, truncation_warning
 from mt.export.engine import load_export_translator
 
@@ -123,7 +123,7 @@ def run(args) -> None:
     chunks = pair_chunks(args, args.chunk_lines)
     first = next(chunks, None)  # a bad first chunk (or misaligned files) fails before any output exists
     scorer = load_scorer(args)
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    out = open_for_writing(args.output) if args.output else sys.stdout
     pairs = pieces = 0
     log_prob = 0.0
     bar = tqdm(unit="pair", disable=None if not args.quiet and sys.stderr.isatty() else True)

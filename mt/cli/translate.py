@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.data.lines import decode_utf8, read_line_chunks, split_lines
+from mt.data.lines import decode_utf8, open_for_writing, read_line_chunks, split_lines
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, RULE_FIELDS
 from mt.errors import MTError, check_output_file, truncation_warning
@@ -227,7 +227,7 @@ def run(args) -> None:
     first = next(chunks, None)  # a bad first chunk fails before any output exists
     prefixes = prefix_chunks(args, args.chunk_lines)
     first_prefixes = aligned(first, next(prefixes, None), args, 0) if first is not None else None
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    out = open_for_writing(args.output) if args.output else sys.stdout
     done, noted = 0, False
     bar = tqdm(unit="line", disable=None if not (interactive or args.quiet) and sys.stderr.isatty() else True)
     try:

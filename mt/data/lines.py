@@ -1,6 +1,7 @@
-"""Text files read as lines (a compressed one, gzip, xz, bzip2 or zstd, as the text it holds), with a
-one-line error for every way a file can be wrong: missing (or there only compressed, under another name), a
-folder, unreadable, a corrupt or truncated compressed stream, binary, or not UTF-8 (naming the line).
+"""Text files read as lines (a compressed one, gzip, xz, bzip2 or zstd, as the text it holds), and written
+compressed where their name asks for it (open_for_writing), with a one-line error for every way a file can
+be wrong: missing (or there only compressed, under another name), a folder, unreadable, a corrupt or
+truncated compressed stream, binary, or not UTF-8 (naming the line).
 
 A line is what ends in "\\n": carriage returns, Unicode line separators and other characters inside a line
 stay part of it, so two line-aligned files can never shift against each other.
@@ -174,6 +175,29 @@ def decompressor(kind: str):
         except ImportError:
             return None
     return {"gzip": lambda raw: gzip.GzipFile(fileobj=raw), "xz": lzma.LZMAFile, "bzip2": bz2.BZ2File}[kind]
+
+
+def open_for_writing(path: str | os.PathLike):
+    """path opened to write UTF-8 text, compressed where its name ends in .gz, .xz or .bz2 (.zst where this
+    Python has zstd): what a command writes, every command reads back. Lines end in "\n" alone."""
+    suffix = Path(path).suffix
+    if suffix == ".zst":
+        try:
+            from compression import zstd  # Python >= 3.14
+
+            return zstd.open(path, "wt", encoding="utf-8", newline="\n")
+        except ImportError:
+            pass
+        try:
+            import zstandard
+        except ImportError:
+            raise MTError(
+                f"{path}: writing zstd needs Python 3.14 or the zstandard package; name a .gz, .xz or .bz2 file, "
+                "or a plain one"
+            ) from None
+        return zstandard.open(path, "wt", encoding="utf-8", newline="\n")
+    opener = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}.get(suffix, open)
+    return opener(path, "wt", encoding="utf-8", newline="\n")
 
 
 def decompressing(path: Path, kind: str) -> str:
