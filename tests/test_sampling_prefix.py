@@ -153,11 +153,16 @@ def test_out_of_range_settings_are_one_line_errors():
         (dict(strategy="sample", topp=0.0), "topp"),
         (dict(strategy="sample", topk=-2), "topk"),
         (dict(beam=2, nbest=3), "nbest"),
+        (dict(alpha="1.0"), "alpha"),  # of another type: the same one line, not a TypeError from inside
+        (dict(beam=2.0), "beam"),
+        (dict(beam=True), "beam"),
+        (dict(split_sentences="yes"), "split_sentences"),
     ):
         with pytest.raises(MTError, match=f"decode setting {field}=") as err:
             DecodeSettings(**bad)
         assert "\n" not in str(err.value)
     assert DecodeSettings(strategy="sample", nbest=4).rows_per_line == 4  # samples need no beam
+    assert DecodeSettings(alpha=1, temperature=0).alpha == 1  # an integer where a number is asked for
 
 
 @pytest.fixture(scope="module")

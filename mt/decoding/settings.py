@@ -22,6 +22,11 @@ DEFAULT_BEAM = 5  # beam search asked for where the settings at hand are greedy 
 RULE_FIELDS = ("min_len", "no_repeat_ngram", "split_sentences")
 
 
+# What each kind of field takes (an int where a float is asked for; never a bool for a number), and its name.
+FIELD_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool}
+ARTICLE = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
+
+
 @dataclass(frozen=True)
 class DecodeSettings:
     """How to decode: the strategy and its limits, batching and precision. Built once, from a config's
@@ -53,6 +58,10 @@ class DecodeSettings:
     split_sentences: bool = False  # translate each line's sentences one by one (mt/decoding/sentences.py)
 
     def __post_init__(self):
+        for field in fields(self):  # a value of another type would fail deep inside a search
+            value, wanted = getattr(self, field.name), FIELD_TYPES[field.type]
+            if isinstance(value, bool) != (field.type == "bool") or not isinstance(value, wanted):
+                raise MTError(f"decode setting {field.name}={value!r}: must be {ARTICLE[field.type]}")
         checks = (
             ("strategy", self.strategy in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
             ("beam", self.beam >= 1, ">= 1"),
