@@ -68,6 +68,8 @@ def test_decoding_settings_given_to_one_call_apply_to_that_call_alone(trained_ru
         s.text for s in translator.translate_nbest([lines[0]], strategy="sample", nbest=2, seed=1)[0]
     ]
     assert translator.settings.beam == 1 and translator.translate(lines) == greedy  # its own settings unchanged
+    assert repr(translator) == "Translator(de-en, greedy, fp32, cpu)"
+    assert repr(translator.for_call(beam=4, alpha=1.0)) == "Translator(de-en, beam 4, alpha 1, fp32, cpu)"
     for call, message in [
         (lambda: translator.translate(lines, bream=3), "bream: not a decoding setting"),
         (lambda: translator.translate_nbest(lines, prefix=["A"] * 8), "prefix: neither a decoding setting"),
@@ -89,6 +91,7 @@ def test_an_export_directory_translates_through_the_same_api(trained_run, tiny_c
     lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:12] + [""]
     translator = mt.load_translator(exported, device="cpu")
     assert type(translator).__name__ == "CTranslate2Translator"
+    assert repr(translator).startswith("CTranslate2Translator(de-en, greedy, ")
     assert translator.translate(lines) == mt.load_translator(final, device="cpu").translate(lines)  # greedy: same
     assert translator.translate(lines, beam=2) == mt.load_translator(exported, device="cpu", beam=2).translate(lines)
     with pytest.raises(mt.MTError, match="an export directory is one model"):

@@ -8,7 +8,7 @@ import copy
 import inspect
 from dataclasses import fields
 
-from mt.data.languages import into
+from mt.data.languages import into, languages_label
 from mt.decoding.sentences import several_sentences, translate_by_sentence
 from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
 from mt.errors import MTError
@@ -70,6 +70,14 @@ class LineTranslator:
         if not sampling and "beam" not in choices and choices.get("nbest", 1) > self.settings.beam:
             choices["beam"] = choices["nbest"]
         return self.with_settings(self.settings.updated(**choices))
+
+    def __repr__(self) -> str:
+        """What a Python user sees of it: direction, decoding, precision, device."""
+        s = self.settings
+        how = "sampling" if s.sampling else "greedy" if s.beam == 1 else f"beam {s.beam}, alpha {s.alpha:g}"
+        into = f", into {s.tgt_lang}" if s.tgt_lang else ""
+        direction = languages_label(self.languages) if all(self.languages) else "languages not named"
+        return f"{type(self).__name__}({direction}{into}, {how}, {s.precision}, {self.device})"
 
     def _translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
         raise NotImplementedError
