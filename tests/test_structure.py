@@ -173,6 +173,20 @@ def test_help_answers_without_importing_torch(entry):
     assert "usage" in result.stdout.lower() or "override" in result.stdout.lower(), result.stdout[:500]
 
 
+def test_every_translate_option_is_listed_under_what_it_is_for():
+    """translate has some 30 options: each in a titled group of its --help (help and --debug aside), and each
+    example of its help runs past parsing."""
+    from mt.cli import commands as cli
+
+    parser = cli.translate_parser()
+    ungrouped = [a.option_strings[0] for a in parser._optionals._group_actions if a.dest not in ("help", "debug")]
+    assert ungrouped == []
+    examples = parser.epilog.split("examples:\n")[1].splitlines()[:-1]
+    for example in examples:
+        argv = example.split("#")[0].split("<")[0].split()[1:]
+        assert parser.parse_args(argv).checkpoint, example
+
+
 def test_mt_train_help_gives_examples_the_presets_and_a_presets_config():
     """Hydra's stock help ("train is powered by Hydra") replaced by the toolkit's: what the command does, examples,
     the groups with their options, and the config of the preset asked for."""

@@ -82,58 +82,76 @@ def split_option(p: argparse.ArgumentParser) -> None:
 
 
 def translate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="translate", description="Translate text with a trained checkpoint.")
-    checkpoint_options(p)
-    p.add_argument("--input", "-i", help="input file (default: stdin)")
-    p.add_argument("--output", "-o", help="output file (default: stdout)")
-    p.add_argument(
+    p = argparse.ArgumentParser(
+        prog="translate",
+        description="Translate raw text with a trained checkpoint, a line at a time: N lines in, N lines out.",
+        epilog="examples:\n"
+        "  translate -c runs/multi30k.de-en/smoke < in.de > out.en      # a run directory: its final.pt\n"
+        "  translate -c model.pt -i in.de -o out.en.gz --beam 5         # beam search, written gzip-compressed\n"
+        "  translate -c model.pt --nbest 3 < in.de                      # the 3 best per line, tab-separated\n"
+        "  translate -c a.pt b.pt --ensemble --split-sentences < in.de  # two models; paragraphs a line\n"
+        "every option: docs/translate.md",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    model = p.add_argument_group("model")
+    checkpoint_options(model)
+    files = p.add_argument_group("input and output")
+    files.add_argument("--input", "-i", help="input file (default: stdin)")
+    files.add_argument("--output", "-o", help="output file, compressed if named .gz, .xz or .bz2 (default: stdout)")
+    search = p.add_argument_group("search")
+    search.add_argument(
         "--strategy",
         choices=["greedy", "beam", "sample"],
         help="greedy, beam search, or sampling (default: the checkpoint's: beam search, greedy where its beam is 1)",
     )
-    p.add_argument("--beam", type=int, help="beam size; 1 = greedy (default: the checkpoint's decode.beam)")
-    p.add_argument("--alpha", type=float, help="length penalty exponent (default: the checkpoint's)")
-    p.add_argument(
+    search.add_argument("--beam", type=int, help="beam size; 1 = greedy (default: the checkpoint's decode.beam)")
+    search.add_argument("--alpha", type=float, help="length penalty exponent (default: the checkpoint's)")
+    search.add_argument(
         "--nbest", type=int, default=1, help="hypotheses (samples, when sampling) to write per line, tab-separated"
     )
-    p.add_argument("--temperature", type=float, help="sampling: divide the logits by T (< 1 sharper; default 1)")
-    p.add_argument("--topk", type=int, help="sampling: draw among the K most likely tokens only (default 0: all)")
-    p.add_argument("--topp", type=float, help="sampling: draw within the top-P probability mass (default 1: all)")
-    p.add_argument("--seed", type=int, help="sampling: seed (default 0); each line's draws come from it and its number")
-    p.add_argument(
+    sampling = p.add_argument_group("sampling (--strategy sample)")
+    sampling.add_argument("--temperature", type=float, help="divide the logits by T (< 1 sharper; default 1)")
+    sampling.add_argument("--topk", type=int, help="draw among the K most likely tokens only (default 0: all)")
+    sampling.add_argument("--topp", type=float, help="draw within the top-P probability mass (default 1: all)")
+    sampling.add_argument("--seed", type=int, help="seed (default 0); each line's draws come from it and its number")
+    rules = p.add_argument_group("what a translation may be")
+    rules.add_argument(
         "--prefix",
         help="file of target prefixes, one per input line (empty: none): each translation starts with its prefix",
     )
-    p.add_argument("--batch-tokens", type=int, help="source tokens per batch (default: the checkpoint's)")
-    p.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")
-    p.add_argument("--max-len-b", type=int)
-    p.add_argument("--max-src-len", type=int, default=1024, help="longer inputs are truncated (and counted)")
-    constraint_options(p)
-    split_option(p)
-    engine_options(p)
-    p.add_argument(
+    limits = p.add_argument_group("batches and lengths")
+    limits.add_argument("--batch-tokens", type=int, help="source tokens per batch (default: the checkpoint's)")
+    limits.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")
+    limits.add_argument("--max-len-b", type=int)
+    limits.add_argument("--max-src-len", type=int, default=1024, help="longer inputs are truncated (and counted)")
+    constraint_options(rules)
+    split_option(rules)
+    engine = p.add_argument_group("engine and device")
+    engine_options(engine)
+    engine.add_argument(
         "--cuda-graphs",
         action="store_true",
         default=None,
         help="torch engine, Transformer: greedy and beam search in fixed slots, each step a replayed CUDA graph "
         "on CUDA (the same translations; default: the checkpoint's decode.cuda_graphs)",
     )
-    p.add_argument("--attention-dir", help="write a cross-attention heatmap (SVG) per input line here")
-    p.add_argument("--attention-layer", type=int, default=-1, help="decoder layer for heatmaps/alignments")
-    p.add_argument("--attention-head", type=int, help="one head for heatmaps/alignments (default: mean)")
-    p.add_argument("--alignments", action="store_true", help="append the hard alignment after a tab")
-    p.add_argument(
+    attention = p.add_argument_group("attention")
+    attention.add_argument("--attention-dir", help="write a cross-attention heatmap (SVG) per input line here")
+    attention.add_argument("--attention-layer", type=int, default=-1, help="decoder layer for heatmaps/alignments")
+    attention.add_argument("--attention-head", type=int, help="one head for heatmaps/alignments (default: mean)")
+    attention.add_argument("--alignments", action="store_true", help="append the hard alignment after a tab")
+    files.add_argument(
         "--interactive",
         action="store_true",
         help="translate each line as it arrives and flush (the default when stdin is a terminal)",
     )
-    p.add_argument(
+    files.add_argument(
         "--chunk-lines",
         type=int,
         default=2_000,
         help="read, translate and write this many lines at a time (sorted by length within): memory stays flat",
     )
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
+    files.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
