@@ -157,41 +157,59 @@ def translate_parser() -> argparse.ArgumentParser:
 
 
 def evaluate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mt-evaluate", description="Score translations with sacreBLEU.")
-    p.add_argument(
+    p = argparse.ArgumentParser(
+        prog="mt-evaluate",
+        description="Score translations with sacreBLEU (BLEU and chrF): a model's of a split or file, or given ones.",
+        epilog="examples:\n"
+        "  mt-evaluate -c runs/multi30k.de-en/smoke                  # the run's test split\n"
+        "  mt-evaluate -c model.pt --split valid --beam 1 5          # a sweep over beam sizes\n"
+        "  mt-evaluate -c model.pt --src test.de --ref test.en -o test.hyp\n"
+        "  mt-evaluate --hyp a.hyp b.hyp --ref test.en               # does b beat a beyond chance?\n"
+        "every option: docs/translate.md",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    scored = p.add_argument_group("what to score")
+    scored.add_argument(
         "--checkpoint", "-c", nargs="+", help="checkpoint(s) or run directories to translate with; several are averaged"
     )
-    p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
-    p.add_argument("--split", help="a split of the checkpoint's training data (default: its test split, e.g. test2016)")
-    p.add_argument(
+    scored.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
+    scored.add_argument(
+        "--split", help="a split of the checkpoint's training data (default: its test split, e.g. test2016)"
+    )
+    scored.add_argument(
         "--direction",
         help="SRC-TGT, for a model of several languages: that direction's pairs (with --split; default: every "
         "direction, then their mean) or target (with --src)",
     )
-    p.add_argument("--src", help="source file to translate")
-    p.add_argument("--ref", help="reference file")
-    p.add_argument(
+    scored.add_argument("--src", help="source file to translate")
+    scored.add_argument("--ref", help="reference file")
+    scored.add_argument(
         "--hyp",
         nargs="+",
         help="score this file of translations instead of translating; several: each against the first, by "
         "paired bootstrap resampling",
     )
-    p.add_argument(
+    scored.add_argument(
         "--samples", type=int, default=0, help="resamples of the paired test of several --hyp (default 1,000)"
     )
-    p.add_argument("--output", "-o", help="write the translations here")
-    p.add_argument("--json", help="write the scores here as JSON")
-    p.add_argument("--beam", type=int, nargs="+", help="beam size(s) (default: the checkpoint's decode.beam)")
-    p.add_argument("--alpha", type=float, nargs="+", help="length penalty exponent(s) (default: the checkpoint's)")
-    p.add_argument(
+    written = p.add_argument_group("output")
+    written.add_argument("--output", "-o", help="write the translations here (.gz, .xz, .bz2: compressed)")
+    written.add_argument("--json", help="write the scores here as JSON")
+    decoding = p.add_argument_group("decoding")
+    decoding.add_argument("--beam", type=int, nargs="+", help="beam size(s) (default: the checkpoint's decode.beam)")
+    decoding.add_argument(
+        "--alpha", type=float, nargs="+", help="length penalty exponent(s) (default: the checkpoint's)"
+    )
+    decoding.add_argument(
         "--choose-on",
         metavar="SPLIT",
         help="decode this split (e.g. valid) with every --beam/--alpha, then score --split/--src once with the best",
     )
-    constraint_options(p)
-    split_option(p)
-    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help=DTYPE_HELP)
+    constraint_options(decoding)
+    split_option(decoding)
+    device = p.add_argument_group("device")
+    device.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
+    device.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help=DTYPE_HELP)
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
