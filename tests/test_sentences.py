@@ -180,6 +180,17 @@ def test_translate_and_evaluate_take_the_flag(trained_run, translator, tmp_path)
     assert f"note: {tmp_path / 'src'}: 2 of 4 lines hold several sentences" in whole.stderr
 
 
+def test_the_python_api_warns_of_lines_of_several_sentences_translated_whole(translator, caplog):
+    lines = [" ".join(sentences) for sentences in PARAGRAPHS]
+    with caplog.at_level("WARNING"):
+        translator.translate(lines)
+        translator.translate(lines, split_sentences=True)
+        translator.translate("hund läuft rot.")
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 1 and said[0].startswith("2 of 4 lines hold several sentences, translated whole")
+    assert said[0].endswith("split_sentences=True translates them one by one")
+
+
 def test_lines_of_several_sentences_are_counted_and_said(caplog):
     lines = ["Ein Hund rennt. Eine Katze schläft.", "Dr. Müller kam.", "", "Wer? Ich!"]
     assert several_sentences(lines) == 2 and several_sentences(lines[1:3]) == 0

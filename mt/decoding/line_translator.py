@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import copy
 import inspect
+import logging
 from dataclasses import fields
 
 from mt.data.languages import into, languages_label
-from mt.decoding.sentences import several_sentences, translate_by_sentence
+from mt.decoding.sentences import several_sentences, several_sentences_note, translate_by_sentence
 from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
 from mt.errors import MTError
+
+log = logging.getLogger(__name__)
 
 SETTING_NAMES = frozenset(field.name for field in fields(DecodeSettings))
 
@@ -29,9 +32,14 @@ class LineTranslator:
         one string out. tgt_lang: the language to translate into, for a model of several; settings: any of
         DecodeSettings' fields, for this call (beam=5, strategy="sample", ...)."""
         translator = self.for_call(tgt_lang=tgt_lang, **settings)
-        if isinstance(lines, str):
-            return translator.translate_nbest([lines])[0][0].text
-        return [found[0].text for found in translator.translate_nbest(lines)]
+        before = translator.several_sentences
+        found = [hyps[0].text for hyps in translator.translate_nbest([lines] if isinstance(lines, str) else lines)]
+        if translator.several_sentences > before:  # said where a Python caller sees it: a warning logged
+            note = several_sentences_note(
+                translator.several_sentences - before, len(found), flag="split_sentences=True"
+            )
+            log.warning(note.removeprefix("note: "))
+        return found[0] if isinstance(lines, str) else found
 
     def translate_nbest(self, lines: list[str] | str, **options) -> list[list[Translation]] | list[Translation]:
         """settings.nbest Translations for every line, in input order (one string in: that line's). options:
