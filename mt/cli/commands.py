@@ -219,11 +219,16 @@ def score_parser() -> argparse.ArgumentParser:
         prog="mt-score",
         description="Score given translations with a trained model: log P(target | source) per pair (forced "
         "decoding), for filtering corpora, reranking and perplexity.",
+        epilog="examples:\n"
+        "  mt-score -c runs/multi30k.de-en/smoke --src test.de --tgt test.en > scores.txt\n"
+        "  mt-score -c model.pt --src crawl.de --tgt crawl.en --normalize -o scores.txt.gz  # to filter a corpus\n"
+        "every option: docs/translate.md",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     checkpoint_options(p)
     p.add_argument("--src", help="source file (with --tgt; default: 'source<TAB>target' lines on stdin)")
     p.add_argument("--tgt", help="target file, line-aligned with --src")
-    p.add_argument("--output", "-o", help="output file (default: stdout)")
+    p.add_argument("--output", "-o", help="output file, compressed if named .gz, .xz or .bz2 (default: stdout)")
     p.add_argument("--json", help="write the summary (pairs, pieces, log-probability per piece, perplexity) here")
     p.add_argument(
         "--normalize", action="store_true", help="per target piece (EOS included) instead of the sentence's sum"
