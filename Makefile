@@ -48,6 +48,9 @@ help:
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { \
+		echo "error: $(PYTHON) is not Python 3.10 or newer ($$($(PYTHON) -V 2>&1 | head -1)): name one, e.g. make venv PYTHON=python3.12" >&2; \
+		exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)" || echo "note: $(TORCH) not available; pip will pick a torch from pyproject's range"
