@@ -152,6 +152,11 @@ def test_translate_and_evaluate_take_the_flag(trained_run, translator, tmp_path)
     assert "greedy, sentence by sentence" in out.stderr and "note:" not in out.stderr
     whole = run_cli("translate", "-c", checkpoint, "--beam", "1", input_text=text)
     assert "note: 2 of 4 lines hold several sentences" in whole.stderr and "--split-sentences" in whole.stderr
+    typed = run_cli(
+        "translate", "-c", checkpoint, "--beam", "1", "--interactive", input_text=text
+    )  # said once, at once
+    assert typed.stdout == whole.stdout and typed.stderr.count("note:") == 1
+    assert typed.stderr.startswith("note: the line holds several sentences, translated whole")
     cut = run_cli("translate", "-c", checkpoint, "--split-sentences", "--max-src-len", "2", input_text=text)
     assert len(cut.stdout.splitlines()) == len(lines) and "6 sentences were longer than 2 pieces" in cut.stderr
     refused = run_cli("translate", "-c", checkpoint, "--split-sentences", "--nbest", "2", input_text=text, check=False)
