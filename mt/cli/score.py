@@ -126,7 +126,9 @@ def run(args) -> None:
     out = open_for_writing(args.output) if args.output else sys.stdout
     pairs = pieces = 0
     log_prob = 0.0
-    bar = tqdm(unit="pair", disable=None if not args.quiet and sys.stderr.isatty() else True)
+    shown = not args.quiet and sys.stderr.isatty()
+    total = count_lines(args.src) if shown and args.src else None  # the bar's end and ETA
+    bar = tqdm(total=total, unit="pair", disable=None if shown else True)
     try:
         for sources, targets in itertools.chain([first] if first is not None else [], chunks):
             found = scorer.score(sources, targets, batch_tokens=args.batch_tokens)

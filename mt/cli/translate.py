@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.data.lines import decode_utf8, open_for_writing, read_line_chunks, split_lines
+from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, RULE_FIELDS
 from mt.errors import MTError, check_output_file, truncation_warning
@@ -229,7 +229,9 @@ def run(args) -> None:
     first_prefixes = aligned(first, next(prefixes, None), args, 0) if first is not None else None
     out = open_for_writing(args.output) if args.output else sys.stdout
     done, noted = 0, False
-    bar = tqdm(unit="line", disable=None if not (interactive or args.quiet) and sys.stderr.isatty() else True)
+    shown = not (interactive or args.quiet) and sys.stderr.isatty()
+    total = count_lines(args.input) if shown and args.input else None  # a file's size: the bar's end and ETA
+    bar = tqdm(total=total, unit="line", disable=None if shown else True)
     try:
         for chunk in itertools.chain([first] if first is not None else [], chunks):
             chunk_prefixes = first_prefixes if done == 0 else aligned(chunk, next(prefixes, None), args, done)
