@@ -85,7 +85,11 @@ class LineTranslator:
         how = "sampling" if s.sampling else "greedy" if s.beam == 1 else f"beam {s.beam}, alpha {s.alpha:g}"
         into = f", into {s.tgt_lang}" if s.tgt_lang else ""
         direction = languages_label(self.languages) if all(self.languages) else "languages not named"
-        return f"{type(self).__name__}({direction}{into}, {how}, {s.precision}, {self.device})"
+        return f"{type(self).__name__}({direction}{into}, {how}, {self._weights_type()}, {self.device})"
+
+    def _weights_type(self) -> str:
+        """The number type the model computes in, for repr."""
+        return self.settings.precision
 
     def _translate_nbest(self, lines: list[str], **options) -> list[list[Translation]]:
         raise NotImplementedError

@@ -106,6 +106,9 @@ class CTranslate2Translator(LineTranslator):
             raise MTError(f"{folder}: CTranslate2 cannot load it ({str(err).splitlines()[0][:200]})") from None
         self.truncated = 0
 
+    def _weights_type(self) -> str:
+        return self.engine.compute_type  # as exported or asked for: int8_float32, float32, ...
+
     def _translate_nbest(
         self,
         lines: list[str],
