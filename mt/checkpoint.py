@@ -163,22 +163,45 @@ def average_checkpoint_files(paths: list, output) -> None:
     """Average the weights of several checkpoints of one run into a self-contained checkpoint
     (config and tokenizer of the first) that translate loads like any other."""
     states, averaged = load_averaged(paths)
+    summaries = [s for s in map(training_summary, states) if s and "step" in s]
     save_checkpoint(
         {
             "config": states[0]["config"],
             "model": averaged,
             "tokenizer": states[0]["tokenizer"],
             "averaged_from": [str(p) for p in paths],
+            **({"trained": max(summaries, key=lambda s: s["step"])} if summaries else {}),  # the latest
         },
         output,
     )
+
+
+def training_summary(state: dict) -> dict | None:
+    """How far training had come at a checkpoint (updates, epochs, seconds, best validation): from its
+    trainer state, or kept from it in a final or averaged checkpoint (key "trained"); None if neither."""
+    if "trained" in state:
+        return state["trained"]
+    progress = state.get("trainer", {}).get("progress")
+    if not progress:
+        return None
+    keys = {
+        "step": "step",
+        "epoch": "epoch",
+        "elapsed": "elapsed_s",
+        "best_bleu": "best_bleu",
+        "best_step": "best_step",
+    }
+    return {name: progress[key] for key, name in keys.items() if key in progress}
 
 
 def save_final(source: str | os.PathLike, output: str | os.PathLike, alpha: float | None = None) -> None:
     """The checkpoint a run ends with: source's config, weights and tokenizer (no optimizer state), with
     decode.alpha set to the length penalty chosen on valid (None: source's own), written atomically."""
     state = load_checkpoint(source)
+    summary = training_summary(state)
     state.pop("trainer", None)
+    if summary:
+        state["trained"] = summary  # for mt-info: the optimizer state goes, how it was trained stays
     if alpha is not None:
         state["config"]["decode"]["alpha"] = alpha
     state["final_from"] = Path(source).name

@@ -157,7 +157,7 @@ def test_validation_heatmaps_decode_with_the_runs_decode_settings(tiny_corpus, t
 # ---- console scripts -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("entry", ["translate", "evaluate", "score", "train", "tokenizer", "export", "serve"])
+@pytest.mark.parametrize("entry", ["translate", "evaluate", "score", "train", "tokenizer", "export", "serve", "info"])
 def test_help_answers_without_importing_torch(entry):
     code = textwrap.dedent(f"""
         import sys

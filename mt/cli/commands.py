@@ -270,6 +270,22 @@ def export_parser() -> argparse.ArgumentParser:
     return p
 
 
+def info_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mt-info",
+        description="What a checkpoint is: the direction it translates, its model and tokenizer, the data and "
+        "training that made it, how it decodes, and its run's test score.",
+        epilog="examples:\n"
+        "  mt-info runs/multi30k.de-en/smoke                     # a run directory: its final.pt\n"
+        "  mt-info runs/*/*/checkpoints/final.pt --json > models.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("checkpoint", nargs="+", help="checkpoint file(s) or run directories")
+    p.add_argument("--json", action="store_true", help="print JSON (a list for several) instead of text")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
 def serve_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mt-serve",
@@ -358,6 +374,16 @@ def score(argv: list[str] | None = None) -> None:
     args = parsed(score_parser(), argv)
     warnings_as_lines()
     from mt.cli.score import run
+
+    run(args)
+
+
+@report_errors
+def info(argv: list[str] | None = None) -> None:
+    """mt-info (mt.cli.info)."""
+    args = parsed(info_parser(), argv)
+    warnings_as_lines()
+    from mt.cli.info import run
 
     run(args)
 

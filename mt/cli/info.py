@@ -1,0 +1,158 @@
+"""mt-info: what a checkpoint is, read from the file alone: the direction it translates, its model and
+tokenizer, the data and training that made it, how it decodes by default, and, for a run's final.pt, the
+test score its run wrote beside it. For the checkpoint a colleague sent, or one of many under runs/.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+
+from mt.checkpoint import load_checkpoint, run_model, training_summary
+from mt.data.languages import language_list
+
+
+def describe(path: str | Path) -> dict:
+    """The checkpoint at path (or a run directory's model) as plain data, what --json prints."""
+    path = Path(path)
+    if path.is_dir():
+        path = run_model(path)
+    state = load_checkpoint(path, mmap=True)  # tensors stay on disk: only their sizes are read
+    cfg = state["config"]
+    stat = path.stat()
+    return {
+        "path": str(path),
+        "bytes": stat.st_size,
+        "modified": datetime.datetime.fromtimestamp(stat.st_mtime).isoformat(timespec="seconds"),
+        "languages": {side: language_list(cfg["data"][f"{side}_lang"]) for side in ("src", "tgt")},
+        "model": {**{k: v for k, v in cfg["model"].items() if v is not None}, "parameters": parameters(state["model"])},
+        "tokenizer": tokenizer_summary(cfg["tokenizer"], state["tokenizer"]),
+        "data": {key: cfg["data"].get(key) for key in DATA_KEYS if cfg["data"].get(key) not in (None, 0)},
+        "precision": cfg["train"].get("precision"),
+        "training": training_summary(state),
+        "origin": origin(state),
+        "decode": {key: cfg["decode"][key] for key in ("strategy", "beam", "alpha") if key in cfg["decode"]},
+        "test": test_score(path),
+    }
+
+
+DATA_KEYS = ("source", "name", "subset", "dir", "train_split", "valid_split", "test_split", "valid_from_train",
+             "test_from_train")  # fmt: skip
+
+
+def parameters(weights: dict) -> int:
+    """Distinct weights: a tied embedding saved under two names counts once."""
+    seen, total = set(), 0
+    for tensor in weights.values():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel()
+    return total
+
+
+def tokenizer_summary(tokenizer_cfg: dict, models: dict) -> dict:
+    from mt.data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_state_dict(models)
+    return {
+        "type": tokenizer_cfg.get("type"),
+        "joint": tokenizer.joint,
+        "vocab_src": tokenizer.src_vocab_size,
+        "vocab_tgt": tokenizer.tgt_vocab_size,
+    }
+
+
+def origin(state: dict) -> dict:
+    """What this file is: a run's final model, an average, or a training checkpoint one can resume from."""
+    if "final_from" in state:
+        return {"kind": "final", "from": state["final_from"]}
+    if "averaged_from" in state:
+        return {"kind": "averaged", "from": [Path(p).name for p in state["averaged_from"]]}
+    return {"kind": "training", "resumable": "trainer" in state}
+
+
+def test_score(path: Path) -> dict | None:
+    """The run's test score where path is the model its results.json scored (RUN/checkpoints/final.pt)."""
+    results = path.parent.parent / "results.json"
+    if path.parent.name != "checkpoints" or not results.is_file():
+        return None
+    try:
+        found = json.loads(results.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict) or found.get("checkpoint") != path.name:
+        return None
+    return {key: found[key] for key in ("split", "bleu", "chrf", "bleu_by_direction", "bleu_signature") if key in found}
+
+
+def as_text(info: dict) -> str:
+    """The description as a few aligned lines."""
+    size = f"{info['bytes'] / 1e6:.1f} MB" if info["bytes"] >= 1e5 else f"{info['bytes']:,} bytes"
+    rows = [("translates", " -> ".join(", ".join(info["languages"][side]) for side in ("src", "tgt")))]
+    m, t = info["model"], info["tokenizer"]
+    if m.get("arch", "transformer") == "transformer":
+        shape = (
+            f"Transformer, {m['encoder_layers']}+{m['decoder_layers']} layers, d_model {m['d_model']}, "
+            f"{m['heads']} heads, feed-forward {m['ffn_dim']}"
+        )
+    else:
+        shape = f"{m['arch']}, d_model {m.get('d_model')}"
+    rows.append(("model", f"{shape}; {m['parameters']:,} parameters"))
+    vocab = (
+        f"one vocabulary of {t['vocab_src']:,} pieces for both sides"
+        if t["joint"]
+        else f"{t['vocab_src']:,} source and {t['vocab_tgt']:,} target pieces"
+    )
+    rows.append(("tokenizer", f"sentencepiece {t['type']}, {vocab}"))
+    d = info["data"]
+    where = d.get("dir") if d.get("source") == "files" else " ".join(filter(None, (d.get("name"), d.get("subset"))))
+    train = d.get("train_split")
+    train = " + ".join(map(str, train)) if isinstance(train, list) else train
+    held = {kind: d.get(f"{kind}_split") or "none" for kind in ("valid", "test")}
+    if d.get("valid_from_train"):  # pairs held out of the training split (data.valid_from_train)
+        held["valid"] = f"{d['valid_from_train']:,} of its pairs"
+    if d.get("test_from_train"):
+        held["test"] = f"{d['test_from_train']:,} {'more' if d.get('valid_from_train') else 'of its pairs'}"
+    used = f"{train} to train on, {held['valid']} to validate, {held['test']} to test"
+    rows.append(("data", f"{where} ({d.get('source')}): {used}"))
+    trained = info["training"]
+    if trained:
+        said = f"{trained['step']:,} updates, {trained['elapsed_s'] / 60:.1f} min, {info['precision']}"
+        if trained.get("best_bleu", -1) >= 0:
+            said += f"; best valid BLEU {trained['best_bleu']:.2f} at update {trained['best_step']:,}"
+        rows.append(("training", said))
+    o = info["origin"]
+    rows.append(
+        (
+            "this file",
+            f"the run's final model ({o['from']})"
+            if o["kind"] == "final"
+            else f"the average of {len(o['from'])} checkpoints ({', '.join(o['from'])})"
+            if o["kind"] == "averaged"
+            else "a training checkpoint, with the optimizer state to resume from"
+            if o["resumable"]
+            else "a checkpoint",
+        )
+    )
+    dec = info["decode"]
+    how = "sampling" if dec.get("strategy") == "sample" else "greedy search" if dec.get("beam") == 1 else "beam search"
+    rows.append(("decodes with", f"{how}, beam {dec.get('beam')}, length penalty {dec.get('alpha')}"))
+    if info["test"]:
+        score = info["test"]
+        rows.append(("test score", f"{score.get('split')}: BLEU {score.get('bleu')}, chrF {score.get('chrf')}"))
+    width = max(len(label) for label, _ in rows)
+    head = f"{info['path']}  ({size}, written {info['modified'].replace('T', ' ')[:16]})"
+    return "\n".join([head] + [f"  {label:<{width}}  {text}" for label, text in rows])
+
+
+def run(args) -> None:
+    """mt-info with the arguments of mt.cli.commands's parser."""
+    infos = [describe(path) for path in args.checkpoint]
+    if args.json:
+        json.dump(infos[0] if len(infos) == 1 else infos, sys.stdout, indent=2)
+        print()
+        return
+    print("\n\n".join(as_text(info) for info in infos))

@@ -1,0 +1,59 @@
+"""mt-info: what a checkpoint says of itself agrees with the model it loads into and the run that made it."""
+
+import json
+
+import mt
+from mt.checkpoint import load_checkpoint
+
+from conftest import run_cli
+
+
+def test_a_final_checkpoint_describes_its_model_training_and_test_score(trained_run):
+    info = json.loads(run_cli("mt-info", str(trained_run), "--json").stdout)  # a run directory: its final.pt
+    final = trained_run / "checkpoints" / "final.pt"
+    assert info["path"] == str(final) and info["languages"] == {"src": ["de"], "tgt": ["en"]}
+    translator = mt.load_translator(final, device="cpu")
+    assert info["model"]["parameters"] == sum(p.numel() for p in translator.model.parameters())
+    assert (info["tokenizer"]["vocab_src"], info["tokenizer"]["vocab_tgt"]) == (
+        translator.tokenizer.src_vocab_size,
+        translator.tokenizer.tgt_vocab_size,
+    )
+    source = load_checkpoint(final)["final_from"]  # best.pt or averaged.pt: the weights final.pt holds
+    assert info["origin"] == {"kind": "final", "from": source}
+    validations = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
+    best = max(validations, key=lambda row: row["valid_bleu"])  # the first of equals, as the trainer keeps it
+    assert info["training"]["best_bleu"] == best["valid_bleu"] and info["training"]["best_step"] == best["step"]
+    # how far training had come at those weights: best.pt's update, or the last one averaged (max_steps=300)
+    assert info["training"]["step"] == (best["step"] if source == "best.pt" else 300)
+    results = json.loads((trained_run / "results.json").read_text())
+    assert info["test"]["bleu"] == results["bleu"] and info["test"]["split"] == results["split"]
+    assert info["decode"]["alpha"] == translator.settings.alpha and info["decode"]["beam"] == translator.settings.beam
+    text = run_cli("mt-info", str(final)).stdout
+    assert "  translates    de -> en\n" in text and f"{info['model']['parameters']:,} parameters" in text
+    assert f"test score    {results['split']}: BLEU {results['bleu']}" in text
+
+
+def test_a_training_checkpoint_and_a_bad_file(trained_run, tmp_path):
+    last = trained_run / "checkpoints" / "last.pt"
+    both = json.loads(run_cli("mt-info", str(last), str(trained_run), "--json").stdout)
+    assert [info["path"] for info in both] == [str(last), str(trained_run / "checkpoints" / "final.pt")]
+    assert both[0]["origin"] == {"kind": "training", "resumable": True} and both[0]["test"] is None
+    assert both[0]["training"]["step"] == 300
+    (tmp_path / "notes.txt").write_text("not a model\n")
+    result = run_cli("mt-info", str(tmp_path / "notes.txt"), check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a readable checkpoint" in result.stderr
+
+
+def test_the_data_line_names_hub_datasets_several_splits_and_drawn_pairs(trained_run):
+    from mt.cli.info import as_text, describe
+
+    info = describe(trained_run)
+    info["data"] = {"source": "hub", "name": "wmt/wmt14", "subset": "de-en", "train_split": ["train", "crawl"]}
+    info["data"] |= {"valid_split": "validation", "test_split": None}
+    assert (
+        "  data          wmt/wmt14 de-en (hub): train + crawl to train on, validation to validate, none to test\n"
+        in (as_text(info))
+    )
+    info["data"] = {"source": "files", "dir": "corpus", "train_split": "train", "valid_from_train": 2000}
+    info["data"] |= {"test_from_train": 1500, "valid_split": "valid", "test_split": "test"}
+    assert "corpus (files): train to train on, 2,000 of its pairs to validate, 1,500 more to test" in as_text(info)
