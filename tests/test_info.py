@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 import mt
 from mt.checkpoint import load_checkpoint
 
@@ -57,3 +59,17 @@ def test_the_data_line_names_hub_datasets_several_splits_and_drawn_pairs(trained
     info["data"] = {"source": "files", "dir": "corpus", "train_split": "train", "valid_from_train": 2000}
     info["data"] |= {"test_from_train": 1500, "valid_split": "valid", "test_split": "test"}
     assert "corpus (files): train to train on, 2,000 of its pairs to validate, 1,500 more to test" in as_text(info)
+
+
+def test_an_export_directory_is_described_from_its_own_files(trained_run, tmp_path):
+    pytest.importorskip("ctranslate2")
+    exported = tmp_path / "ct2"
+    run_cli("mt-export", "-c", str(trained_run), "-o", str(exported), "-q", "int8")
+    info = json.loads(run_cli("mt-info", str(exported), "--json").stdout)
+    model = json.loads(run_cli("mt-info", str(trained_run), "--json").stdout)
+    assert info["export"] == {"quantization": "int8", "arch": "transformer", "from": [str(trained_run)]}
+    assert (info["languages"], info["decode"]) == (model["languages"], model["decode"])
+    assert {k: info["tokenizer"][k] for k in ("vocab_src", "vocab_tgt")} == {
+        k: model["tokenizer"][k] for k in ("vocab_src", "vocab_tgt")
+    }
+    assert "a CTranslate2 export (transformer, weights int8)" in run_cli("mt-info", str(exported)).stdout

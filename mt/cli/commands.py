@@ -273,14 +273,14 @@ def export_parser() -> argparse.ArgumentParser:
 def info_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mt-info",
-        description="What a checkpoint is: the direction it translates, its model and tokenizer, the data and "
-        "training that made it, how it decodes, and its run's test score.",
+        description="What a checkpoint (or an mt-export directory) is: the direction it translates, its model and "
+        "tokenizer, the data and training that made it, how it decodes, and its run's test score.",
         epilog="examples:\n"
         "  mt-info runs/multi30k.de-en/smoke                     # a run directory: its final.pt\n"
         "  mt-info runs/*/*/checkpoints/final.pt --json > models.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("checkpoint", nargs="+", help="checkpoint file(s) or run directories")
+    p.add_argument("checkpoint", nargs="+", help="checkpoint files, run directories or export directories")
     p.add_argument("--json", action="store_true", help="print JSON (a list for several) instead of text")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p

@@ -12,11 +12,14 @@ from pathlib import Path
 
 from mt.checkpoint import load_checkpoint, run_model, training_summary
 from mt.data.languages import language_list
+from mt.export.engine import is_export, load_export
 
 
 def describe(path: str | Path) -> dict:
     """The checkpoint at path (or a run directory's model) as plain data, what --json prints."""
     path = Path(path)
+    if is_export(path):
+        return describe_export(path)
     if path.is_dir():
         path = run_model(path)
     state = load_checkpoint(path, mmap=True)  # tensors stay on disk: only their sizes are read
@@ -35,6 +38,31 @@ def describe(path: str | Path) -> dict:
         "origin": origin(state),
         "decode": {key: cfg["decode"][key] for key in ("strategy", "beam", "alpha") if key in cfg["decode"]},
         "test": test_score(path),
+    }
+
+
+def describe_export(folder: Path) -> dict:
+    """An mt-export directory: what its mt_export.json and vocabulary say (the weights are CTranslate2's)."""
+    tokenizer, export = load_export(str(folder))
+    files = [f for f in folder.iterdir() if f.is_file()]
+    return {
+        "path": str(folder),
+        "bytes": sum(f.stat().st_size for f in files),
+        "modified": datetime.datetime.fromtimestamp(max(f.stat().st_mtime for f in files)).isoformat(
+            timespec="seconds"
+        ),
+        "languages": dict(zip(("src", "tgt"), (language_list(side) for side in export["languages"]))),
+        "export": {
+            "quantization": export.get("quantization"),
+            "arch": export.get("arch"),
+            "from": export.get("checkpoints"),
+        },
+        "tokenizer": {
+            "joint": tokenizer.joint,
+            "vocab_src": tokenizer.src_vocab_size,
+            "vocab_tgt": tokenizer.tgt_vocab_size,
+        },
+        "decode": {key: export["decode"][key] for key in ("strategy", "beam", "alpha") if key in export["decode"]},
     }
 
 
@@ -92,7 +120,16 @@ def as_text(info: dict) -> str:
     """The description as a few aligned lines."""
     size = f"{info['bytes'] / 1e6:.1f} MB" if info["bytes"] >= 1e5 else f"{info['bytes']:,} bytes"
     rows = [("translates", " -> ".join(", ".join(info["languages"][side]) for side in ("src", "tgt")))]
-    m, t = info["model"], info["tokenizer"]
+    t = info["tokenizer"]
+    if "export" in info:
+        e = info["export"]
+        rows.append(
+            ("model", f"a CTranslate2 export ({e['arch']}, weights {e['quantization']}) of {', '.join(e['from'])}")
+        )
+        rows.append(("tokenizer", vocabulary(t)))
+        rows.append(("decodes with", decoding(info["decode"])))
+        return aligned(info, size, rows)
+    m = info["model"]
     if m.get("arch", "transformer") == "transformer":
         shape = (
             f"Transformer, {m['encoder_layers']}+{m['decoder_layers']} layers, d_model {m['d_model']}, "
@@ -101,12 +138,7 @@ def as_text(info: dict) -> str:
     else:
         shape = f"{m['arch']}, d_model {m.get('d_model')}"
     rows.append(("model", f"{shape}; {m['parameters']:,} parameters"))
-    vocab = (
-        f"one vocabulary of {t['vocab_src']:,} pieces for both sides"
-        if t["joint"]
-        else f"{t['vocab_src']:,} source and {t['vocab_tgt']:,} target pieces"
-    )
-    rows.append(("tokenizer", f"sentencepiece {t['type']}, {vocab}"))
+    rows.append(("tokenizer", f"sentencepiece {t['type']}, {vocabulary(t)}"))
     d = info["data"]
     where = d.get("dir") if d.get("source") == "files" else " ".join(filter(None, (d.get("name"), d.get("subset"))))
     train = d.get("train_split")
@@ -137,12 +169,26 @@ def as_text(info: dict) -> str:
             else "a checkpoint",
         )
     )
-    dec = info["decode"]
-    how = "sampling" if dec.get("strategy") == "sample" else "greedy search" if dec.get("beam") == 1 else "beam search"
-    rows.append(("decodes with", f"{how}, beam {dec.get('beam')}, length penalty {dec.get('alpha')}"))
+    rows.append(("decodes with", decoding(info["decode"])))
     if info["test"]:
         score = info["test"]
         rows.append(("test score", f"{score.get('split')}: BLEU {score.get('bleu')}, chrF {score.get('chrf')}"))
+    return aligned(info, size, rows)
+
+
+def vocabulary(t: dict) -> str:
+    if t["joint"]:
+        return f"one vocabulary of {t['vocab_src']:,} pieces for both sides"
+    return f"{t['vocab_src']:,} source and {t['vocab_tgt']:,} target pieces"
+
+
+def decoding(dec: dict) -> str:
+    how = "sampling" if dec.get("strategy") == "sample" else "greedy search" if dec.get("beam") == 1 else "beam search"
+    return f"{how}, beam {dec.get('beam')}, length penalty {dec.get('alpha')}"
+
+
+def aligned(info: dict, size: str, rows: list[tuple[str, str]]) -> str:
+    """The path line, then the rows, labels in one column."""
     width = max(len(label) for label, _ in rows)
     head = f"{info['path']}  ({size}, written {info['modified'].replace('T', ' ')[:16]})"
     return "\n".join([head] + [f"  {label:<{width}}  {text}" for label, text in rows])
