@@ -81,17 +81,27 @@ def split_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def translate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="translate",
-        description="Translate raw text with a trained checkpoint, a line at a time: N lines in, N lines out.",
-        epilog="examples:\n"
-        "  translate -c runs/multi30k.de-en/smoke < in.de > out.en      # a run directory: its final.pt\n"
-        "  translate -c model.pt -i in.de -o out.en.gz --beam 5         # beam search, written gzip-compressed\n"
-        "  translate -c model.pt --nbest 3 < in.de                      # the 3 best per line, tab-separated\n"
-        "  translate -c a.pt b.pt --ensemble --split-sentences < in.de  # two models; paragraphs a line\n"
-        "every option: docs/translate.md",
+def command_parser(prog: str, description: str, examples: list[str], page: str) -> argparse.ArgumentParser:
+    """A command's parser whose --help ends with examples and the page that tells more."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog="examples:\n" + "".join(f"  {example}\n" for example in examples) + f"every option: {page}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def translate_parser() -> argparse.ArgumentParser:
+    p = command_parser(
+        "translate",
+        "Translate raw text with a trained checkpoint, a line at a time: N lines in, N lines out.",
+        [
+            "translate -c runs/multi30k.de-en/smoke < in.de > out.en      # a run directory: its final.pt",
+            "translate -c model.pt -i in.de -o out.en.gz --beam 5         # beam search, written gzip-compressed",
+            "translate -c model.pt --nbest 3 < in.de                      # the 3 best per line, tab-separated",
+            "translate -c a.pt b.pt --ensemble --split-sentences < in.de  # two models; paragraphs a line",
+        ],
+        "docs/translate.md",
     )
     model = p.add_argument_group("model")
     checkpoint_options(model)
@@ -157,16 +167,16 @@ def translate_parser() -> argparse.ArgumentParser:
 
 
 def evaluate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="mt-evaluate",
-        description="Score translations with sacreBLEU (BLEU and chrF): a model's of a split or file, or given ones.",
-        epilog="examples:\n"
-        "  mt-evaluate -c runs/multi30k.de-en/smoke                  # the run's test split\n"
-        "  mt-evaluate -c model.pt --split valid --beam 1 5          # a sweep over beam sizes\n"
-        "  mt-evaluate -c model.pt --src test.de --ref test.en -o test.hyp\n"
-        "  mt-evaluate --hyp a.hyp b.hyp --ref test.en               # does b beat a beyond chance?\n"
-        "every option: docs/translate.md",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "mt-evaluate",
+        "Score translations with sacreBLEU (BLEU and chrF): a model's of a split or file, or given ones.",
+        [
+            "mt-evaluate -c runs/multi30k.de-en/smoke                  # the run's test split",
+            "mt-evaluate -c model.pt --split valid --beam 1 5          # a sweep over beam sizes",
+            "mt-evaluate -c model.pt --src test.de --ref test.en -o test.hyp",
+            "mt-evaluate --hyp a.hyp b.hyp --ref test.en               # does b beat a beyond chance?",
+        ],
+        "docs/translate.md",
     )
     scored = p.add_argument_group("what to score")
     scored.add_argument(
@@ -215,15 +225,15 @@ def evaluate_parser() -> argparse.ArgumentParser:
 
 
 def score_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="mt-score",
-        description="Score given translations with a trained model: log P(target | source) per pair (forced "
-        "decoding), for filtering corpora, reranking and perplexity.",
-        epilog="examples:\n"
-        "  mt-score -c runs/multi30k.de-en/smoke --src test.de --tgt test.en > scores.txt\n"
-        "  mt-score -c model.pt --src crawl.de --tgt crawl.en --normalize -o scores.txt.gz  # to filter a corpus\n"
-        "every option: docs/translate.md",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "mt-score",
+        "Score given translations with a trained model: log P(target | source) per pair (forced decoding), for "
+        "filtering corpora, reranking and perplexity.",
+        [
+            "mt-score -c runs/multi30k.de-en/smoke --src test.de --tgt test.en > scores.txt",
+            "mt-score -c model.pt --src crawl.de --tgt crawl.en --normalize -o scores.txt.gz  # to filter a corpus",
+        ],
+        "docs/translate.md",
     )
     checkpoint_options(p)
     p.add_argument("--src", help="source file (with --tgt; default: 'source<TAB>target' lines on stdin)")
@@ -271,14 +281,15 @@ def export_parser() -> argparse.ArgumentParser:
 
 
 def info_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="mt-info",
-        description="What a checkpoint (or an mt-export directory) is: the direction it translates, its model and "
-        "tokenizer, the data and training that made it, how it decodes, and its run's test score.",
-        epilog="examples:\n"
-        "  mt-info runs/multi30k.de-en/smoke                     # a run directory: its final.pt\n"
-        "  mt-info runs/*/*/checkpoints/final.pt --json > models.json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "mt-info",
+        "What a checkpoint (or an mt-export directory) is: the direction it translates, its model and tokenizer, "
+        "the data and training that made it, how it decodes, and its run's test score.",
+        [
+            "mt-info runs/multi30k.de-en/smoke                     # a run directory: its final.pt",
+            "mt-info runs/*/*/checkpoints/final.pt --json > models.json",
+        ],
+        "docs/training.md",
     )
     p.add_argument("checkpoint", nargs="+", help="checkpoint files, run directories or export directories")
     p.add_argument("--json", action="store_true", help="print JSON (a list for several) instead of text")
