@@ -73,3 +73,13 @@ def test_an_export_directory_is_described_from_its_own_files(trained_run, tmp_pa
         k: model["tokenizer"][k] for k in ("vocab_src", "vocab_tgt")
     }
     assert "a CTranslate2 export (transformer, weights int8)" in run_cli("mt-info", str(exported)).stdout
+
+
+def test_a_model_of_several_languages_names_them_and_its_mean_test_score(trained_run):
+    from mt.cli.info import as_text, describe
+
+    info = describe(trained_run) | {"languages": {"src": ["de", "fr"], "tgt": ["en"]}}
+    info["test"] = {"split": "test", "bleu": 30.1, "chrf": 55.0, "mean_of": ["de-en", "fr-en"]}
+    text = as_text(info)
+    assert "  translates    de, fr -> en\n" in text
+    assert text.endswith("  test score    test: BLEU 30.1, chrF 55.0 (the mean of 2 directions)")

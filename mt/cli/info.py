@@ -113,7 +113,7 @@ def test_score(path: Path) -> dict | None:
         return None
     if not isinstance(found, dict) or found.get("checkpoint") != path.name:
         return None
-    return {key: found[key] for key in ("split", "bleu", "chrf", "bleu_by_direction", "bleu_signature") if key in found}
+    return {key: found[key] for key in ("split", "bleu", "chrf", "mean_of", "bleu_signature") if key in found}
 
 
 def as_text(info: dict) -> str:
@@ -172,7 +172,8 @@ def as_text(info: dict) -> str:
     rows.append(("decodes with", decoding(info["decode"])))
     if info["test"]:
         score = info["test"]
-        rows.append(("test score", f"{score.get('split')}: BLEU {score.get('bleu')}, chrF {score.get('chrf')}"))
+        mean = f" (the mean of {len(score['mean_of'])} directions)" if score.get("mean_of") else ""
+        rows.append(("test score", f"{score.get('split')}: BLEU {score.get('bleu')}, chrF {score.get('chrf')}{mean}"))
     return aligned(info, size, rows)
 
 
