@@ -178,9 +178,9 @@ def test_help_answers_without_importing_torch(entry):
 def test_every_option_is_listed_under_what_it_is_for(command):
     """translate and mt-evaluate have some 30 and 20 options: each in a titled group of --help (help and
     --debug aside), and each example of their help parses."""
-    from mt.cli import commands as cli
+    from mt.cli import parsers
 
-    parser = getattr(cli, f"{command}_parser")()
+    parser = getattr(parsers, f"{command}_parser")()
     ungrouped = [a.option_strings[0] for a in parser._optionals._group_actions if a.dest not in ("help", "debug")]
     assert ungrouped == [] or command in ("score", "info")  # a dozen options or fewer stand in one list
     examples = parser.epilog.split("examples:\n")[1].splitlines()[:-1]

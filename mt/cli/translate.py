@@ -125,7 +125,7 @@ def check_args(args) -> None:
 
 def check_engine_args(args) -> None:
     """--device (default: CUDA when the engine sees one), --dtype and --engine, as translate and mt-score take
-    them (commands.engine_options): a one-line error for a combination that cannot run."""
+    them (parsers.engine_options): a one-line error for a combination that cannot run."""
     if args.device is None:
         args.device = "cuda" if cuda_available(args.engine) else "cpu"
     if args.device == "cuda" and not cuda_available(args.engine):
