@@ -60,12 +60,10 @@ def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
 
 
 def run_model(run_dir: Path) -> Path:
-    """The model of a run directory (or of its checkpoints/ folder): checkpoints/final.pt, the model the
+    """The model of a run directory (or of its checkpoints/ folder itself): checkpoints/final.pt, the model the
     run ended with (chosen on valid), else, while the run has not ended, its best so far (checkpoints/best.pt,
     said in a warning)."""
-    folder = (
-        run_dir if run_dir.name == "checkpoints" and not (run_dir / "checkpoints").is_dir() else run_dir / "checkpoints"
-    )
+    folder = run_dir / "checkpoints" if (run_dir / "checkpoints").is_dir() else run_dir
     final, best = folder / "final.pt", folder / "best.pt"
     if final.is_file():
         return final
@@ -184,14 +182,9 @@ def training_summary(state: dict) -> dict | None:
     progress = state.get("trainer", {}).get("progress")
     if not progress:
         return None
-    keys = {
-        "step": "step",
-        "epoch": "epoch",
-        "elapsed": "elapsed_s",
-        "best_bleu": "best_bleu",
-        "best_step": "best_step",
-    }
-    return {name: progress[key] for key, name in keys.items() if key in progress}
+    p = progress
+    return {"step": p["step"], "epoch": p["epoch"], "elapsed_s": p["elapsed"], "best_bleu": p["best_bleu"],
+            "best_step": p["best_step"]}  # fmt: skip
 
 
 def save_final(source: str | os.PathLike, output: str | os.PathLike, alpha: float | None = None) -> None:
