@@ -57,11 +57,7 @@ def describe_export(folder: Path) -> dict:
             "arch": export.get("arch"),
             "from": export.get("checkpoints"),
         },
-        "tokenizer": {
-            "joint": tokenizer.joint,
-            "vocab_src": tokenizer.src_vocab_size,
-            "vocab_tgt": tokenizer.tgt_vocab_size,
-        },
+        "tokenizer": vocabulary_sizes(tokenizer),
         "decode": {key: export["decode"][key] for key in ("strategy", "beam", "alpha") if key in export["decode"]},
     }
 
@@ -84,13 +80,11 @@ def parameters(weights: dict) -> int:
 def tokenizer_summary(tokenizer_cfg: dict, models: dict) -> dict:
     from mt.data.tokenizer import Tokenizer
 
-    tokenizer = Tokenizer.from_state_dict(models)
-    return {
-        "type": tokenizer_cfg.get("type"),
-        "joint": tokenizer.joint,
-        "vocab_src": tokenizer.src_vocab_size,
-        "vocab_tgt": tokenizer.tgt_vocab_size,
-    }
+    return {"type": tokenizer_cfg.get("type"), **vocabulary_sizes(Tokenizer.from_state_dict(models))}
+
+
+def vocabulary_sizes(tokenizer) -> dict:
+    return {"joint": tokenizer.joint, "vocab_src": tokenizer.src_vocab_size, "vocab_tgt": tokenizer.tgt_vocab_size}
 
 
 def origin(state: dict) -> dict:
@@ -118,63 +112,64 @@ def test_score(path: Path) -> dict | None:
 
 def as_text(info: dict) -> str:
     """The description as a few aligned lines."""
-    size = f"{info['bytes'] / 1e6:.1f} MB" if info["bytes"] >= 1e5 else f"{info['bytes']:,} bytes"
     rows = [("translates", " -> ".join(", ".join(info["languages"][side]) for side in ("src", "tgt")))]
     t = info["tokenizer"]
     if "export" in info:
         e = info["export"]
-        rows.append(
-            ("model", f"a CTranslate2 export ({e['arch']}, weights {e['quantization']}) of {', '.join(e['from'])}")
-        )
-        rows.append(("tokenizer", vocabulary(t)))
-        rows.append(("decodes with", decoding(info["decode"])))
-        return aligned(info, size, rows)
-    m = info["model"]
-    if m.get("arch", "transformer") == "transformer":
-        shape = (
-            f"Transformer, {m['encoder_layers']}+{m['decoder_layers']} layers, d_model {m['d_model']}, "
-            f"{m['heads']} heads, feed-forward {m['ffn_dim']}"
-        )
+        exported = f"a CTranslate2 export ({e['arch']}, weights {e['quantization']}) of {', '.join(e['from'])}"
+        rows += [("model", exported), ("tokenizer", vocabulary(t))]
     else:
-        shape = f"{m['arch']}, d_model {m.get('d_model')}"
-    rows.append(("model", f"{shape}; {m['parameters']:,} parameters"))
-    rows.append(("tokenizer", f"sentencepiece {t['type']}, {vocabulary(t)}"))
-    d = info["data"]
+        rows += [("model", model_line(info["model"])), ("tokenizer", f"sentencepiece {t['type']}, {vocabulary(t)}")]
+        rows.append(("data", data_line(info["data"])))
+        if info["training"]:
+            rows.append(("training", training_line(info["training"], info["precision"])))
+        rows.append(("this file", origin_line(info["origin"])))
+    rows.append(("decodes with", decoding(info["decode"])))
+    if info.get("test"):
+        score = info["test"]
+        mean = f" (the mean of {len(score['mean_of'])} directions)" if score.get("mean_of") else ""
+        rows.append(("test score", f"{score.get('split')}: BLEU {score.get('bleu')}, chrF {score.get('chrf')}{mean}"))
+    size = f"{info['bytes'] / 1e6:.1f} MB" if info["bytes"] >= 1e5 else f"{info['bytes']:,} bytes"
+    width = max(len(label) for label, _ in rows)
+    head = f"{info['path']}  ({size}, written {info['modified'].replace('T', ' ')[:16]})"
+    return "\n".join([head] + [f"  {label:<{width}}  {text}" for label, text in rows])
+
+
+def model_line(m: dict) -> str:
+    if m.get("arch", "transformer") != "transformer":
+        return f"{m['arch']}, d_model {m.get('d_model')}; {m['parameters']:,} parameters"
+    return (
+        f"Transformer, {m['encoder_layers']}+{m['decoder_layers']} layers, d_model {m['d_model']}, "
+        f"{m['heads']} heads, feed-forward {m['ffn_dim']}; {m['parameters']:,} parameters"
+    )
+
+
+def data_line(d: dict) -> str:
+    """Where the corpus came from and which splits did what (pairs drawn from training, where they were)."""
     where = d.get("dir") if d.get("source") == "files" else " ".join(filter(None, (d.get("name"), d.get("subset"))))
     train = d.get("train_split")
     train = " + ".join(map(str, train)) if isinstance(train, list) else train
     held = {kind: d.get(f"{kind}_split") or "none" for kind in ("valid", "test")}
-    if d.get("valid_from_train"):  # pairs held out of the training split (data.valid_from_train)
+    if d.get("valid_from_train"):
         held["valid"] = f"{d['valid_from_train']:,} of its pairs"
     if d.get("test_from_train"):
         held["test"] = f"{d['test_from_train']:,} {'more' if d.get('valid_from_train') else 'of its pairs'}"
-    used = f"{train} to train on, {held['valid']} to validate, {held['test']} to test"
-    rows.append(("data", f"{where} ({d.get('source')}): {used}"))
-    trained = info["training"]
-    if trained:
-        said = f"{trained['step']:,} updates, {trained['elapsed_s'] / 60:.1f} min, {info['precision']}"
-        if trained.get("best_bleu", -1) >= 0:
-            said += f"; best valid BLEU {trained['best_bleu']:.2f} at update {trained['best_step']:,}"
-        rows.append(("training", said))
-    o = info["origin"]
-    rows.append(
-        (
-            "this file",
-            f"the run's final model ({o['from']})"
-            if o["kind"] == "final"
-            else f"the average of {len(o['from'])} checkpoints ({', '.join(o['from'])})"
-            if o["kind"] == "averaged"
-            else "a training checkpoint, with the optimizer state to resume from"
-            if o["resumable"]
-            else "a checkpoint",
-        )
-    )
-    rows.append(("decodes with", decoding(info["decode"])))
-    if info["test"]:
-        score = info["test"]
-        mean = f" (the mean of {len(score['mean_of'])} directions)" if score.get("mean_of") else ""
-        rows.append(("test score", f"{score.get('split')}: BLEU {score.get('bleu')}, chrF {score.get('chrf')}{mean}"))
-    return aligned(info, size, rows)
+    return f"{where} ({d.get('source')}): {train} to train on, {held['valid']} to validate, {held['test']} to test"
+
+
+def training_line(trained: dict, precision: str | None) -> str:
+    said = f"{trained['step']:,} updates, {trained['elapsed_s'] / 60:.1f} min, {precision}"
+    if trained.get("best_bleu", -1) >= 0:
+        said += f"; best valid BLEU {trained['best_bleu']:.2f} at update {trained['best_step']:,}"
+    return said
+
+
+def origin_line(o: dict) -> str:
+    if o["kind"] == "final":
+        return f"the run's final model ({o['from']})"
+    if o["kind"] == "averaged":
+        return f"the average of {len(o['from'])} checkpoints ({', '.join(o['from'])})"
+    return "a training checkpoint, with the optimizer state to resume from" if o["resumable"] else "a checkpoint"
 
 
 def vocabulary(t: dict) -> str:
@@ -186,13 +181,6 @@ def vocabulary(t: dict) -> str:
 def decoding(dec: dict) -> str:
     how = "sampling" if dec.get("strategy") == "sample" else "greedy search" if dec.get("beam") == 1 else "beam search"
     return f"{how}, beam {dec.get('beam')}, length penalty {dec.get('alpha')}"
-
-
-def aligned(info: dict, size: str, rows: list[tuple[str, str]]) -> str:
-    """The path line, then the rows, labels in one column."""
-    width = max(len(label) for label, _ in rows)
-    head = f"{info['path']}  ({size}, written {info['modified'].replace('T', ' ')[:16]})"
-    return "\n".join([head] + [f"  {label:<{width}}  {text}" for label, text in rows])
 
 
 def run(args) -> None:
