@@ -28,7 +28,7 @@ from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
-from mt.decoding.sentences import several_sentences, several_sentences_note
+from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
@@ -113,16 +113,16 @@ def decode_grid(
             precision=precision,
             **{name: getattr(args, name) for name in RULE_FIELDS},
         )
-        results = Translator(model, tokenizer, settings, device).translate_nbest(sources, progress=sys.stderr.isatty())
+        translator = Translator(model, tokenizer, settings, device)
+        results = translator.translate_nbest(sources, progress=sys.stderr.isatty())
         rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k)}
         chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
         said = "".join(", sentence by sentence" if v is True else f", {k} {v}" for k, v in rules.items())
         outputs.append(
             (f"{name} (beam {settings.beam}, alpha {settings.alpha:g}{said})", chosen, [r[0].text for r in results])
         )
-    count = 0 if settings.split_sentences else several_sentences(sources)
-    if count:
-        print(several_sentences_note(count, len(sources), name), file=sys.stderr)
+    if translator.several_sentences:  # counted as it decoded them whole (the same for every setting)
+        print(several_sentences_note(translator.several_sentences, len(sources), name), file=sys.stderr)
     return outputs
 
 
