@@ -41,6 +41,8 @@ def test_a_training_checkpoint_and_a_bad_file(trained_run, tmp_path):
     assert [info["path"] for info in both] == [str(last), str(trained_run / "checkpoints" / "final.pt")]
     assert both[0]["origin"] == {"kind": "training", "resumable": True} and both[0]["test"] is None
     assert both[0]["training"]["step"] == 300
+    best = json.loads(run_cli("mt-info", str(trained_run / "checkpoints" / "best.pt"), "--json").stdout)
+    assert best["origin"] == {"kind": "training", "resumable": False}  # weights only: nothing to resume from
     (tmp_path / "notes.txt").write_text("not a model\n")
     result = run_cli("mt-info", str(tmp_path / "notes.txt"), check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a readable checkpoint" in result.stderr

@@ -88,12 +88,20 @@ def vocabulary_sizes(tokenizer) -> dict:
 
 
 def origin(state: dict) -> dict:
-    """What this file is: a run's final model, an average, or a training checkpoint one can resume from."""
+    """What this file is: a run's final model, an average, or a training checkpoint (last.pt, with the optimizer
+    to resume from; best.pt, stepN.pt: weights only); and whether its weights are a moving average of the
+    trained ones (train.ema_decay: every file but last.pt)."""
+    resumable = "optimizer" in state.get("trainer", {})
     if "final_from" in state:
-        return {"kind": "final", "from": state["final_from"]}
-    if "averaged_from" in state:
-        return {"kind": "averaged", "from": [Path(p).name for p in state["averaged_from"]]}
-    return {"kind": "training", "resumable": "trainer" in state}
+        said = {"kind": "final", "from": state["final_from"]}
+    elif "averaged_from" in state:
+        said = {"kind": "averaged", "from": [Path(p).name for p in state["averaged_from"]]}
+    else:
+        said = {"kind": "training", "resumable": resumable}
+    decay = state["config"].get("train", {}).get("ema_decay") or 0
+    if decay and not resumable:
+        said["ema_decay"] = decay
+    return said
 
 
 def test_score(path: Path) -> dict | None:
@@ -166,10 +174,14 @@ def training_line(trained: dict, precision: str | None) -> str:
 
 def origin_line(o: dict) -> str:
     if o["kind"] == "final":
-        return f"the run's final model ({o['from']})"
-    if o["kind"] == "averaged":
-        return f"the average of {len(o['from'])} checkpoints ({', '.join(o['from'])})"
-    return "a training checkpoint, with the optimizer state to resume from" if o["resumable"] else "a checkpoint"
+        said = f"the run's final model ({o['from']})"
+    elif o["kind"] == "averaged":
+        said = f"the average of {len(o['from'])} checkpoints ({', '.join(o['from'])})"
+    else:
+        said = "a training checkpoint, with the optimizer state to resume from" if o["resumable"] else "a checkpoint"
+    if o.get("ema_decay"):
+        said += f"; weights: their moving average over updates (train.ema_decay {o['ema_decay']:g})"
+    return said
 
 
 def vocabulary(t: dict) -> str:

@@ -125,6 +125,9 @@ class TrainConfig:
     keep_best: int = 1  # best.pt, plus best_stepN.pt for each of the N best when N > 1
     keep_last: int = 0  # also keep the M latest periodic checkpoints as stepN.pt (weights only)
     average_last: int = 0  # at the end, average the K latest stepN.pt into averaged.pt (K <= keep_last)
+    # > 0: validate, keep (best.pt, stepN.pt) and deliver an exponential moving average of the weights, updated
+    # after every update with this decay (0.999: the last ~1,000 updates); training goes on with the weights
+    ema_decay: float = 0.0
     max_bad_steps: int = 10  # stop after this many consecutive updates with a non-finite loss or gradient
     peak_tflops: float = 0.0  # the device's peak, for the MFU estimate; 0 = known GPUs only
     seed: int = 1
@@ -268,6 +271,7 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(tr.warmup >= 1, "train.warmup", "must be >= 1")
     _check(0 <= tr.cooldown < 1, "train.cooldown", "must be in [0, 1)")
     _check(len(tr.betas) == 2 and all(0 <= b < 1 for b in tr.betas), "train.betas", "must be two values in [0, 1)")
+    _check(0 <= tr.ema_decay < 1, "train.ema_decay", "must be in [0, 1) (0 = off; 0.999 averages ~1,000 updates)")
     _check(0 <= tr.label_smoothing < 1, "train.label_smoothing", "must be in [0, 1)")
     _check(not tr.subword_sampling or t.type == "unigram", "train.subword_sampling", "needs tokenizer.type=unigram")
     _check(tr.precision in ("fp32", "bf16", "fp16"), "train.precision", "must be fp32, bf16 or fp16")

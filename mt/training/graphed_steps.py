@@ -24,7 +24,7 @@ def target_tokens(update: list[tuple[EncodedCorpus, np.ndarray]]) -> int:
 
 class GraphedSteps:
     """graphed_train_step, and reading back what its updates did (collect, settle). Needs the Trainer's
-    model, optimizer, weights_dtype, batch_loss, data_order, progress, scheduled_lr and _count_bad_update."""
+    model, optimizer, ema, weights_dtype, batch_loss, data_order, progress, scheduled_lr and _count_bad_update."""
 
     def graphed_train_step(self) -> dict:
         """train_step as CUDA graph replays: the same update, with the host never waiting for the device.
@@ -64,6 +64,10 @@ class GraphedSteps:
         }
         self.pending.append((self.graphed.apply(lr), stats))
         self.progress.step += 1
+        if (
+            self.ema is not None
+        ):  # after the device's update, in stream order; a skipped one leaves weights as they were
+            self.ema.update(self.progress.step)
         self.collect(keep=2)  # the host runs at most two updates ahead of the device
         return stats
 

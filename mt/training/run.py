@@ -129,7 +129,8 @@ def choose_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path
     trained = {name: value.clone() for name, value in trainer.model.state_dict().items()}
     trainer.model.load_state_dict(model.state_dict())
     try:
-        bleu = trainer.validate(writer=None)["valid_bleu"]
+        p = trainer.progress
+        bleu = trainer.validator.run(p.step, p.epoch, p.elapsed)["valid_bleu"]  # the averaged weights as loaded
     finally:
         trainer.model.load_state_dict(trained)
     log.info("averaged steps %s: valid BLEU %.2f (best.pt %.2f)", steps, bleu, trainer.progress.best_bleu)

@@ -22,8 +22,9 @@ from mt.training.budget import Progress
 log = logging.getLogger(__name__)
 
 
-def training_state(cfg, model, tokenizer, progress: Progress, optimizer=None, scaler=None) -> dict:
-    """A checkpoint: config, weights and tokenizer; with the optimizer, also all that exact resume needs."""
+def training_state(cfg, model, tokenizer, progress: Progress, optimizer=None, scaler=None, weights=None) -> dict:
+    """A checkpoint: config, weights (the model's, or the state dict given) and tokenizer; with the
+    optimizer, also all that exact resume needs."""
     trainer = {"progress": asdict(progress), "rng_torch": torch.get_rng_state(), "rng_python": random.getstate()}
     if torch.cuda.is_available():
         trainer["rng_cuda"] = torch.cuda.get_rng_state_all()
@@ -32,7 +33,7 @@ def training_state(cfg, model, tokenizer, progress: Progress, optimizer=None, sc
         trainer["grad_scaler"] = scaler.state_dict()
     return {
         "config": to_dict(cfg),
-        "model": model.state_dict(),
+        "model": model.state_dict() if weights is None else weights,
         "tokenizer": tokenizer.state_dict(),
         "trainer": trainer,
     }

@@ -45,6 +45,7 @@ from mt.training.run_files import (
     training_state,
 )
 from mt.training.validation import Validator
+from mt.training.weight_average import WeightAverage
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ class Trainer(GraphedSteps):
         else:
             self.optimizer = build_optimizer(model, self.tc)
         self.graphed: GraphedTraining | None = None  # built at the first update, after a resume
+        self.ema = WeightAverage(self.model, self.tc.ema_decay) if self.tc.ema_decay else None
         # On that path, bf16 weights: forward and backward run a bf16 copy, Adam updates the fp32 model.
         bf16_weights = self.graphs_off is None and self.tc.precision == "bf16" and self.tc.bf16_weights
         self.weights_dtype = torch.bfloat16 if bf16_weights else None
@@ -189,6 +191,8 @@ class Trainer(GraphedSteps):
             self.scaler.step(self.optimizer)
             self.progress.step += 1
             self.bad_in_a_row = 0
+            if self.ema is not None:
+                self.ema.update(self.progress.step)
         elif math.isfinite(loss_sum) and self.scaler.is_enabled():
             self.progress.skipped_steps += 1  # fp16 overflow: the scaler lowers its scale and we go on
         else:
@@ -200,8 +204,15 @@ class Trainer(GraphedSteps):
     # ---- checkpoints, budget, validation ----------------------------------------------------
 
     def checkpoint_state(self, with_optimizer: bool = True) -> dict:
-        optimizer = (self.optimizer, self.scaler) if with_optimizer else (None, None)
-        return training_state(self.cfg, self.model, self.tokenizer, self.progress, *optimizer)
+        """last.pt (with the optimizer): the trained weights, and their average for resume; the weights-only
+        files (best.pt, stepN.pt): the weights validated, the average where train.ema_decay keeps one."""
+        if with_optimizer:
+            state = training_state(self.cfg, self.model, self.tokenizer, self.progress, self.optimizer, self.scaler)
+            if self.ema is not None:
+                state["trainer"]["weight_average"] = self.ema.state_dict()
+            return state
+        weights = None if self.ema is None else self.ema.model_state(self.model)
+        return training_state(self.cfg, self.model, self.tokenizer, self.progress, weights=weights)
 
     def resume(self) -> bool:
         """Continue from checkpoints/last.pt if there is one; refuse one from another setup."""
@@ -210,6 +221,8 @@ class Trainer(GraphedSteps):
         if state is None:
             return False
         self.progress = restore(state, self.model, self.optimizer, self.scaler)
+        if self.ema is not None:
+            self.ema.load_state_dict(state["trainer"].get("weight_average"), str(path))
         batching = "buckets" if self.data_order.bucketed else "tokens"
         if self.progress.batching != batching:  # saved on the other path: its epoch has other batches
             log.warning(
@@ -241,9 +254,11 @@ class Trainer(GraphedSteps):
         return reason
 
     def validate(self, writer: SummaryWriter | None = None) -> dict:
-        """The validation record of the model now; with a writer, also reported (TensorBoard, files)."""
+        """The validation record of the model now (its weight average, where the run keeps one); with a
+        writer, also reported (TensorBoard, files)."""
         p = self.progress
-        return self.validator.run(p.step, p.epoch, p.elapsed, writer, self.run_dir)
+        with contextlib.nullcontext() if self.ema is None else self.ema.applied():
+            return self.validator.run(p.step, p.epoch, p.elapsed, writer, self.run_dir)
 
     def validate_and_keep_best(self, writer: SummaryWriter | None) -> None:
         """Rank 0 validates and keeps checkpoints; the others then take its bookkeeping."""
@@ -320,7 +335,8 @@ class Trainer(GraphedSteps):
             data = f"{len(pairs):,} pairs{sampling}, {len(batches):,} batches/epoch"
         else:
             data = f"{len(pools.corpus):,} lines dealt into {pools.pool_count} pools an epoch"
-        log.info(f"training: {data}, peak lr {self.peak_lr:.2e}, {self.tc.precision} on {self.device}")
+        average = f"; validated and kept: the weights' moving average (decay {self.tc.ema_decay:g})" * bool(self.ema)
+        log.info(f"training: {data}, peak lr {self.peak_lr:.2e}, {self.tc.precision} on {self.device}{average}")
         parameters = sum(p.numel() for p in self.model.parameters())
         if self.device.type == "cpu" and parameters > 20e6:
             log.info(
