@@ -61,7 +61,7 @@ train: $(STAMP)
 ifeq ($(NPROC),1)
 	$(BIN)/mt-train $(ARGS)
 else
-	$(BIN)/python -m torch.distributed.run --standalone --nproc_per_node $(NPROC) -m mt.train $(ARGS)
+	$(BIN)/python -m torch.distributed.run --standalone --nproc_per_node $(NPROC) -m mt.cli.train $(ARGS)
 endif
 
 # SEEDS runs of one config side by side (a launch-bound GPU idles with one), then their ensemble's score;

@@ -5,6 +5,7 @@
     print(translator.translate(["Ein Hund rennt durch den Schnee."]))
     print(translator.translate("Zwei Kinder spielen.", beam=5))  # one line; settings for this call
     print(translator.score(["Ein Hund rennt."], ["A dog runs."])[0].log_prob)  # log P(target | source)
+    run = mt.train("experiment=smoke")  # as `mt-train experiment=smoke`; run.results, run.translator()
 
 The names below are imported on first use, so `import mt` (and every console script's --help) stays free
 of torch.
@@ -20,6 +21,9 @@ _LAZY = {
     "Translation": "mt.decoding.settings",
     "PairScore": "mt.decoding.settings",
     "MTError": "mt.errors",
+    "Interrupted": "mt.errors",
+    "train": "mt.cli.launch",
+    "Run": "mt.cli.launch",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -62,7 +62,7 @@ while IFS= read -r line; do
         # Inductor's compile workers default to one per core: keep them off the other runs' launch threads.
         [[ $name == compile* ]] && export TORCHINDUCTOR_COMPILE_THREADS=4
         # shellcheck disable=SC2086  # $overrides splits into Hydra overrides
-        timeout "${RUN_TIMEOUT:-575}" $PY -m mt.train experiment=multi30k_base data.cache_dir=null \
+        timeout "${RUN_TIMEOUT:-575}" $PY -m mt.cli.train experiment=multi30k_base data.cache_dir=null \
             hydra.run.dir=$run train.max_time=$TRAIN_SECONDS train.threads=$THREADS $COMMON $overrides \
             > "$OUT/recipe_$name/train.log" 2>&1
         echo "rc=$? wall_s=$(( $(date +%s) - start )) overrides=$overrides" > "$OUT/recipe_$name/wall.txt"

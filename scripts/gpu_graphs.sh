@@ -39,7 +39,7 @@ run() {  # name, timeout, overrides...: one mt-train run of make train's default
     local name=$1 limit=$2; shift 2
     local start; start=$(date +%s)
     mkdir -p "$OUT/$name"
-    timeout "$limit" $PY -m mt.train experiment=multi30k_base data.cache_dir=null hydra.run.dir=/tmp/run_$name "$@" \
+    timeout "$limit" $PY -m mt.cli.train experiment=multi30k_base data.cache_dir=null hydra.run.dir=/tmp/run_$name "$@" \
         > "$OUT/$name/train.log" 2>&1
     echo "$name rc=$? wall_s=$(( $(date +%s) - start )) $*" | tee -a "$OUT/steps.log"
     cp /tmp/run_$name/train.jsonl /tmp/run_$name/metrics.jsonl /tmp/run_$name/results.json "$OUT/$name/" 2>/dev/null

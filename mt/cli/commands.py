@@ -83,7 +83,7 @@ def info(argv: list[str] | None = None) -> None:
 
 @report_errors
 def train() -> None:
-    """mt-train: Hydra overrides in, a trained model out (mt.train)."""
+    """mt-train: Hydra overrides in, a trained model out (mt.cli.train)."""
     _hydra_command("mt.cli.train")
 
 

@@ -3,7 +3,7 @@
     mt-train experiment=smoke                          # or: make train ARGS="experiment=smoke"
 
 Rerunning the same command on the same run directory resumes where it stopped. Under torchrun
-(`python -m mt.train`), every process trains its share of each update.
+(`python -m mt.cli.train`), every process trains its share of each update.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
 @report_errors
 def main() -> None:
-    """mt-train (through mt.cli.commands, which answers --help first) and `python -m mt.train` (torchrun)."""
+    """mt-train (through mt.cli.commands, which answers --help first) and `python -m mt.cli.train` (torchrun)."""
     start(hydra_main)
 
 

@@ -1,0 +1,122 @@
+"""mt.train: mt-train from Python (a notebook, a script of experiments): `mt.train(*overrides)` runs the whole
+pipeline exactly as `mt-train` does with the same overrides, and returns the run it made.
+
+    import mt
+    run = mt.train("experiment=smoke", "data=files", "data.dir=data/fr_en", "data.src_lang=fr", "data.tgt_lang=en")
+    print(run.results["bleu"])
+    print(run.translator().translate(["Bonjour !"]))
+
+The run trains in a child process, its log shown here as it comes: the caller keeps a clean process (no
+Hydra state, no training threads or GPU memory left behind), and a run interrupted here (Ctrl-C, a notebook's
+stop button) saves its last.pt before it stops, as mt-train does; the same call resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt.checkpoint import run_model
+from mt.errors import Interrupted, MTError
+
+TAIL = 40  # lines of the child's log kept, to tell what went wrong
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory and what its files say (the same files a shell user reads)."""
+
+    dir: Path
+
+    @property
+    def model(self) -> Path:
+        """Its final.pt (the model the run ended with), or best.pt while the run has not ended."""
+        return run_model(self.dir)
+
+    @property
+    def results(self) -> dict:
+        """results.json: the final model's test scores and what it was chosen from ({} without a test split)."""
+        path = self.dir / "results.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    @property
+    def validations(self) -> list[dict]:
+        """metrics.jsonl: one record per validation (step, valid_loss, valid_bleu, valid_chrf, ...)."""
+        path = self.dir / "metrics.jsonl"
+        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def translator(self, **settings):
+        """mt.load_translator on the run's model, with any of its keyword arguments."""
+        from mt.inference import load_translator
+
+        return load_translator(self.dir, **settings)
+
+
+def train(*overrides: str, quiet: bool = False) -> Run:
+    """Train as `mt-train *overrides` does (the same preset chosen for the machine when none is named, the same
+    run directory, resumed when it holds this run) and return the run. Its log is written to sys.stdout as it
+    comes (quiet=True: not at all). A problem mt-train states in one line (a bad override, bad data) is an
+    MTError with that line; an interrupted run raises Interrupted after its last.pt is saved."""
+    from mt.cli.hydra_task import choose_experiment
+    from mt.config.schema import check_overrides, register_configs, run_dir_of
+
+    bad = [o for o in overrides if not isinstance(o, str) or o.startswith("-") or "=" not in o and o[:1] != "~"]
+    if bad:
+        raise MTError(f"mt.train takes overrides as mt-train does, 'key=value' strings; got {bad[0]!r}")
+    import torch
+
+    from mt.fastpath.cpu_process import native_bf16
+
+    register_configs()
+    chosen, _ = choose_experiment(list(overrides), torch.cuda.is_available(), native_bf16())
+    check_overrides(chosen)  # a bad override: one line here, before a process starts
+    directory = run_dir_of(chosen)
+    if directory is None:
+        raise MTError("mt.train: the run directory cannot be told from these overrides; give hydra.run.dir=PATH")
+    status, tail = _run_showing_output([sys.executable, "-m", "mt.cli.train", *overrides], quiet)
+    if status == 0:
+        return Run(Path(directory).absolute())  # the child ran here too: the same directory
+    said = next((line.split("error: ", 1)[1] for line in reversed(tail) if "error: " in line), None)
+    if status == 130:
+        stopped = next((line for line in reversed(tail) if "run the same command again" in line), "interrupted")
+        raise Interrupted(stopped.split(" - ", 1)[-1].replace("run the same command", "call mt.train the same way"))
+    if status == 2 and said:
+        raise MTError(said)
+    raise MTError(f"mt-train stopped with exit status {status}; its last lines:\n" + "\n".join(tail[-10:]))
+
+
+def _run_showing_output(command: list[str], quiet: bool) -> tuple[int, list[str]]:
+    """Run command with its output (stdout and stderr, progress bars too) copied to sys.stdout, Ctrl-C here
+    passed on to it (it finishes its update, saves last.pt and exits; twice: it stops at once). Returns its
+    exit status and its last lines."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # its own session: a terminal's Ctrl-C reaches this process only, which passes it on once
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+    in_main_thread = threading.current_thread() is threading.main_thread()  # where signal handlers can be set
+    previous = signal.signal(signal.SIGINT, lambda *_: process.send_signal(signal.SIGINT)) if in_main_thread else None
+    tail, pending = [], b""
+    try:
+        while chunk := os.read(process.stdout.fileno(), 65536):
+            if not quiet:
+                sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+                sys.stdout.flush()
+            lines = (pending + chunk).replace(b"\r", b"\n").split(b"\n")
+            pending = lines.pop()
+            tail = (tail + [line.decode("utf-8", errors="replace") for line in lines if line.strip()])[-TAIL:]
+        return process.wait(), tail + [pending.decode("utf-8", errors="replace")] * bool(pending.strip())
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous)
+        process.stdout.close()
+        if process.poll() is None:  # this process is leaving for another reason: do not leave it training
+            process.terminate()
+            process.wait()
