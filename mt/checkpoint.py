@@ -11,6 +11,7 @@ A checkpoint is a dict:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pickle
 import tempfile
@@ -178,13 +179,20 @@ def training_summary(state: dict) -> dict | None:
     """How far training had come at a checkpoint (updates, epochs, seconds, best validation): from its
     trainer state, or kept from it in a final or averaged checkpoint (key "trained"); None if neither."""
     if "trained" in state:
-        return state["trained"]
+        trained = dict(state["trained"])
+        if "best_bleu" in trained:  # written before train.best_metric: BLEU, -1 for none
+            bleu = trained.pop("best_bleu")
+            trained |= {"best_metric": "bleu", "best_value": bleu if bleu >= 0 else None}
+        return trained
     progress = state.get("trainer", {}).get("progress")
     if not progress:
         return None
     p = progress
-    return {"step": p["step"], "epoch": p["epoch"], "elapsed_s": p["elapsed"], "best_bleu": p["best_bleu"],
-            "best_step": p["best_step"]}  # fmt: skip
+    metric = p.get("best_metric", "bleu")
+    score = p["best_score"] if "best_score" in p else p["best_bleu"]  # before train.best_metric: BLEU
+    best = None if score in (-math.inf, -1.0) and p["best_step"] == 0 else -score if metric == "ppl" else score
+    return {"step": p["step"], "epoch": p["epoch"], "elapsed_s": p["elapsed"], "best_metric": metric,
+            "best_value": best, "best_step": p["best_step"]}  # fmt: skip
 
 
 def save_final(source: str | os.PathLike, output: str | os.PathLike, alpha: float | None = None) -> None:

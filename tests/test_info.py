@@ -24,7 +24,8 @@ def test_a_final_checkpoint_describes_its_model_training_and_test_score(trained_
     assert info["origin"] == {"kind": "final", "from": source}
     validations = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
     best = max(validations, key=lambda row: row["valid_bleu"])  # the first of equals, as the trainer keeps it
-    assert info["training"]["best_bleu"] == best["valid_bleu"] and info["training"]["best_step"] == best["step"]
+    assert info["training"]["best_value"] == best["valid_bleu"] and info["training"]["best_step"] == best["step"]
+    assert info["training"]["best_metric"] == "bleu"
     # how far training had come at those weights: best.pt's update, or the last one averaged (max_steps=300)
     assert info["training"]["step"] == (best["step"] if source == "best.pt" else 300)
     results = json.loads((trained_run / "results.json").read_text())

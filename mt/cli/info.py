@@ -167,8 +167,9 @@ def data_line(d: dict) -> str:
 
 def training_line(trained: dict, precision: str | None) -> str:
     said = f"{trained['step']:,} updates, {trained['elapsed_s'] / 60:.1f} min, {precision}"
-    if trained.get("best_bleu", -1) >= 0:
-        said += f"; best valid BLEU {trained['best_bleu']:.2f} at update {trained['best_step']:,}"
+    if trained.get("best_value") is not None:
+        name = {"bleu": "BLEU", "chrf": "chrF", "ppl": "perplexity"}[trained["best_metric"]]
+        said += f"; best valid {name} {trained['best_value']:.2f} at update {trained['best_step']:,}"
     return said
 
 

@@ -121,7 +121,10 @@ class TrainConfig:
     valid_every: int = 1000
     save_every: int = 1000
     log_every: int = 100
-    patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
+    patience: int = 0  # stop after this many validations without a better best_metric; 0 = never
+    # the validation figure that ranks checkpoints (best.pt, best_stepN.pt, final.pt from best.pt or averaged.pt)
+    # and that patience waits on: bleu | chrf | ppl (chrf also chooses the length penalty)
+    best_metric: str = "bleu"
     keep_best: int = 1  # best.pt, plus best_stepN.pt for each of the N best when N > 1
     keep_last: int = 0  # also keep the M latest periodic checkpoints as stepN.pt (weights only)
     average_last: int = 0  # at the end, average the K latest stepN.pt into averaged.pt (K <= keep_last)
@@ -277,6 +280,11 @@ def validate(cfg: DictConfig | Config) -> None:
     _check(tr.precision in ("fp32", "bf16", "fp16"), "train.precision", "must be fp32, bf16 or fp16")
     _check(not tr.bf16_weights or tr.precision == "bf16", "train.bf16_weights", "needs train.precision=bf16")
     _check(tr.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda")
+    _check(
+        tr.best_metric in ("bleu", "chrf", "ppl"),
+        "train.best_metric",
+        f"must be bleu, chrf or ppl, got {tr.best_metric!r}",
+    )
     _check(
         tr.init_from != "",
         "train.init_from",

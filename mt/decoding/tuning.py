@@ -19,10 +19,17 @@ log = logging.getLogger(__name__)
 
 
 def choose_alpha(
-    model, tokenizer, settings: DecodeSettings, candidates, sources: list[str], references: list[str], device
+    model,
+    tokenizer,
+    settings: DecodeSettings,
+    candidates,
+    sources: list[str],
+    references: list[str],
+    device,
+    by: str = "bleu",
 ) -> tuple[DecodeSettings, list[dict]]:
-    """settings with the candidate alpha of the highest validation BLEU (the first of equals), and
-    one row per candidate: alpha, valid_bleu, valid_chrf."""
+    """settings with the candidate alpha of the highest validation BLEU (by="chrf": chrF; the first of
+    equals), and one row per candidate: alpha, valid_bleu, valid_chrf."""
     rows = []
     for alpha in candidates:
         trial = dataclasses.replace(settings, alpha=float(alpha))
@@ -32,6 +39,6 @@ def choose_alpha(
         log.info(
             "length penalty %g (beam %d): valid BLEU %.2f | chrF %.2f", alpha, trial.beam, scores.bleu, scores.chrf
         )
-    best = max(rows, key=lambda row: row["valid_bleu"])
+    best = max(rows, key=lambda row: row[f"valid_{by}"])
     log.info("length penalty chosen on valid: %g", best["alpha"])
     return dataclasses.replace(settings, alpha=best["alpha"]), rows

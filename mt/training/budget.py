@@ -6,6 +6,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+# train.best_metric: the validation figure that ranks checkpoints, its name in logs, and its record key
+METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "ppl": "perplexity"}
+METRIC_KEYS = {"bleu": "valid_bleu", "chrf": "valid_chrf", "ppl": "valid_ppl"}
+
+
+def ranking_score(record: dict, metric: str) -> float:
+    """A validation record's score on metric, higher better: BLEU or chrF, or perplexity negated."""
+    value = record[METRIC_KEYS[metric]]
+    return -value if metric == "ppl" else value
+
+
+def shown(score: float, metric: str) -> float:
+    """A ranking score as the metric's own value (perplexity positive again)."""
+    return -score if metric == "ppl" else score
+
 
 @dataclass
 class Progress:
@@ -15,20 +30,41 @@ class Progress:
     pool_batches: list = field(default_factory=list)  # batches in each of the epoch's pools, as far as known
     batching: str = "tokens"  # how the epoch's batches were made: "tokens" (eager) or "buckets" (CUDA graphs)
     elapsed: float = 0.0  # training wall-clock seconds, summed over resumed runs
-    best_bleu: float = -1.0
+    best_metric: str = "bleu"  # train.best_metric when best_score was recorded
+    best_score: float = -math.inf  # the best validation so far on best_metric, higher better (ppl negated)
     best_step: int = 0
     bad_validations: int = 0  # validations since the last improvement (early stopping)
     skipped_steps: int = 0  # updates skipped for a non-finite loss or gradient
-    best_kept: list = field(default_factory=list)  # [[bleu, step], ...], best first
+    best_kept: list = field(default_factory=list)  # [[score, step], ...], best first
     last_kept: list = field(default_factory=list)  # steps of the kept stepN.pt, oldest first
 
-    def record_validation(self, bleu: float) -> bool:
-        """Note a validation's BLEU; whether it is the best so far."""
-        if bleu > self.best_bleu:
-            self.best_bleu, self.best_step, self.bad_validations = bleu, self.step, 0
+    @classmethod
+    def from_saved(cls, saved: dict) -> Progress:
+        """The progress a checkpoint saved; one written before train.best_metric ranked by BLEU."""
+        saved = dict(saved)
+        if "best_bleu" in saved:
+            saved["best_score"] = saved.pop("best_bleu")
+            saved["best_metric"] = "bleu"
+        return cls(**saved)
+
+    def record_validation(self, score: float) -> bool:
+        """Note a validation's score (higher better); whether it is the best so far."""
+        if score > self.best_score:
+            self.best_score, self.best_step, self.bad_validations = score, self.step, 0
             return True
         self.bad_validations += 1
         return False
+
+    def rank_by(self, metric: str) -> str | None:
+        """Rank validations by metric from now on; where the run ranked by another until now, forget its
+        best (the next validation is the best so far) and say so."""
+        if metric == self.best_metric:
+            return None
+        before, self.best_metric = self.best_metric, metric
+        if self.best_step == 0 and self.best_score == -math.inf:
+            return None
+        self.best_score, self.best_kept, self.bad_validations = -math.inf, [], 0
+        return f"train.best_metric is {metric}, was {before}: the next validation starts the ranking anew"
 
 
 def budget_used(p: Progress, tc, epoch_fraction: float) -> float:
@@ -62,5 +98,5 @@ def stop_reason(p: Progress, tc, epoch_finished: bool, signal_name: str | None) 
     if tc.max_time and p.elapsed >= tc.max_time:
         return f"reached train.max_time={tc.max_time:g}s"
     if tc.patience and p.bad_validations >= tc.patience:
-        return f"no BLEU improvement in {tc.patience} validations (train.patience)"
+        return f"no better valid {METRIC_NAMES[tc.best_metric]} in {tc.patience} validations (train.patience)"
     return None

@@ -28,6 +28,7 @@ from mt.errors import MTError
 from mt.fastpath import decode_precision
 from mt.inference import load_for_inference
 from mt.metrics import mean_over, score
+from mt.training.budget import METRIC_NAMES, ranking_score, shown
 from mt.training.distributed import Dist, barrier
 from mt.training.finetune import load_parent_weights
 from mt.training.trainer import Trainer
@@ -61,8 +62,9 @@ def finish(
     if cfg.decode.alpha_candidates or tests:  # nothing to decode: final.pt is a copy
         model, tokenizer, _ = load_for_inference(chosen)
     if cfg.decode.alpha_candidates:
+        by = "chrf" if cfg.train.best_metric == "chrf" else "bleu"  # perplexity: no length penalty changes it
         settings, sweep = choose_alpha(
-            model, tokenizer, settings, cfg.decode.alpha_candidates, valid.sources, valid.references, device
+            model, tokenizer, settings, cfg.decode.alpha_candidates, valid.sources, valid.references, device, by
         )
     save_final(chosen, final, settings.alpha)
     log.info("final checkpoint: %s (from %s, length penalty %g)", final, chosen.name, settings.alpha)
@@ -90,6 +92,7 @@ def finish(
         "split": cfg.data.test_split,
         "checkpoint": final.name,
         "final_from": chosen.name,
+        "chosen_by": cfg.train.best_metric,  # best.pt against averaged.pt, on valid
         "beam": settings.beam,
         "alpha": settings.alpha,
         **({"alpha_sweep_on_valid": sweep} if sweep else {}),
@@ -117,8 +120,8 @@ def finish(
 
 
 def choose_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path:
-    """best.pt, or the average of the last train.average_last checkpoints if its validation BLEU is higher.
-    The trainer's model keeps its own weights."""
+    """best.pt, or the average of the last train.average_last checkpoints if it validates better (on
+    train.best_metric). The trainer's model keeps its own weights."""
     best = ckpt_dir / "best.pt"
     steps = trainer.progress.last_kept[-cfg.train.average_last :] if cfg.train.average_last else []
     if len(steps) < 2:
@@ -130,11 +133,19 @@ def choose_checkpoint(cfg: DictConfig, trainer: Trainer, ckpt_dir: Path) -> Path
     trainer.model.load_state_dict(model.state_dict())
     try:
         p = trainer.progress
-        bleu = trainer.validator.run(p.step, p.epoch, p.elapsed)["valid_bleu"]  # the averaged weights as loaded
+        record = trainer.validator.run(p.step, p.epoch, p.elapsed)  # the averaged weights as loaded
     finally:
         trainer.model.load_state_dict(trained)
-    log.info("averaged steps %s: valid BLEU %.2f (best.pt %.2f)", steps, bleu, trainer.progress.best_bleu)
-    return averaged if bleu > trainer.progress.best_bleu else best
+    metric = cfg.train.best_metric
+    score = ranking_score(record, metric)
+    log.info(
+        "averaged steps %s: valid %s %.2f (best.pt %.2f)",
+        steps,
+        METRIC_NAMES[metric],
+        shown(score, metric),
+        shown(p.best_score, metric),
+    )
+    return averaged if score > p.best_score else best
 
 
 def translate_command(out_dir: Path, data_cfg=None) -> str:

@@ -66,7 +66,7 @@ def restore(state: dict, model, optimizer, scaler) -> Progress:
     random.setstate(trainer["rng_python"])
     if "rng_cuda" in trainer and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(trainer["rng_cuda"])
-    return Progress(**trainer["progress"])
+    return Progress.from_saved(trainer["progress"])
 
 
 class CheckpointKeeper:
@@ -80,14 +80,15 @@ class CheckpointKeeper:
         if self.is_main:
             save_checkpoint(self.state(with_optimizer), self.folder / name)
 
-    def keep_best(self, p: Progress, bleu: float) -> None:
-        """best.pt is the best so far; with keep_best > 1, best_stepN.pt holds each of the N best."""
+    def keep_best(self, p: Progress, score: float) -> None:
+        """best.pt is the best so far on train.best_metric (score: higher better); with keep_best > 1,
+        best_stepN.pt holds each of the N best."""
         n = self.tc.keep_best
-        ranked = sorted(p.best_kept + [[bleu, p.step]], key=lambda entry: (-entry[0], entry[1]))
+        ranked = sorted(p.best_kept + [[score, p.step]], key=lambda entry: (-entry[0], entry[1]))
         p.best_kept, dropped = ranked[:n], ranked[n:]
         if ranked[0][1] == p.step:
             self.save("best.pt", with_optimizer=False)
-        if n > 1 and [bleu, p.step] in p.best_kept:
+        if n > 1 and [score, p.step] in p.best_kept:
             self.save(f"best_step{p.step}.pt", with_optimizer=False)
         for _, step in dropped:
             (self.folder / f"best_step{step}.pt").unlink(missing_ok=True)

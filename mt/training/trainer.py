@@ -27,7 +27,7 @@ from mt.data.tokenizer import PAD
 from mt.errors import Interrupted, MTError
 from mt.fastpath.cuda_graphs import GraphedTraining, PendingStats, capturable_adam
 from mt.precision import autocast
-from mt.training.budget import Progress, budget_used, stop_reason
+from mt.training.budget import Progress, budget_used, ranking_score, stop_reason
 from mt.training.distributed import Dist, broadcast_from_main, sum_across
 from mt.training.flops import parameter_counts, peak_flops, training_flops
 from mt.training.graphed_steps import GraphedSteps, target_tokens
@@ -96,6 +96,7 @@ class Trainer(GraphedSteps):
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.tc.precision == "fp16")
         self.peak_lr = peak_lr(self.tc, model_options(cfg.model, strict=False).d_model)
         self.progress = Progress(batching="buckets" if self.graphs_off is None else "tokens")
+        self.progress.best_metric = self.tc.best_metric
         self.data_order = DataOrder(train_data, self.tc.max_tokens, self.tc.seed, bucketed=self.graphs_off is None)
         self.peak = peak_flops(device, self.tc.peak_tflops)
         self.param_counts = parameter_counts(model)
@@ -221,6 +222,8 @@ class Trainer(GraphedSteps):
         if state is None:
             return False
         self.progress = restore(state, self.model, self.optimizer, self.scaler)
+        if said := self.progress.rank_by(self.tc.best_metric):
+            log.warning("%s", said)
         if self.ema is not None:
             self.ema.load_state_dict(state["trainer"].get("weight_average"), str(path))
         batching = "buckets" if self.data_order.bucketed else "tokens"
@@ -266,8 +269,9 @@ class Trainer(GraphedSteps):
             start = time.perf_counter()
             record = self.validate(writer)
             p = self.progress
-            improved = p.record_validation(record["valid_bleu"])
-            self.keeper.keep_best(p, record["valid_bleu"])
+            score = ranking_score(record, self.tc.best_metric)
+            improved = p.record_validation(score)
+            self.keeper.keep_best(p, score)
             log_validation(record, p, improved, time.perf_counter() - start)
         self.progress = broadcast_from_main(self.progress, self.dist)
 
