@@ -12,7 +12,7 @@ import torch
 from tqdm import tqdm
 
 from mt.fastpath.cpu_process import native_bf16
-from mt.training.budget import Progress, shown, updates_left
+from mt.training.budget import METRIC_NAMES, Progress, shown, updates_left
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,11 @@ def log_train_record(record: dict, writer, train_log, bar: tqdm, device: torch.d
 
 
 def log_validation(record: dict, p: Progress, improved: bool, seconds: float) -> None:
+    metric = "" if p.best_metric == "bleu" else f"{METRIC_NAMES[p.best_metric]} "  # what "best" is, if not BLEU
     log.info(
         "valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f | best %s%.2f @ %d%s (%.1fs)",
         p.step, record["valid_loss"], record["valid_ppl"], record["valid_bleu"], record["valid_chrf"],
-        "" if p.best_metric == "bleu" else f"{p.best_metric} ", shown(p.best_score, p.best_metric), p.best_step,
+        metric, shown(p.best_score, p.best_metric), p.best_step,
         " *" if improved else "", seconds,
     )  # fmt: skip
     if "valid_bleu_by_direction" in record:

@@ -95,8 +95,8 @@ class Trainer(GraphedSteps):
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not (a no-op then).
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.tc.precision == "fp16")
         self.peak_lr = peak_lr(self.tc, model_options(cfg.model, strict=False).d_model)
-        self.progress = Progress(batching="buckets" if self.graphs_off is None else "tokens")
-        self.progress.best_metric = self.tc.best_metric
+        batching = "buckets" if self.graphs_off is None else "tokens"
+        self.progress = Progress(batching=batching, best_metric=self.tc.best_metric)
         self.data_order = DataOrder(train_data, self.tc.max_tokens, self.tc.seed, bucketed=self.graphs_off is None)
         self.peak = peak_flops(device, self.tc.peak_tflops)
         self.param_counts = parameter_counts(model)
