@@ -49,16 +49,24 @@ def check_args(args) -> None:
     check_engine_args(args)
 
 
+def aligned_pairs(args) -> int | None:
+    """The pairs --src and --tgt hold, their line counts checked to agree before any scoring (and the
+    progress bar's total); None for pairs on stdin, not counted ahead."""
+    if not args.src:
+        return None
+    src_lines, tgt_lines = count_lines(args.src), count_lines(args.tgt)
+    if src_lines != tgt_lines:
+        raise MTError(
+            f"--src {args.src} has {src_lines} lines but --tgt {args.tgt} has {tgt_lines}: "
+            "the files must be line-aligned"
+        )
+    return src_lines
+
+
 def pair_chunks(args, chunk_lines: int):
-    """(sources, targets) lists of up to chunk_lines pairs: from --src/--tgt, whose line counts are checked
-    before any scoring, or from 'source<TAB>target' lines on stdin."""
+    """(sources, targets) lists of up to chunk_lines pairs: from --src/--tgt (aligned_pairs checks them),
+    or from 'source<TAB>target' lines on stdin."""
     if args.src:
-        src_lines, tgt_lines = count_lines(args.src), count_lines(args.tgt)
-        if src_lines != tgt_lines:
-            raise MTError(
-                f"--src {args.src} has {src_lines} lines but --tgt {args.tgt} has {tgt_lines}: "
-                "the files must be line-aligned"
-            )
         yield from zip(read_line_chunks(args.src, chunk_lines), read_line_chunks(args.tgt, chunk_lines))
         return
     done = 0
@@ -120,6 +128,7 @@ def run(args) -> None:
     """mt-score with the arguments of mt.cli.commands's parser."""
     check_args(args)
     start = time.perf_counter()
+    total = aligned_pairs(args)
     chunks = pair_chunks(args, args.chunk_lines)
     first = next(chunks, None)  # a bad first chunk (or misaligned files) fails before any output exists
     scorer = load_scorer(args)
@@ -127,7 +136,6 @@ def run(args) -> None:
     pairs = pieces = 0
     log_prob = 0.0
     shown = not args.quiet and sys.stderr.isatty()
-    total = count_lines(args.src) if shown and args.src else None  # the bar's end and ETA
     bar = tqdm(total=total, unit="pair", disable=None if shown else True)
     try:
         for sources, targets in itertools.chain([first] if first is not None else [], chunks):
