@@ -188,9 +188,11 @@ def training_summary(state: dict) -> dict | None:
     if not progress:
         return None
     p = progress
-    metric = p.get("best_metric", "bleu")
-    score = p["best_score"] if "best_score" in p else p["best_bleu"]  # before train.best_metric: BLEU
-    best = None if score in (-math.inf, -1.0) and p["best_step"] == 0 else -score if metric == "ppl" else score
+    if "best_score" in p:  # higher better: perplexity negated
+        metric, score, unset = p["best_metric"], p["best_score"], -math.inf
+    else:  # written before train.best_metric: BLEU, -1 for none yet
+        metric, score, unset = "bleu", p["best_bleu"], -1.0
+    best = None if score == unset else -score if metric == "ppl" else score
     return {"step": p["step"], "epoch": p["epoch"], "elapsed_s": p["elapsed"], "best_metric": metric,
             "best_value": best, "best_step": p["best_step"]}  # fmt: skip
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from mt.checkpoint import load_checkpoint, run_model, training_summary
 from mt.data.languages import language_list
 from mt.export.engine import is_export, load_export
+from mt.training.budget import METRIC_NAMES
 
 
 def describe(path: str | Path) -> dict:
@@ -168,7 +169,7 @@ def data_line(d: dict) -> str:
 def training_line(trained: dict, precision: str | None) -> str:
     said = f"{trained['step']:,} updates, {trained['elapsed_s'] / 60:.1f} min, {precision}"
     if trained.get("best_value") is not None:
-        name = {"bleu": "BLEU", "chrf": "chrF", "ppl": "perplexity"}[trained["best_metric"]]
+        name = METRIC_NAMES[trained["best_metric"]]
         said += f"; best valid {name} {trained['best_value']:.2f} at update {trained['best_step']:,}"
     return said
 

@@ -64,9 +64,8 @@ class GraphedSteps:
         }
         self.pending.append((self.graphed.apply(lr), stats))
         self.progress.step += 1
-        if (
-            self.ema is not None
-        ):  # after the device's update, in stream order; a skipped one leaves weights as they were
+        # the average moves after the device's update, in stream order (one the device skips leaves the weights)
+        if self.ema is not None:
             self.ema.update(self.progress.step)
         self.collect(keep=2)  # the host runs at most two updates ahead of the device
         return stats
