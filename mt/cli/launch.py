@@ -83,10 +83,10 @@ def train(*overrides: str, quiet: bool = False) -> Run:
     status, tail = _run_showing_output([sys.executable, "-m", "mt.cli.train", *overrides], quiet)
     if status == 0:
         return Run(Path(directory).absolute())  # the child ran here too: the same directory
-    said = next((line.split("error: ", 1)[1] for line in reversed(tail) if "error: " in line), None)
     if status == 130:
         stopped = next((line for line in reversed(tail) if "run the same command again" in line), "interrupted")
         raise Interrupted(stopped.split(" - ", 1)[-1].replace("run the same command", "call mt.train the same way"))
+    said = next((line.split("error: ", 1)[1] for line in reversed(tail) if "error: " in line), None)
     if status == 2 and said:
         raise MTError(said)
     raise MTError(f"mt-train stopped with exit status {status}; its last lines:\n" + "\n".join(tail[-10:]))

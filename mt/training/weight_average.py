@@ -57,7 +57,7 @@ class WeightAverage:
         }
 
     def state_dict(self) -> dict:
-        return {"decay": self.decay, "average": self.average}
+        return {"average": self.average}
 
     @torch.no_grad()
     def load_state_dict(self, state: dict | None, where: str) -> None:
