@@ -6,6 +6,7 @@
     print(translator.translate("Zwei Kinder spielen.", beam=5))  # one line; settings for this call
     print(translator.score(["Ein Hund rennt."], ["A dog runs."])[0].log_prob)  # log P(target | source)
     run = mt.train("experiment=smoke")  # as `mt-train experiment=smoke`; run.results, run.translator()
+    runs = mt.sweep("experiment=smoke", "train.lr=5e-4,1e-3")  # as `mt-train -m ...`: one run per value
 
 The names below are imported on first use, so `import mt` (and every console script's --help) stays free
 of torch.
@@ -23,6 +24,7 @@ _LAZY = {
     "MTError": "mt.errors",
     "Interrupted": "mt.errors",
     "train": "mt.cli.launch",
+    "sweep": "mt.cli.launch",
     "Run": "mt.cli.launch",
 }
 

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from mt.cli.sweep import MULTIRUN_FLAGS, Sweep, write_summary
 from mt.config.model import with_defaults
 from mt.config.schema import check_overrides, fine_tune, register_configs, run_dir_of
 from mt.errors import Interrupted, MTError, debug_enabled, take_debug_flag
@@ -64,15 +65,18 @@ def choose_experiment(argv: list[str], cuda: bool, native_bf16: bool = True) -> 
 
 
 def fp32_form(argv: list[str]) -> tuple[list[str], str | None]:
-    """argv with experiment=X replaced by X's fp32 form if it has one, and the line that says so."""
+    """argv with experiment=X replaced by X's fp32 form if it has one (each of a sweep's X,Y too), and the
+    line that says so."""
     named = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("experiment=")), None)
-    if named not in FP32_FORMS:
+    forms = [FP32_FORMS.get(name, name) for name in (named or "").split(",")]
+    if named is None or forms == named.split(","):
         return argv, None
-    form = FP32_FORMS[named]
+    form = ",".join(forms)
     used = [f"experiment={form}" if arg == f"experiment={named}" else arg for arg in argv]
+    whose, what = ("their", "fp32 forms where they have one") if len(forms) > 1 else (f"{named}'s", "fp32 form")
     return used, (
         f"experiment={named}: this CPU has no native bf16 (AVX512-BF16, AMX), where bf16 runs many times slower "
-        f"than fp32, so it trains {named}'s fp32 form, experiment={form} (a narrower model, smaller batches); "
+        f"than fp32, so it trains {whose} {what}, experiment={form} (a narrower model, smaller batches); "
         f"to train {named} itself in fp32, add train.precision=fp32"
     )
 
@@ -88,30 +92,56 @@ def refuse_unwritable(directory: Path) -> None:
         raise MTError(f"run directory {directory}: {existing} is not writable")
 
 
-def start(hydra_main) -> None:
+def start(hydra_main, sweeps: bool = False) -> None:
     """Take --debug, register the schema, choose the preset for the machine when none is given, refuse a bad
     override in one line, refuse a run directory that holds another run before Hydra writes its own files
-    there, then run the Hydra task."""
+    there, then run the Hydra task. sweeps: -m runs a sweep (mt/cli/sweep.py), each of its runs checked so."""
     take_debug_flag(sys.argv)
     register_configs()
     import torch  # here: --help answers without it
 
     from mt.fastpath.cpu_process import native_bf16
 
-    sys.argv[1:], message = choose_experiment(sys.argv[1:], torch.cuda.is_available(), native_bf16())
+    argv = sys.argv[1:]
+    sweeping = sweeps and any(arg in MULTIRUN_FLAGS for arg in argv)
+    if sweeping:
+        argv = [arg for arg in argv if arg not in MULTIRUN_FLAGS]
+    argv, message = choose_experiment(argv, torch.cuda.is_available(), native_bf16())
     CHOSEN[:] = [message] if message else []
-    cfg = check_overrides(sys.argv[1:])
-    directory = run_dir_of(sys.argv[1:]) if cfg is not None else None
-    if cfg is not None and fine_tune(cfg):
+    if not sweeping or any(arg.startswith("-") for arg in argv):  # a plain run, or Hydra's own flags besides -m
+        sys.argv[1:] = ["--multirun", *argv] if sweeping else argv
+        check_run(argv)
+        hydra_main()
+        return
+    sweep = Sweep.parse(argv)
+    sweep_dir = run_dir_of(list(sweep.shared), sweep=True)
+    if sweep_dir is None:
+        raise MTError("mt-train -m: the sweep's folder cannot be told from these overrides; give hydra.sweep.dir=PATH")
+    sweep_dir = Path(sweep_dir)
+    checked = [check_run(job, str(sweep_dir / sweep.run_name(job))) for job in sweep.jobs()]
+    sys.argv[1:] = ["--multirun", *argv, sweep.naming_override()]
+    hydra_main()
+    metric = checked[0].train.best_metric
+    print("\n".join(write_summary(sweep_dir, metric)))
+
+
+def check_run(argv: list[str], directory: str | None = None) -> DictConfig | None:
+    """One line now for a bad override, or a run directory (default: the one Hydra will use) that cannot be
+    made or holds another run. Returns the config these overrides compose (None: Hydra's flags are given)."""
+    cfg = check_overrides(argv)
+    if cfg is None:
+        return None
+    if fine_tune(cfg):
         from mt.training.finetune import inherit_parent
 
-        inherit_parent(cfg, sys.argv[1:])
+        inherit_parent(cfg, argv)
+    directory = directory or run_dir_of(argv)
     if directory is not None:
         from mt.data.prepare import refuse_another_run  # here: it imports torch, --help does not come here
 
         refuse_unwritable(Path(directory))
         refuse_another_run(cfg, Path(directory))
-    hydra_main()
+    return cfg
 
 
 def setup_run(cfg: DictConfig) -> None:
@@ -125,6 +155,17 @@ def setup_run(cfg: DictConfig) -> None:
         inherit_parent(cfg, list(HydraConfig.get().overrides.task))
     for key, value in with_defaults(cfg.model).items():
         cfg.model[key] = value
+
+
+def ended_as_configured(cfg: DictConfig, out_dir: Path) -> bool:
+    """In a sweep: whether this run has ended (checkpoints/final.pt) with just this config, so that running
+    the sweep again has nothing to do for it (a plain run, run again, tests its model again)."""
+    from hydra.types import RunMode
+
+    if HydraConfig.get().mode != RunMode.MULTIRUN or not (out_dir / "checkpoints" / "final.pt").is_file():
+        return False
+    saved = out_dir / "config.yaml"
+    return saved.is_file() and saved.read_text(encoding="utf-8") == OmegaConf.to_yaml(cfg, resolve=True)
 
 
 def run_dir() -> Path:

@@ -64,28 +64,58 @@ def train(*overrides: str, quiet: bool = False) -> Run:
     run directory, resumed when it holds this run) and return the run. Its log is written to sys.stdout as it
     comes (quiet=True: not at all). A problem mt-train states in one line (a bad override, bad data) is an
     MTError with that line; an interrupted run raises Interrupted after its last.pt is saved."""
+    from mt.config.schema import check_overrides, run_dir_of
+
+    chosen = _chosen("mt.train", overrides)
+    check_overrides(chosen)  # a bad override: one line here, before a process starts
+    directory = run_dir_of(chosen)
+    if directory is None:
+        raise MTError("mt.train: the run directory cannot be told from these overrides; give hydra.run.dir=PATH")
+    _mt_train("mt.train", list(overrides), quiet)
+    return Run(Path(directory).absolute())  # the child ran here too: the same directory
+
+
+def sweep(*overrides: str, quiet: bool = False) -> list[Run]:
+    """Train a sweep as `mt-train -m *overrides` does (`mt.sweep("train.lr=5e-4,1e-3", "model.dropout=0.1,0.3")`:
+    one run per combination, mt/cli/sweep.py) and return its runs, in the order they trained; as mt.train
+    otherwise. The runs side by side: sweep.json in the folder of the first's (`runs[0].dir.parent`)."""
+    from mt.cli.sweep import Sweep
+    from mt.config.schema import check_overrides, run_dir_of
+
+    plan = Sweep.parse(_chosen("mt.sweep", overrides))
+    folder = run_dir_of(list(plan.shared), sweep=True)
+    if folder is None:
+        raise MTError("mt.sweep: the sweep's folder cannot be told from these overrides; give hydra.sweep.dir=PATH")
+    for job in plan.jobs():
+        check_overrides(job)
+    _mt_train("mt.sweep", ["-m", *overrides], quiet)
+    return [Run(Path(folder).absolute() / plan.run_name(job)) for job in plan.jobs()]
+
+
+def _chosen(caller: str, overrides: tuple) -> list[str]:
+    """The overrides with the preset mt-train would choose for this machine; a non-override refused."""
     from mt.cli.hydra_task import choose_experiment
-    from mt.config.schema import check_overrides, register_configs, run_dir_of
+    from mt.config.schema import register_configs
 
     bad = [o for o in overrides if not isinstance(o, str) or o.startswith("-") or "=" not in o and o[:1] != "~"]
     if bad:
-        raise MTError(f"mt.train takes overrides as mt-train does, 'key=value' strings; got {bad[0]!r}")
+        raise MTError(f"{caller} takes overrides as mt-train does, 'key=value' strings; got {bad[0]!r}")
     import torch
 
     from mt.fastpath.cpu_process import native_bf16
 
     register_configs()
-    chosen, _ = choose_experiment(list(overrides), torch.cuda.is_available(), native_bf16())
-    check_overrides(chosen)  # a bad override: one line here, before a process starts
-    directory = run_dir_of(chosen)
-    if directory is None:
-        raise MTError("mt.train: the run directory cannot be told from these overrides; give hydra.run.dir=PATH")
-    status, tail = _run_showing_output([sys.executable, "-m", "mt.cli.train", *overrides], quiet)
+    return choose_experiment(list(overrides), torch.cuda.is_available(), native_bf16())[0]
+
+
+def _mt_train(caller: str, args: list[str], quiet: bool) -> None:
+    """Run `python -m mt.cli.train args` here, its output shown; its failure as mt.train's exceptions."""
+    status, tail = _run_showing_output([sys.executable, "-m", "mt.cli.train", *args], quiet)
     if status == 0:
-        return Run(Path(directory).absolute())  # the child ran here too: the same directory
+        return
     if status == 130:
         stopped = next((line for line in reversed(tail) if "run the same command again" in line), "interrupted")
-        raise Interrupted(stopped.split(" - ", 1)[-1].replace("run the same command", "call mt.train the same way"))
+        raise Interrupted(stopped.split(" - ", 1)[-1].replace("run the same command", f"call {caller} the same way"))
     said = next((line.split("error: ", 1)[1] for line in reversed(tail) if "error: " in line), None)
     if status == 2 and said:
         raise MTError(said)

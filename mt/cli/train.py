@@ -15,7 +15,7 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from mt.cli.hydra_task import exit_on_user_error, run_dir, setup_run, start
+from mt.cli.hydra_task import ended_as_configured, exit_on_user_error, run_dir, setup_run, start
 from mt.config.schema import CONFIG_DIR
 from mt.errors import MTError, report_errors
 from mt.fastpath import training_precision, tune_process
@@ -50,6 +50,9 @@ def hydra_main(cfg: DictConfig) -> None:
             precision,
         )
         cfg.train.precision = precision
+    if ended_as_configured(cfg, out_dir):
+        log.info("%s: this run has ended as configured (its results.json, checkpoints/final.pt)", out_dir)
+        return
     tune_process(device, training=True)
     torch.manual_seed(cfg.train.seed)
     finished = False
@@ -64,7 +67,7 @@ def hydra_main(cfg: DictConfig) -> None:
 @report_errors
 def main() -> None:
     """mt-train (through mt.cli.commands, which answers --help first) and `python -m mt.cli.train` (torchrun)."""
-    start(hydra_main)
+    start(hydra_main, sweeps=True)
 
 
 if __name__ == "__main__":

@@ -188,6 +188,13 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="schema", node=Config)
     OmegaConf.register_new_resolver("repo", lambda path: str(REPO_DIR / path), replace=True)
     OmegaConf.register_new_resolver("corpus", corpus_label, replace=True)
+    OmegaConf.register_new_resolver("dir_name", dir_name, replace=True)
+
+
+def dir_name(overrides: str) -> str:
+    """A sweep's run directory name from its swept values (Hydra's override_dirname): a value that is a path
+    stays one folder."""
+    return str(overrides).replace("/", "_") or "run"
 
 
 def corpus_label(source: str | None, name: str | None, folder: str | None, src, tgt) -> str:
@@ -362,15 +369,15 @@ def fine_tune(cfg: DictConfig) -> bool:
     return cfg.train.init_from is not None
 
 
-def run_dir_of(argv: list[str]) -> str | None:
-    """The run directory Hydra will use for these overrides (hydra.run.dir), known before Hydra starts;
-    None where it cannot be told without Hydra's runtime."""
+def run_dir_of(argv: list[str], sweep: bool = False) -> str | None:
+    """The run directory Hydra will use for these overrides (hydra.run.dir; sweep: hydra.sweep.dir, the
+    folder of a sweep's runs), known before Hydra starts; None where it cannot be told without Hydra's runtime."""
     from hydra import compose, initialize_config_dir
 
     try:
         with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
             composed = compose(config_name="config", overrides=list(argv), return_hydra_config=True)
-        return str(composed.hydra.run.dir)
+        return str(composed.hydra.sweep.dir if sweep else composed.hydra.run.dir)
     except Exception:  # a hydra.* setting compose cannot resolve: Hydra itself will say what is wrong
         return None
 
