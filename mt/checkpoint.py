@@ -10,6 +10,7 @@ A checkpoint is a dict:
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -71,6 +72,12 @@ def run_model(run_dir: Path) -> Path:
     if best.is_file():
         log.warning("%s: the run has not ended (no checkpoints/final.pt); its best so far: %s", run_dir, best)
         return best
+    if (run_dir / "sweep.json").is_file():  # mt-train -m's folder: name its best run
+        runs = json.loads((run_dir / "sweep.json").read_text(encoding="utf-8")).get("runs") or [{"run": "..."}]
+        raise MTError(
+            f"{run_dir}: a sweep's folder, which holds several runs; its best on valid: {run_dir / runs[0]['run']} "
+            "(sweep.tsv lists them all)"
+        )
     found = sorted({p.relative_to(run_dir) for p in [*run_dir.glob("*.pt"), *run_dir.glob("checkpoints/*.pt")]})
     if found:  # a run without validation yet, or its checkpoints/ folder: name a file
         shown = ", ".join(str(p) for p in found[:4]) + (", ..." if len(found) > 4 else "")

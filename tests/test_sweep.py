@@ -9,6 +9,7 @@ import time
 import pytest
 
 import mt
+from mt.checkpoint import run_model
 from mt.cli.sweep import Sweep, summary, write_summary
 from mt.config.schema import register_configs, run_dir_of
 from mt.errors import MTError
@@ -99,6 +100,10 @@ def test_the_summary_ranks_runs_by_their_best_validation_and_keeps_the_unvalidat
     assert tsv[2] == "lr=1\t20.00\t10\t19.50\t50.10\tyes"
     saved = json.loads((tmp_path / "sweep.json").read_text())
     assert saved["metric"] == "bleu" and saved["runs"][1]["overrides"] == ["lr=1"] and saved["runs"][1]["ended"]
+    with pytest.raises(
+        MTError, match=f"a sweep's folder, which holds several runs; its best on valid: {tmp_path}/lr=2 "
+    ):
+        run_model(tmp_path)  # what translate -c, mt-info and the rest say of the folder
 
 
 def sweep_args(corpus, folder, *more):
