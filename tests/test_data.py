@@ -209,3 +209,20 @@ def test_a_hub_training_split_is_read_in_slices_as_it_would_be_loaded(tmp_path, 
     assert sliced.in_memory().tgt == loaded.tgt and loaded.src[0] == ""
     sample = load_training_split(cfg, sample_size=5).tokenizer_sample("tgt")
     assert len(set(sample)) == 5 and set(sample) <= set(en)
+
+
+def test_a_vocabulary_too_small_for_the_texts_characters_is_one_line_naming_the_setting():
+    from omegaconf import OmegaConf
+
+    from mt.config.schema import TokenizerConfig
+    from mt.data.tokenizer import train_sentencepiece
+
+    lines = [f"{chr(0x4E00 + i)}{chr(0x4E00 + i + 1)} ab" for i in range(300)]  # ~300 distinct characters
+    cfg = OmegaConf.structured(TokenizerConfig(vocab_size=300, byte_fallback=False))
+    with pytest.raises(MTError) as error:
+        train_sentencepiece(lines, cfg)
+    said = str(error.value)
+    assert said.startswith("tokenizer.vocab_size=300: the training text's characters (character_coverage 1)")
+    needed = int(said.split(" take ")[1].split(";")[0])
+    assert needed > 300 and "\n" not in said
+    assert train_sentencepiece(lines, OmegaConf.structured(TokenizerConfig(vocab_size=needed, byte_fallback=False)))

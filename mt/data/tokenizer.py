@@ -122,6 +122,27 @@ def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1, symbols: list[
         raise MTError("cannot train a tokenizer on an empty corpus")
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)  # sampling of input sentences is reproducible
+    try:
+        _train_into(model, lines, tok_cfg, symbols)
+    except RuntimeError as err:
+        raise MTError(_training_failure(str(err), tok_cfg)) from None
+    return model.getvalue()
+
+
+def _training_failure(said: str, tok_cfg) -> str:
+    """sentencepiece's refusal as one line that names the setting to change."""
+    too_small = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", said)
+    if too_small:
+        fixed = "the special pieces and 256 byte pieces" if tok_cfg.byte_fallback else "the special pieces"
+        return (
+            f"tokenizer.vocab_size={tok_cfg.vocab_size}: the training text's characters (character_coverage "
+            f"{tok_cfg.character_coverage:g}) and {fixed} take {too_small.group(2)}; raise tokenizer.vocab_size to "
+            "at least that, or lower tokenizer.character_coverage (e.g. 0.9995)"
+        )
+    return "tokenizer training failed: " + said.split("] ", 1)[-1].splitlines()[0].strip()
+
+
+def _train_into(model: io.BytesIO, lines: list[str], tok_cfg, symbols) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
         model_writer=model,
@@ -140,7 +161,6 @@ def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1, symbols: list[
         minloglevel=2,
         **({"user_defined_symbols": list(symbols)} if symbols else {}),
     )
-    return model.getvalue()
 
 
 def fingerprint(tok_cfg, corpus) -> str:
