@@ -12,7 +12,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from mt.cli.sweep import MULTIRUN_FLAGS, Sweep, write_summary
+from mt.cli.sweep import MULTIRUN_FLAGS, Sweep
 from mt.config.model import with_defaults
 from mt.config.schema import check_overrides, fine_tune, register_configs, run_dir_of
 from mt.errors import Interrupted, MTError, debug_enabled, take_debug_flag
@@ -92,10 +92,11 @@ def refuse_unwritable(directory: Path) -> None:
         raise MTError(f"run directory {directory}: {existing} is not writable")
 
 
-def start(hydra_main, sweeps: bool = False) -> None:
+def start(hydra_main, after_sweep=None) -> None:
     """Take --debug, register the schema, choose the preset for the machine when none is given, refuse a bad
     override in one line, refuse a run directory that holds another run before Hydra writes its own files
-    there, then run the Hydra task. sweeps: -m runs a sweep (mt/cli/sweep.py), each of its runs checked so."""
+    there, then run the Hydra task. With -m, a sweep (mt/cli/sweep.py), each of its runs checked so first;
+    after_sweep(folder, config of its first run) then reports on it."""
     take_debug_flag(sys.argv)
     register_configs()
     import torch  # here: --help answers without it
@@ -103,7 +104,7 @@ def start(hydra_main, sweeps: bool = False) -> None:
     from mt.fastpath.cpu_process import native_bf16
 
     argv = sys.argv[1:]
-    sweeping = sweeps and any(arg in MULTIRUN_FLAGS for arg in argv)
+    sweeping = any(arg in MULTIRUN_FLAGS for arg in argv)
     if sweeping:
         argv = [arg for arg in argv if arg not in MULTIRUN_FLAGS]
     argv, message = choose_experiment(argv, torch.cuda.is_available(), native_bf16())
@@ -121,8 +122,8 @@ def start(hydra_main, sweeps: bool = False) -> None:
     checked = [check_run(job, str(sweep_dir / sweep.run_name(job))) for job in sweep.jobs()]
     sys.argv[1:] = ["--multirun", *argv, sweep.naming_override()]
     hydra_main()
-    metric = checked[0].train.best_metric
-    print("\n".join(write_summary(sweep_dir, metric)))
+    if after_sweep is not None:
+        after_sweep(sweep_dir, checked[0])
 
 
 def check_run(argv: list[str], directory: str | None = None) -> DictConfig | None:

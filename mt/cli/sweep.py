@@ -116,6 +116,11 @@ def write_summary(sweep_dir: Path, metric: str) -> list[str]:
     ]
 
 
+def report_sweep(sweep_dir: Path, cfg) -> None:
+    """After mt-train's sweep: its runs side by side on the config's train.best_metric, printed and saved."""
+    print("\n".join(write_summary(sweep_dir, cfg.train.best_metric)))
+
+
 def _cell(value) -> str:
     if value is None:
         return "-"

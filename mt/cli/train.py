@@ -16,6 +16,7 @@ import torch
 from omegaconf import DictConfig
 
 from mt.cli.hydra_task import ended_as_configured, exit_on_user_error, run_dir, setup_run, start
+from mt.cli.sweep import report_sweep
 from mt.config.schema import CONFIG_DIR
 from mt.errors import MTError, report_errors
 from mt.fastpath import training_precision, tune_process
@@ -67,7 +68,7 @@ def hydra_main(cfg: DictConfig) -> None:
 @report_errors
 def main() -> None:
     """mt-train (through mt.cli.commands, which answers --help first) and `python -m mt.cli.train` (torchrun)."""
-    start(hydra_main, sweeps=True)
+    start(hydra_main, after_sweep=report_sweep)
 
 
 if __name__ == "__main__":
