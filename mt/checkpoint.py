@@ -194,13 +194,14 @@ def training_summary(state: dict) -> dict | None:
     progress = state.get("trainer", {}).get("progress")
     if not progress:
         return None
-    from mt.training.budget import Progress, shown  # the one place that knows how a best is kept
-
-    p = Progress.from_saved(progress)
-    unset = -1.0 if "best_bleu" in progress else -math.inf  # before train.best_metric: -1 for none yet
-    best = None if p.best_score == unset else shown(p.best_score, p.best_metric)
-    return {"step": p.step, "epoch": p.epoch, "elapsed_s": p.elapsed, "best_metric": p.best_metric,
-            "best_value": best, "best_step": p.best_step}  # fmt: skip
+    p = progress
+    if "best_score" in p:  # higher better: perplexity negated
+        metric, score, unset = p["best_metric"], p["best_score"], -math.inf
+    else:  # written before train.best_metric: BLEU, -1 for none yet
+        metric, score, unset = "bleu", p["best_bleu"], -1.0
+    best = None if score == unset else -score if metric == "ppl" else score
+    return {"step": p["step"], "epoch": p["epoch"], "elapsed_s": p["elapsed"], "best_metric": metric,
+            "best_value": best, "best_step": p["best_step"]}  # fmt: skip
 
 
 def save_final(source: str | os.PathLike, output: str | os.PathLike, alpha: float | None = None) -> None:
