@@ -25,7 +25,7 @@ _LAZY = {
     "Interrupted": "mt.errors",
     "train": "mt.cli.launch",
     "sweep": "mt.cli.launch",
-    "Run": "mt.cli.launch",
+    "Run": "mt.cli.run_directory",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from mt.cli.launch import Run
+from mt.cli.run_directory import Run
 from mt.config.schema import dir_name
 from mt.errors import MTError
 from mt.training.budget import METRIC_KEYS, METRIC_NAMES, ranking_score
