@@ -52,7 +52,8 @@ def hydra_main(cfg: DictConfig) -> None:
         )
         cfg.train.precision = precision
     if ended_as_configured(cfg, out_dir):
-        log.info("%s: this run has ended as configured (its results.json, checkpoints/final.pt)", out_dir)
+        log.info("%s: this run has ended as configured (checkpoints/final.pt): nothing to redo", out_dir)
+        shutdown(dist, True)
         return
     tune_process(device, training=True)
     torch.manual_seed(cfg.train.seed)
