@@ -10,7 +10,7 @@ import pytest
 
 import mt
 from mt.checkpoint import run_model
-from mt.cli.sweep import Sweep, summary, write_summary
+from mt.cli.sweep import Sweep, over_seeds, summary, write_summary
 from mt.config.schema import register_configs, run_dir_of
 from mt.errors import MTError
 
@@ -91,6 +91,7 @@ def test_the_summary_ranks_runs_by_their_best_validation_and_keeps_the_unvalidat
         ("lr=2", 7.0, 20),  # perplexity: lower is better
         ("lr=1", 9.0, 10),
     ]
+    assert over_seeds(summary(tmp_path, "bleu"), "bleu") == []  # no two runs alike but for their seed
     lines = write_summary(tmp_path, "bleu")
     assert lines[1].split() == ["valid", "BLEU", "at", "update", "test", "BLEU", "test", "chrF", "run"]
     assert lines[2].split() == ["25.00", "10", "-", "-", "lr=2", "(not", "ended)"]
@@ -150,8 +151,15 @@ def test_a_sweep_stopped_resumes_and_a_sweep_run_again_redoes_nothing(tiny_corpu
     for row in rows:
         run = mt.Run(folder / row["run"])
         assert row["test_bleu"] == run.results["bleu"] and row["step"] in [v["step"] for v in run.validations]
-    table = again.stdout.split(f"sweep {folder}: 4 runs, best valid BLEU first")[1].splitlines()[2:]
-    assert [line.split()[-1] for line in table] == [r["run"] for r in rows]  # printed as saved, best first
+    printed = again.stdout.split(f"sweep {folder}: 4 runs, best valid BLEU first")[1].splitlines()
+    assert [line.split()[-1] for line in printed[2:6]] == [r["run"] for r in rows]  # printed as saved, best first
+    seeds = json.loads((folder / "sweep.json").read_text())["over_seeds"]
+    assert sorted(g["setting"] for g in seeds) == ["train.lr=0.001", "train.lr=0.003"]
+    for group in seeds:
+        members = [r["valid_bleu"] for r in rows if r["run"].startswith(group["setting"] + ",")]
+        assert group["runs"] == 2 and group["valid_bleu"]["mean"] == round(sum(members) / 2, 2)
+        assert any(line.endswith(f"  2  {group['setting']}") for line in printed[7:])
+    assert printed[6].startswith("over seeds (runs alike but for train.seed), mean ± sd")
 
     logs = {name: (folder / name / "train.jsonl").read_text() for name in names}
     third = run_cli("mt-train", *sweep_args(tiny_corpus, folder))
@@ -169,3 +177,14 @@ def test_a_bad_value_in_any_run_of_a_sweep_is_one_line_before_any_run_starts(tin
     assert result.returncode == 2
     assert result.stderr.strip() == "error: config train.precision: must be fp32, bf16 or fp16"
     assert not folder.exists()
+
+
+def test_runs_alike_but_for_their_seed_are_summed_up_as_mean_and_spread(tmp_path):
+    for lr, seed, bleu, test in [(1, 1, 20.0, 19.0), (1, 2, 22.0, 21.0), (1, 3, 24.0, 23.0), (2, 1, 30.0, 29.0)]:
+        name = f"lr={lr},train.seed={seed}"
+        fake_run(tmp_path / name, [f"lr={lr}", f"train.seed={seed}"], [{"step": 5, "valid_bleu": bleu}], {"bleu": test})
+    fake_run(tmp_path / "lr=2,train.seed=2", ["lr=2", "train.seed=2"], [{"step": 5, "valid_bleu": 1.0}], ended=False)
+    assert over_seeds(summary(tmp_path, "bleu"), "bleu") == [  # an unended run counts for nothing yet
+        {"setting": "lr=1", "runs": 3, "valid_bleu": {"mean": 22.0, "sd": 2.0}, "test_bleu": {"mean": 21.0, "sd": 2.0}}
+    ]
+    assert write_summary(tmp_path, "bleu")[-1] == "  22.00 ± 2.00  21.00 ± 2.00  3  lr=1"

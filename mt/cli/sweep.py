@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,27 +100,73 @@ def summary(sweep_dir: Path, metric: str) -> list[dict]:
     return sorted(rows, key=lambda r: (r[key] is None, -ranking_score({METRIC_KEYS[metric]: r[key] or 0}, metric)))
 
 
+SEED = re.compile(r"(^|,)train\.seed=[^,]*")
+
+
+def over_seeds(rows: list[dict], metric: str) -> list[dict]:
+    """Runs that differ only in train.seed, taken together: for each such setting (two runs or more), the
+    mean and sample standard deviation of their best validation and test BLEU, how far a figure moves by
+    chance. Ended runs only."""
+    groups: dict = {}
+    for row in rows:
+        if row["ended"] and row[f"valid_{metric}"] is not None:
+            rest = tuple(o for o in row["overrides"] if not str(o).startswith("train.seed="))
+            groups.setdefault((SEED.sub("", row["run"]).lstrip(",") or "-", rest), []).append(row)
+    found = []
+    for (setting, _), members in groups.items():
+        if len(members) > 1:
+            valid = [m[f"valid_{metric}"] for m in members]
+            tests = [m["test_bleu"] for m in members if m["test_bleu"] is not None]
+            found.append(
+                {
+                    "setting": setting,
+                    "runs": len(members),
+                    f"valid_{metric}": _spread(valid),
+                    "test_bleu": _spread(tests) if len(tests) == len(members) else None,
+                }
+            )
+    return found
+
+
+def _spread(values: list[float]) -> dict:
+    return {"mean": round(statistics.mean(values), 2), "sd": round(statistics.stdev(values), 2)}
+
+
 def write_summary(sweep_dir: Path, metric: str) -> list[str]:
     """sweep.tsv and sweep.json in sweep_dir, and the table as lines to print."""
     rows = summary(sweep_dir, metric)
+    seeds = over_seeds(rows, metric)
     columns = ["run", f"valid_{metric}", "step", "test_bleu", "test_chrf", "ended"]
     tsv = ["\t".join(columns)] + ["\t".join(_cell(row[c]) for c in columns) for row in rows]
     (sweep_dir / "sweep.tsv").write_text("".join(line + "\n" for line in tsv), encoding="utf-8")
-    (sweep_dir / "sweep.json").write_text(json.dumps({"metric": metric, "runs": rows}, indent=2) + "\n")
+    saved = {"metric": metric, "runs": rows, "over_seeds": seeds}
+    (sweep_dir / "sweep.json").write_text(json.dumps(saved, indent=2) + "\n")
     header = [f"valid {METRIC_NAMES[metric]}", "at update", "test BLEU", "test chrF", "run"]
     table = [header] + [
         [*(_cell(row[c]) for c in columns[1:5]), row["run"] + ("" if row["ended"] else " (not ended)")] for row in rows
     ]
     widths = [max(len(line[i]) for line in table) for i in range(4)]
     best = f"best valid {METRIC_NAMES[metric]} first"
-    return [f"sweep {sweep_dir}: {len(rows)} runs, {best} (also in {' and '.join(SUMMARY_FILES)} there)"] + [
+    lines = [f"sweep {sweep_dir}: {len(rows)} runs, {best} (also in {' and '.join(SUMMARY_FILES)} there)"] + [
         "  ".join([*(cell.rjust(w) for cell, w in zip(line, widths)), line[4]]) for line in table
     ]
+    if seeds:
+        name = METRIC_NAMES[metric]
+        lines.append(f"over seeds (runs alike but for train.seed), mean ± sd: valid {name}, test BLEU; runs, setting")
+        for group in seeds:
+            test = group["test_bleu"]
+            cells = [_mean_sd(group[f"valid_{metric}"]), _mean_sd(test) if test else "-"]
+            lines.append(f"  {cells[0]}  {cells[1]}  {group['runs']}  {group['setting']}")
+    return lines
 
 
 def report_sweep(sweep_dir: Path, cfg) -> None:
     """After mt-train's sweep: its runs side by side on the config's train.best_metric, printed and saved."""
     print("\n".join(write_summary(sweep_dir, cfg.train.best_metric)))
+
+
+def _mean_sd(spread: dict) -> str:
+    return f"{spread['mean']:.2f} ± {spread['sd']:.2f}"
 
 
 def _cell(value) -> str:
