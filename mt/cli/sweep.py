@@ -83,6 +83,7 @@ def summary(sweep_dir: Path, metric: str) -> list[dict]:
     rows = []
     for folder in sorted(p for p in sweep_dir.iterdir() if (p / ".hydra" / "overrides.yaml").is_file()):
         run = Run(folder)
+        results = run.results  # each file read once
         scored = [r for r in run.validations if METRIC_KEYS[metric] in r]
         best = max(scored, key=lambda r: ranking_score(r, metric), default=None)
         rows.append(
@@ -91,8 +92,8 @@ def summary(sweep_dir: Path, metric: str) -> list[dict]:
                 "overrides": OmegaConf.to_container(OmegaConf.load(folder / ".hydra" / "overrides.yaml")),
                 f"valid_{metric}": best[METRIC_KEYS[metric]] if best else None,
                 "step": best["step"] if best else None,
-                "test_bleu": run.results.get("bleu"),
-                "test_chrf": run.results.get("chrf"),
+                "test_bleu": results.get("bleu"),
+                "test_chrf": results.get("chrf"),
                 "ended": (folder / "checkpoints" / "final.pt").is_file(),
             }
         )
