@@ -15,6 +15,9 @@ BEAM   ?=
 ALPHAS ?=
 CHOOSE_ON ?= valid
 SEEDS  ?= 3
+JOBS   ?= $(SEEDS)
+comma  := ,
+SEED_LIST = $(shell seq -s, 1 $(SEEDS))
 # make test: one pytest worker per core, at most 4 (each trains its own session fixtures); TESTS_PARALLEL= for one
 TESTS_PARALLEL ?= -n auto --maxprocesses 4
 
@@ -27,8 +30,8 @@ help:
 	@echo "                                     multi30k_cpu_fp32 on a CPU without native bf16)"
 	@echo "make test                            lint + tests"
 	@echo "make test-browser                    the web page of mt-serve in headless Chromium (installs it if missing)"
-	@echo "make ensemble SEEDS=3 RUN=runs/x ARGS='...' SPLIT=test2016"
-	@echo "                                     train SEEDS runs side by side (RUN_seedK), their mean ± sd, then their ensemble"
+	@echo "make ensemble SEEDS=3 RUN=runs/x ARGS='...' SPLIT=test2016 [JOBS=3]"
+	@echo "                                     train SEEDS runs side by side (RUN/train.seed=K), their mean ± sd, then their ensemble"
 	@echo "                                     (ALPHAS='0.6 1.0 1.2': its length penalty chosen on valid first)"
 	@echo "make tokenizer ARGS='...'            only the tokenizer step of a run, then what its corpora hold"
 	@echo "make eval RUN=runs/multi30k.de-en/smoke [SPLIT=valid] [DIRECTION=fr-en]"
@@ -64,21 +67,14 @@ else
 	$(BIN)/python -m torch.distributed.run --standalone --nproc_per_node $(NPROC) -m mt.cli.train $(ARGS)
 endif
 
-# SEEDS runs of one config side by side (a launch-bound GPU idles with one), then their ensemble's score;
-# each member is its run's model (final.pt, else best.pt).
+# SEEDS runs of one config side by side, a sweep over train.seed in the folder RUN (mt-train -m --jobs: each
+# run with a GPU, or cores, of its own; JOBS at a time), its table with their mean ± sd, then their ensemble's
+# score; each member is its run's model (final.pt, else best.pt).
 # ALPHAS: the ensemble's length penalty is chosen among them on CHOOSE_ON (valid), then SPLIT scored once.
 ensemble: $(STAMP)
-	@mkdir -p $(dir $(RUN)); pids=""; \
-	for seed in $$(seq 1 $(SEEDS)); do \
-		echo "seed $$seed: $(RUN)_seed$$seed (log: $(RUN)_seed$$seed.log)"; \
-		$(BIN)/mt-train $(ARGS) train.seed=$$seed hydra.run.dir=$(RUN)_seed$$seed > $(RUN)_seed$$seed.log 2>&1 & \
-		pids="$$pids $$!"; \
-	done; \
-	status=0; for pid in $$pids; do wait $$pid || status=$$?; done; \
-	if [ $$status != 0 ]; then echo "a run failed (status $$status): see $(RUN)_seed*.log"; exit $$status; fi
-	@members=""; for seed in $$(seq 1 $(SEEDS)); do members="$$members $(RUN)_seed$$seed"; done; \
-	$(BIN)/python scripts/seeds.py $$members; \
-	echo "ensemble of$$members"; \
+	$(BIN)/mt-train -m --jobs $(JOBS) $(ARGS) train.seed=$(SEED_LIST) hydra.sweep.dir=$(RUN)
+	@members="$(foreach seed,$(subst $(comma), ,$(SEED_LIST)),$(RUN)/train.seed=$(seed))"; \
+	echo "ensemble of $$members"; \
 	$(BIN)/mt-evaluate --ensemble --checkpoint $$members $(if $(SPLIT),--split $(SPLIT),) $(if $(BEAM),--beam $(BEAM),) \
 		$(if $(ALPHAS),--alpha $(ALPHAS) --choose-on $(CHOOSE_ON),)
 

@@ -9,12 +9,17 @@ import signal
 
 
 def cpu_cores() -> int:
+    """How many CPU cores this process may use (usable_cores)."""
+    return len(usable_cores())
+
+
+def usable_cores() -> list[int]:
     """The CPU cores this process may use: its affinity mask on Linux, every core elsewhere (macOS and
     Windows have no os.sched_getaffinity)."""
     try:
-        return len(os.sched_getaffinity(0))
+        return sorted(os.sched_getaffinity(0))
     except AttributeError:
-        return os.cpu_count() or 1
+        return list(range(os.cpu_count() or 1))
 
 
 def die_with_parent(parent: int) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from mt.cli.parallel_sweep import SWEEP_RUN, run_parallel, take_jobs_flag, visible_gpus
 from mt.cli.sweep import MULTIRUN_FLAGS, Sweep
 from mt.config.model import with_defaults
 from mt.config.schema import check_overrides, fine_tune, register_configs, run_dir_of
@@ -92,21 +93,31 @@ def refuse_unwritable(directory: Path) -> None:
         raise MTError(f"run directory {directory}: {existing} is not writable")
 
 
-def start(hydra_main, after_sweep=None) -> None:
+def start(hydra_main, after_sweep=None, module: str | None = None) -> None:
     """Take --debug, register the schema, choose the preset for the machine when none is given, refuse a bad
     override in one line, refuse a run directory that holds another run before Hydra writes its own files
     there, then run the Hydra task. With -m, a sweep (mt/cli/sweep.py), each of its runs checked so first;
-    after_sweep(folder, config of its first run) then reports on it."""
+    after_sweep(folder, config of its first run) then reports on it. With --jobs N as well (module: the
+    task's, as `python -m` runs it), N of its runs at a time, each in a process of its own
+    (mt/cli/parallel_sweep.py)."""
     take_debug_flag(sys.argv)
     register_configs()
     import torch  # here: --help answers without it
 
     from mt.fastpath.cpu_process import native_bf16
 
+    if SWEEP_RUN in os.environ:  # one run of a sweep whose runs train side by side, checked by its parent
+        chosen = os.environ.pop(SWEEP_RUN)
+        CHOSEN[:] = [chosen] if chosen else []
+        hydra_main()
+        return
     argv = sys.argv[1:]
     sweeping = any(arg in MULTIRUN_FLAGS for arg in argv)
     if sweeping:
         argv = [arg for arg in argv if arg not in MULTIRUN_FLAGS]
+    argv, jobs = take_jobs_flag(argv)
+    if jobs > 1:
+        refuse_jobs(sweeping, module)
     argv, message = choose_experiment(argv, torch.cuda.is_available(), native_bf16())
     CHOSEN[:] = [message] if message else []
     if not sweeping or any(arg.startswith("-") for arg in argv):  # a plain run, or Hydra's own flags besides -m
@@ -120,10 +131,28 @@ def start(hydra_main, after_sweep=None) -> None:
         raise MTError("mt-train -m: the sweep's folder cannot be told from these overrides; give hydra.sweep.dir=PATH")
     sweep_dir = Path(sweep_dir)
     checked = [check_run(job, str(sweep_dir / sweep.run_name(job))) for job in sweep.jobs()]
-    sys.argv[1:] = ["--multirun", *argv, sweep.naming_override()]
-    hydra_main()
+    failed = []
+    if jobs > 1:
+        runs = [(sweep.run_name(job), job) for job in sweep.jobs()]
+        gpus = visible_gpus() if torch.cuda.is_available() and checked[0].train.device != "cpu" else None
+        failed = run_parallel(module, runs, sweep_dir, jobs, gpus, message or "")
+    else:
+        sys.argv[1:] = ["--multirun", *argv, sweep.naming_override()]
+        hydra_main()
     if after_sweep is not None:
         after_sweep(sweep_dir, checked[0])
+    if failed:
+        raise MTError(f"{len(failed)} of the sweep's {len(checked)} runs failed: {', '.join(failed)} (see above)")
+
+
+def refuse_jobs(sweeping: bool, module: str | None) -> None:
+    """--jobs N: for mt-train's sweeps, in one process (several processes that train one run are torchrun's)."""
+    if not sweeping:
+        raise MTError("--jobs N trains a sweep's runs N at a time: give -m (a sweep) too")
+    if module is None:
+        raise MTError("--jobs: only mt-train's sweeps train their runs side by side")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise MTError("--jobs: not under torchrun, where every process trains a share of one run")
 
 
 def check_run(argv: list[str], directory: str | None = None) -> DictConfig | None:

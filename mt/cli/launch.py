@@ -42,10 +42,12 @@ def train(*overrides: str, quiet: bool = False) -> Run:
     return Run(Path(directory).absolute())  # the child ran here too: the same directory
 
 
-def sweep(*overrides: str, quiet: bool = False) -> list[Run]:
+def sweep(*overrides: str, jobs: int = 1, quiet: bool = False) -> list[Run]:
     """Train a sweep as `mt-train -m *overrides` does (`mt.sweep("train.lr=5e-4,1e-3", "model.dropout=0.1,0.3")`:
-    one run per combination, mt/cli/sweep.py) and return its runs, in the order they trained; as mt.train
-    otherwise. The runs side by side: sweep.json in the folder of the first's (`runs[0].dir.parent`)."""
+    one run per combination, mt/cli/sweep.py) and return its runs, in Hydra's order; as mt.train otherwise.
+    jobs=N: N runs at a time, each with a GPU or cores of its own (`mt-train -m --jobs N`,
+    mt/cli/parallel_sweep.py). The runs side by side: sweep.json in the folder of the first's
+    (`runs[0].dir.parent`)."""
     from mt.cli.sweep import Sweep
     from mt.config.schema import check_overrides, run_dir_of
 
@@ -55,7 +57,9 @@ def sweep(*overrides: str, quiet: bool = False) -> list[Run]:
         raise MTError("mt.sweep: the sweep's folder cannot be told from these overrides; give hydra.sweep.dir=PATH")
     for job in plan.jobs():
         check_overrides(job)
-    _mt_train("mt.sweep", ["-m", *overrides], quiet)
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise MTError(f"mt.sweep: jobs={jobs!r}, the number of runs at once, 1 or more")
+    _mt_train("mt.sweep", ["-m", "--jobs", str(jobs), *overrides], quiet)
     return [Run(Path(folder).absolute() / plan.run_name(job)) for job in plan.jobs()]
 
 

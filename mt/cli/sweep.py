@@ -112,7 +112,7 @@ def over_seeds(rows: list[dict], metric: str) -> list[dict]:
     for row in rows:
         if row["ended"] and row[f"valid_{metric}"] is not None:
             rest = tuple(o for o in row["overrides"] if not str(o).startswith("train.seed="))
-            groups.setdefault((SEED.sub("", row["run"]).lstrip(",") or "-", rest), []).append(row)
+            groups.setdefault((SEED.sub("", row["run"]).lstrip(",") or "all", rest), []).append(row)
     found = []
     for (setting, _), members in groups.items():
         if len(members) > 1:

@@ -69,7 +69,7 @@ def hydra_main(cfg: DictConfig) -> None:
 @report_errors
 def main() -> None:
     """mt-train (through mt.cli.commands, which answers --help first) and `python -m mt.cli.train` (torchrun)."""
-    start(hydra_main, after_sweep=report_sweep)
+    start(hydra_main, after_sweep=report_sweep, module="mt.cli.train")
 
 
 if __name__ == "__main__":

@@ -340,7 +340,9 @@ class Trainer(GraphedSteps):
         else:
             data = f"{len(pools.corpus):,} lines dealt into {pools.pool_count} pools an epoch"
         average = f"; validated and kept: the weights' moving average (decay {self.tc.ema_decay:g})" * bool(self.ema)
-        log.info(f"training: {data}, peak lr {self.peak_lr:.2e}, {self.tc.precision} on {self.device}{average}")
+        threads = torch.get_num_threads()
+        where = f"{self.device}" + f" ({threads} thread{'s' * (threads != 1)})" * (self.device.type == "cpu")
+        log.info(f"training: {data}, peak lr {self.peak_lr:.2e}, {self.tc.precision} on {where}{average}")
         parameters = sum(p.numel() for p in self.model.parameters())
         if self.device.type == "cpu" and parameters > 20e6:
             log.info(
