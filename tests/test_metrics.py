@@ -39,25 +39,3 @@ def test_a_paired_test_tells_a_real_difference_from_none(systems):
     assert near["bleu"] != base["bleu"] and near["bleu_p"] > 0.05 and near["chrf_p"] > 0.05  # a line: chance
     assert all(r["bleu_ci"] > 0 and r["chrf_ci"] > 0 for r in rows)
     assert paired_test(named, references, samples=200)[0] == rows  # seeded: the same every time
-
-
-def test_the_seeds_summary_is_each_runs_test_score_and_their_mean_and_spread(tmp_path):
-    """scripts/seeds.py, what `make ensemble` prints of its members before scoring them together."""
-    import importlib.util
-
-    from conftest import REPO
-
-    spec = importlib.util.spec_from_file_location("seeds", REPO / "scripts" / "seeds.py")
-    seeds = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(seeds)
-    runs = []
-    for i, (bleu, chrf) in enumerate([(42.33, 62.1), (43.55, 63.0), (42.9, 62.4)]):
-        runs.append(tmp_path / f"x_seed{i + 1}")
-        runs[-1].mkdir()
-        (runs[-1] / "results.json").write_text(f'{{"bleu": {bleu}, "chrf": {chrf}, "split": "test2016"}}')
-    out = seeds.summary(runs)
-    assert [r["bleu"] for r in out["runs"]] == [42.33, 43.55, 42.9]
-    assert out["bleu"] == {"mean": 42.93, "sd": 0.61, "min": 42.33, "max": 43.55}
-    assert out["chrf"]["mean"] == 62.5 and out["chrf"]["sd"] == 0.46
-    with pytest.raises(SystemExit, match=r"x_seed4/results\.json: no such file"):
-        seeds.summary([*runs, tmp_path / "x_seed4"])

@@ -94,8 +94,9 @@ def test_runs_side_by_side_train_what_the_same_sweep_trains_one_at_a_time(tiny_c
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a run on train.device=cuda must fail here")
 def test_a_run_that_fails_leaves_the_others_training_and_the_sweep_says_which(tiny_corpus, tmp_path):
     folder = tmp_path / "sweep"
-    result = run_cli("mt-train", *sweep_args(tiny_corpus, folder, "-j", "2"), "train.device=cpu,cuda", check=False)
+    result = run_cli("mt-train", *sweep_args(tiny_corpus, folder, "-j", "3"), "train.device=cpu,cuda", check=False)
     assert result.returncode == 2
+    assert "2 runs, 2 at a time" in result.stdout  # no share kept for a third run that is not there
     assert "[2/2] train.device=cuda: failed (exit status 2)" in result.stdout
     assert "train.device=cuda but no CUDA device is available" in result.stdout
     assert "[1/2] train.device=cpu: ended after" in result.stdout

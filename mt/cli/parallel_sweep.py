@@ -115,10 +115,14 @@ def run_parallel(
     `python -m module`, each with a share of the machine (gpus: the GPUs to share out, None for the CPU).
     Returns the names of the runs that failed. Ctrl-C or SIGTERM here stops them all (each saves last.pt,
     as one run does), then this exits with status 130."""
+    jobs = min(jobs, len(runs))  # no share kept for a run that is not there
     free = shares(jobs, gpus, usable_cores())
     if gpus is None and jobs > len(usable_cores()):
         print(f"--jobs {jobs}: more runs at once than the {len(usable_cores())} cores here; some share a core")
-    where = "a GPU each" if gpus else "cores of their own"
+    if gpus:
+        where = "a GPU each" if jobs <= len(gpus) else f"the {len(gpus)} GPUs taken in turn"
+    else:
+        where = "cores of their own"
     print(f"sweep {sweep_dir}: {len(runs)} runs, {jobs} at a time ({where}); each run's output in its {OUTPUT}")
     pending, running, failed, stops = list(enumerate(runs, 1)), [], [], []
 
