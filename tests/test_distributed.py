@@ -46,6 +46,7 @@ def test_two_processes_match_one_process_accumulating_their_batches(tiny_corpus,
         timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "Warning" not in result.stderr, result.stderr  # e.g. a DDP option torch has deprecated
     a = load_checkpoint(single / "checkpoints" / "last.pt")
     b = load_checkpoint(ddp / "checkpoints" / "last.pt")
     assert a["trainer"]["progress"]["step"] == b["trainer"]["progress"]["step"] == 12
@@ -58,3 +59,21 @@ def test_two_processes_match_one_process_accumulating_their_batches(tiny_corpus,
     assert len(losses(ddp)) == 12
     for x, y in zip(losses(single), losses(ddp)):
         assert abs(x - y) < 1e-3
+
+
+def test_a_sweep_under_torchrun_trains_each_run_in_every_process_and_reports_once(tiny_corpus, tmp_path):
+    folder = tmp_path / "sweep"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "mt.cli.train"]
+        + ["-m", "data=files", f"data.dir={tiny_corpus}", f"hydra.sweep.dir={folder}", *TINY_TRAIN, *STEPS]
+        + ["train.lr=3e-3,1e-3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(f"sweep {folder}: 2 runs") == 1  # rank 0's table only
+    for name in ("train.lr=0.001", "train.lr=0.003"):
+        assert load_checkpoint(folder / name / "checkpoints" / "last.pt")["trainer"]["progress"]["step"] == 12
+    assert len((folder / "sweep.tsv").read_text().splitlines()) == 3

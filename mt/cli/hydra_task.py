@@ -139,7 +139,7 @@ def start(hydra_main, after_sweep=None, module: str | None = None) -> None:
     else:
         sys.argv[1:] = ["--multirun", *argv, sweep.naming_override()]
         hydra_main()
-    if after_sweep is not None:
+    if after_sweep is not None and int(os.environ.get("RANK", "0")) == 0:  # under torchrun: rank 0 speaks
         after_sweep(sweep_dir, checked[0])
     if failed:
         raise MTError(f"{len(failed)} of the sweep's {len(checked)} runs failed: {', '.join(failed)} (see above)")
@@ -187,12 +187,17 @@ def setup_run(cfg: DictConfig) -> None:
         cfg.model[key] = value
 
 
+def in_sweep() -> bool:
+    """Inside a Hydra task: whether it is one run of a sweep (-m)."""
+    from hydra.types import RunMode
+
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def ended_as_configured(cfg: DictConfig, out_dir: Path) -> bool:
     """In a sweep: whether this run has ended (checkpoints/final.pt) with just this config, so that running
     the sweep again has nothing to do for it (a plain run, run again, tests its model again)."""
-    from hydra.types import RunMode
-
-    if HydraConfig.get().mode != RunMode.MULTIRUN or not (out_dir / "checkpoints" / "final.pt").is_file():
+    if not in_sweep() or not (out_dir / "checkpoints" / "final.pt").is_file():
         return False
     saved = out_dir / "config.yaml"
     return saved.is_file() and saved.read_text(encoding="utf-8") == OmegaConf.to_yaml(cfg, resolve=True)

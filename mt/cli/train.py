@@ -15,7 +15,7 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from mt.cli.hydra_task import ended_as_configured, exit_on_user_error, run_dir, setup_run, start
+from mt.cli.hydra_task import ended_as_configured, exit_on_user_error, in_sweep, run_dir, setup_run, start
 from mt.cli.sweep import report_sweep
 from mt.config.schema import CONFIG_DIR
 from mt.errors import MTError, report_errors
@@ -53,7 +53,7 @@ def hydra_main(cfg: DictConfig) -> None:
         cfg.train.precision = precision
     if ended_as_configured(cfg, out_dir):
         log.info("%s: this run has ended as configured (checkpoints/final.pt): nothing to redo", out_dir)
-        shutdown(dist, True)
+        shutdown(dist, True, keep=in_sweep())
         return
     tune_process(device, training=True)
     torch.manual_seed(cfg.train.seed)
@@ -63,7 +63,7 @@ def hydra_main(cfg: DictConfig) -> None:
             train_and_score(cfg, out_dir, dist, device)
         finished = True
     finally:
-        shutdown(dist, finished)
+        shutdown(dist, finished, keep=in_sweep())
 
 
 @report_errors

@@ -8,11 +8,15 @@ those batches. Only rank 0 writes files.
 
 from __future__ import annotations
 
+import atexit
+import functools
+import inspect
 import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,14 @@ def init_from_env(use_cuda: bool) -> Dist:
     return Dist(rank=dist.get_rank(), world=world, local_rank=local_rank)
 
 
+def data_parallel(model: torch.nn.Module) -> DistributedDataParallel:
+    """model in DistributedDataParallel, its buffers not synced before each forward: the only buffers are
+    sinusoid tables each rank grows to its own batches' lengths. (torch 2.13 renamed the option.)"""
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters:
+        return DistributedDataParallel(model, forward_sync_buffers=False)
+    return DistributedDataParallel(model, broadcast_buffers=False)
+
+
 def sum_across(values: list[float], d: Dist, device: torch.device) -> list[float]:
     """Element-wise sum of the values over all ranks (the values themselves for one process)."""
     if not d.enabled:
@@ -66,11 +78,21 @@ def broadcast_from_main(obj, d: Dist):
     return box[0]
 
 
-def shutdown(d: Dist, finished: bool = True) -> None:
+def shutdown(d: Dist, finished: bool = True, keep: bool = False) -> None:
     """Leave the process group. After a finished run every rank first waits for the others (rank 0
     scores the test set alone): a rank that tore its connections down while another was still in
-    the group made that one abort now and then (gloo, "terminate called without an active exception")."""
+    the group made that one abort now and then (gloo, "terminate called without an active exception").
+    keep: a sweep's run, whose processes go on to its next run: they stay in the group, and leave it at
+    exit (the group joined again in the same process, through torchrun's store, hung now and then)."""
     if d.enabled and dist.is_initialized():
         if finished:
             dist.barrier()
-        dist.destroy_process_group()
+        if keep:
+            _leave_at_exit()
+        else:
+            dist.destroy_process_group()
+
+
+@functools.cache
+def _leave_at_exit() -> None:
+    atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())

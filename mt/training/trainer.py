@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -28,7 +27,7 @@ from mt.errors import Interrupted, MTError
 from mt.fastpath.cuda_graphs import GraphedTraining, PendingStats, capturable_adam
 from mt.precision import autocast
 from mt.training.budget import Progress, budget_used, ranking_score, stop_reason
-from mt.training.distributed import Dist, broadcast_from_main, sum_across
+from mt.training.distributed import Dist, broadcast_from_main, data_parallel, sum_across
 from mt.training.flops import parameter_counts, peak_flops, training_flops
 from mt.training.graphed_steps import GraphedSteps, target_tokens
 from mt.training.interrupt import StopRequest
@@ -67,9 +66,8 @@ class Trainer(GraphedSteps):
     ):
         self.cfg, self.tc, self.dist = cfg, cfg.train, dist or Dist()
         self.model = model.to(device)
-        # What training calls: the model itself, or its DistributedDataParallel wrapper. The only
-        # buffers are sinusoid tables each rank grows to its own batches' lengths: not broadcast.
-        self.net = DistributedDataParallel(self.model, broadcast_buffers=False) if self.dist.enabled else self.model
+        # What training calls: the model itself, or its DistributedDataParallel wrapper.
+        self.net = data_parallel(self.model) if self.dist.enabled else self.model
         if self.tc.compile:  # shapes change with every batch: compile for dynamic shapes once
             self.net = torch.compile(self.net, dynamic=True)
         self.tokenizer = tokenizer
