@@ -4,9 +4,12 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
+import mt
 from mt.checkpoint import load_checkpoint
+from mt.errors import MTError
 
 from conftest import REPO, TINY_TRAIN, train_tiny
 
@@ -77,3 +80,20 @@ def test_a_sweep_under_torchrun_trains_each_run_in_every_process_and_reports_onc
     for name in ("train.lr=0.001", "train.lr=0.003"):
         assert load_checkpoint(folder / name / "checkpoints" / "last.pt")["trainer"]["progress"]["step"] == 12
     assert len((folder / "sweep.tsv").read_text().splitlines()) == 3
+
+
+def test_mt_train_from_python_trains_on_several_processes_as_torchrun_does(tiny_corpus, tmp_path):
+    args = ["data=files", f"data.dir={tiny_corpus}", f"hydra.run.dir={tmp_path / 'run'}", *TINY_TRAIN, *STEPS]
+    run = mt.train(*args, processes=2, quiet=True)
+    assert run.dir == tmp_path / "run" and ", 2 processes" in (run.dir / "train.log").read_text()
+    assert load_checkpoint(run.dir / "checkpoints" / "last.pt")["trainer"]["progress"]["step"] == 12
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "train.de").write_text("Hallo\nWelt\n")
+    (tmp_path / "corpus" / "train.en").write_text("Hello\n")
+    with pytest.raises(MTError) as error:  # a rank's one line, not torchrun's report
+        mt.train("data=files", f"data.dir={tmp_path / 'corpus'}", f"hydra.run.dir={tmp_path / 'x'}", processes=2)
+    assert "\n" not in str(error.value) and "train.en" in str(error.value) and "lines" in str(error.value)
+    with pytest.raises(MTError, match="processes=0, a number of processes, 1 or more"):
+        mt.train(*args, processes=0)
+    with pytest.raises(MTError, match="jobs .* or processes .*, not both"):
+        mt.sweep(*args, "train.seed=1,2", jobs=2, processes=2)

@@ -87,7 +87,7 @@ def test_runs_side_by_side_train_what_the_same_sweep_trains_one_at_a_time(tiny_c
     assert [run.dir for run in runs] == [tmp_path / "together" / f"train.seed={s}" for s in (1, 2)]
     assert all("ended as configured" in (run.dir / "output.log").read_text() for run in runs)
     assert [run.results["bleu"] for run in runs] == [float(row.split("\t")[3]) for row in sorted(tables[0][1:])]
-    with pytest.raises(MTError, match="jobs=0, the number of runs at once"):
+    with pytest.raises(MTError, match="jobs=0, a number of jobs, 1 or more"):
         mt.sweep("train.seed=1,2", jobs=0)
 
 

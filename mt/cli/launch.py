@@ -23,31 +23,34 @@ from pathlib import Path
 from mt.cli.run_directory import Run
 from mt.errors import Interrupted, MTError
 
-TAIL = 40  # lines of the child's log kept, to tell what went wrong
+TAIL = 40  # lines of the child's log kept, to tell what went wrong (and the last error line it said)
 
 
-def train(*overrides: str, quiet: bool = False) -> Run:
+def train(*overrides: str, processes: int = 1, quiet: bool = False) -> Run:
     """Train as `mt-train *overrides` does (the same preset chosen for the machine when none is named, the same
     run directory, resumed when it holds this run) and return the run. Its log is written to sys.stdout as it
     comes (quiet=True: not at all). A problem mt-train states in one line (a bad override, bad data) is an
-    MTError with that line; an interrupted run raises Interrupted after its last.pt is saved."""
+    MTError with that line; an interrupted run raises Interrupted after its last.pt is saved.
+    processes=N: N processes train each update together, as `make train NPROC=N` does (torchrun; a GPU
+    each where there are GPUs)."""
     from mt.config.schema import check_overrides, run_dir_of
 
+    _count("mt.train", "processes", processes)
     chosen = _chosen("mt.train", overrides)
     check_overrides(chosen)  # a bad override: one line here, before a process starts
     directory = run_dir_of(chosen)
     if directory is None:
         raise MTError("mt.train: the run directory cannot be told from these overrides; give hydra.run.dir=PATH")
-    _mt_train("mt.train", list(overrides), quiet)
+    _mt_train("mt.train", list(overrides), quiet, processes)
     return Run(Path(directory).absolute())  # the child ran here too: the same directory
 
 
-def sweep(*overrides: str, jobs: int = 1, quiet: bool = False) -> list[Run]:
+def sweep(*overrides: str, jobs: int = 1, processes: int = 1, quiet: bool = False) -> list[Run]:
     """Train a sweep as `mt-train -m *overrides` does (`mt.sweep("train.lr=5e-4,1e-3", "model.dropout=0.1,0.3")`:
     one run per combination, mt/cli/sweep.py) and return its runs, in Hydra's order; as mt.train otherwise.
     jobs=N: N runs at a time, each with a GPU or cores of its own (`mt-train -m --jobs N`,
-    mt/cli/parallel_sweep.py). The runs side by side: sweep.json in the folder of the first's
-    (`runs[0].dir.parent`)."""
+    mt/cli/parallel_sweep.py); processes=N: each run on N processes, one run after another (as mt.train).
+    The runs side by side: sweep.json in the folder of the first's (`runs[0].dir.parent`)."""
     from mt.cli.sweep import Sweep
     from mt.config.schema import check_overrides, run_dir_of
 
@@ -57,9 +60,11 @@ def sweep(*overrides: str, jobs: int = 1, quiet: bool = False) -> list[Run]:
         raise MTError("mt.sweep: the sweep's folder cannot be told from these overrides; give hydra.sweep.dir=PATH")
     for job in plan.jobs():
         check_overrides(job)
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
-        raise MTError(f"mt.sweep: jobs={jobs!r}, the number of runs at once, 1 or more")
-    _mt_train("mt.sweep", ["-m", "--jobs", str(jobs), *overrides], quiet)
+    _count("mt.sweep", "jobs", jobs)
+    _count("mt.sweep", "processes", processes)
+    if jobs > 1 and processes > 1:
+        raise MTError("mt.sweep: jobs (runs side by side) or processes (each run on several), not both")
+    _mt_train("mt.sweep", ["-m", "--jobs", str(jobs), *overrides], quiet, processes)
     return [Run(Path(folder).absolute() / plan.run_name(job)) for job in plan.jobs()]
 
 
@@ -79,16 +84,24 @@ def _chosen(caller: str, overrides: tuple) -> list[str]:
     return choose_experiment(list(overrides), torch.cuda.is_available(), native_bf16())[0]
 
 
-def _mt_train(caller: str, args: list[str], quiet: bool) -> None:
-    """Run `python -m mt.cli.train args` here, its output shown; its failure as mt.train's exceptions."""
-    status, tail = _run_showing_output([sys.executable, "-m", "mt.cli.train", *args], quiet)
+def _count(caller: str, name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise MTError(f"{caller}: {name}={value!r}, a number of {name}, 1 or more")
+
+
+def _mt_train(caller: str, args: list[str], quiet: bool, processes: int = 1) -> None:
+    """Run `python -m mt.cli.train args` here (under torchrun with several processes), its output shown; its
+    failure as mt.train's exceptions."""
+    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)] * (processes > 1)
+    status, tail = _run_showing_output([sys.executable, *torchrun, "-m", "mt.cli.train", *args], quiet)
     if status == 0:
         return
-    if status == 130:
-        stopped = next((line for line in reversed(tail) if "run the same command again" in line), "interrupted")
+    stopped = next((line for line in reversed(tail) if "run the same command again" in line), None)
+    if status == 130 or stopped:  # torchrun, stopped, exits with a status of its own
+        stopped = stopped or "interrupted"
         raise Interrupted(stopped.split(" - ", 1)[-1].replace("run the same command", f"call {caller} the same way"))
-    said = next((line.split("error: ", 1)[1] for line in reversed(tail) if "error: " in line), None)
-    if status == 2 and said:
+    said = next((line.split("error: ", 1)[1] for line in reversed(tail) if _said_error(line)), None)
+    if said and (status == 2 or processes > 1):
         raise MTError(said)
     raise MTError(f"mt-train stopped with exit status {status}; its last lines:\n" + "\n".join(tail[-10:]))
 
@@ -112,7 +125,7 @@ def _run_showing_output(command: list[str], quiet: bool) -> tuple[int, list[str]
                 sys.stdout.flush()
             lines = (pending + chunk).replace(b"\r", b"\n").split(b"\n")
             pending = lines.pop()
-            tail = (tail + [line.decode("utf-8", errors="replace") for line in lines if line.strip()])[-TAIL:]
+            tail = _kept(tail, [line.decode("utf-8", errors="replace") for line in lines if line.strip()])
         return process.wait(), tail + [pending.decode("utf-8", errors="replace")] * bool(pending.strip())
     finally:
         if in_main_thread:
@@ -121,3 +134,16 @@ def _run_showing_output(command: list[str], quiet: bool) -> tuple[int, list[str]
         if process.poll() is None:  # this process is leaving for another reason: do not leave it training
             process.terminate()
             process.wait()
+
+
+def _said_error(line: str) -> bool:
+    """Whether line is mt-train's one-line error (printed, or logged by a Hydra task)."""
+    return line.startswith("error: ") or "[ERROR] - error: " in line
+
+
+def _kept(tail: list[str], lines: list[str]) -> list[str]:
+    """The last TAIL lines, and before them the last error line, which torchrun's report of a failed process
+    (scores of lines) pushes out of the tail."""
+    said = [line for line in tail + lines if _said_error(line)][-1:]
+    kept = (tail + lines)[-TAIL:]
+    return kept if not said or said[0] in kept else said + kept
