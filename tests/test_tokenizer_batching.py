@@ -1,5 +1,10 @@
 """Tokenizer training, reuse and round trip; length filtering; token-budget batches."""
 
+import logging
+import os
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -96,6 +101,30 @@ def test_a_new_run_directory_takes_the_tokenizer_from_the_cache(tmp_path, corpus
         again = build_tokenizer(tok_cfg(), corpus, tmp_path / run / "tokenizer", cache)
         assert again.state_dict() == first.state_dict()
     assert len(calls) == 3
+
+
+def test_two_runs_that_train_the_same_tokenizer_at_once_both_leave_it_cached_without_a_warning(
+    tmp_path, corpus, monkeypatch, caplog
+):
+    """Runs side by side (a sweep's, --jobs) miss the cache together and store the same tokenizer twice."""
+    cache = str(tmp_path / "cache")
+    build_tokenizer(tok_cfg(), corpus, tmp_path / "run1" / "tokenizer", cache)
+    entry = tmp_path / "cache" / "tokenizers" / fingerprint(tok_cfg(), corpus)[:24]
+    stored = entry.with_name("stored")
+    shutil.copytree(entry, stored)
+    shutil.rmtree(entry)  # a miss for the second run too
+    real_replace = os.replace
+
+    def the_other_run_first(src, dst):
+        if Path(dst) == entry:
+            shutil.copytree(stored, entry)  # the other run stored it between this one's check and its rename
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(tokenizer_module.os, "replace", the_other_run_first)
+    with caplog.at_level(logging.WARNING):
+        build_tokenizer(tok_cfg(), corpus, tmp_path / "run2" / "tokenizer", cache)
+    assert "not cached" not in caplog.text
+    assert sorted(p.name for p in entry.parent.iterdir()) == sorted([entry.name, "stored"])  # no .tmp- left
 
 
 def test_separate_vocabularies(tmp_path, corpus):

@@ -230,7 +230,12 @@ def _store(tokenizer: Tokenizer, key: str, cached: Path) -> None:
         tokenizer.save(tmp)
         (tmp / "meta.json").write_text(json.dumps(_meta(tokenizer, key), indent=2) + "\n")
         shutil.rmtree(cached, ignore_errors=True)  # a stale or broken entry under this key
-        os.replace(tmp, cached)
+        try:
+            os.replace(tmp, cached)
+        except OSError:
+            if _fingerprint_in(cached) != key:
+                raise
+            shutil.rmtree(tmp)  # a run beside this one (a sweep's, --jobs) stored the same tokenizer first
     except OSError as err:
         log.warning("tokenizer: not cached in %s (%s)", cached, err.strerror or err)
         if tmp is not None:
