@@ -114,6 +114,11 @@ def cli_path(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
+def tiny_sweep(corpus, folder, *more) -> list[str]:
+    """mt-train arguments: a sweep (-m) of tiny runs on corpus in folder; more: its own settings and values."""
+    return ["-m", "data=files", f"data.dir={corpus}", f"hydra.sweep.dir={folder}", *TINY_TRAIN, *more]
+
+
 def run_cli(*args, check=True, input_text=None, timeout=600):
     """Run one of our console scripts and capture its output."""
     result = subprocess.run(

@@ -11,7 +11,7 @@ from mt.cli.hydra_task import refuse_jobs
 from mt.cli.parallel_sweep import Share, shares, take_jobs_flag
 from mt.errors import MTError
 
-from conftest import TINY_TRAIN, run_cli
+from conftest import run_cli, tiny_sweep
 
 
 def test_the_jobs_flag_is_taken_from_the_command_line_in_any_of_its_forms():
@@ -52,16 +52,7 @@ def test_each_run_gets_cores_of_its_own_or_a_gpu_taken_in_turn():
 
 
 def sweep_args(corpus, folder, *more):
-    return [
-        "-m",
-        "data=files",
-        f"data.dir={corpus}",
-        f"hydra.sweep.dir={folder}",
-        *TINY_TRAIN,
-        "train.max_steps=30",
-        "train.valid_every=15",
-        *more,
-    ]
+    return tiny_sweep(corpus, folder, "train.max_steps=30", "train.valid_every=15", *more)
 
 
 def test_runs_side_by_side_train_what_the_same_sweep_trains_one_at_a_time(tiny_corpus, tmp_path):

@@ -14,7 +14,7 @@ from mt.cli.sweep import Sweep, over_seeds, summary, write_summary
 from mt.config.schema import register_configs, run_dir_of
 from mt.errors import MTError
 
-from conftest import REPO, TINY_TRAIN, cli_path, run_cli
+from conftest import REPO, cli_path, run_cli, tiny_sweep
 
 
 def test_a_sweep_is_every_combination_of_its_values_in_command_line_order():
@@ -108,19 +108,8 @@ def test_the_summary_ranks_runs_by_their_best_validation_and_keeps_the_unvalidat
 
 
 def sweep_args(corpus, folder, *more):
-    return [
-        "-m",
-        "data=files",
-        f"data.dir={corpus}",
-        f"hydra.sweep.dir={folder}",
-        *TINY_TRAIN,
-        "train.max_steps=40",
-        "train.valid_every=20",
-        "train.log_every=1",
-        *more,
-        "train.lr=3e-3,1e-3",
-        "train.seed=1,2",
-    ]
+    steps = ["train.max_steps=40", "train.valid_every=20", "train.log_every=1"]
+    return tiny_sweep(corpus, folder, *steps, *more, "train.lr=3e-3,1e-3", "train.seed=1,2")
 
 
 def test_a_sweep_stopped_resumes_and_a_sweep_run_again_redoes_nothing(tiny_corpus, tmp_path):
