@@ -113,8 +113,9 @@ def run_parallel(
 ) -> list[str]:
     """Train runs (each a run directory name under sweep_dir and its overrides) jobs at a time with
     `python -m module`, each with a share of the machine (gpus: the GPUs to share out, None for the CPU).
-    Returns the names of the runs that failed. Ctrl-C or SIGTERM here stops them all (each saves last.pt,
-    as one run does), then this exits with status 130."""
+    chosen: the line that says which preset was chosen for the machine, or "". Returns the names of the
+    runs that failed. Ctrl-C or SIGTERM here stops them all (each saves last.pt, as one run does), then
+    this exits with status 130."""
     jobs = min(jobs, len(runs))  # no share kept for a run that is not there
     free = shares(jobs, gpus, usable_cores())
     if gpus is None and jobs > len(usable_cores()):
@@ -123,6 +124,8 @@ def run_parallel(
         where = "a GPU each" if jobs <= len(gpus) else f"the {len(gpus)} GPUs taken in turn"
     else:
         where = "cores of their own"
+    if chosen:
+        print(chosen)
     print(f"sweep {sweep_dir}: {len(runs)} runs, {jobs} at a time ({where}); each run's output in its {OUTPUT}")
     pending, running, failed, stops = list(enumerate(runs, 1)), [], [], []
 
