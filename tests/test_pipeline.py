@@ -40,6 +40,32 @@ def test_run_directory_holds_what_the_readme_promises(trained_run):
     assert all(0 <= s["in_training"] + s["source_only"] <= s["pairs"] for s in shared.values())
 
 
+def test_tensorboard_lists_the_runs_settings_beside_its_scores(trained_run):
+    """TensorBoard's HParams tab: the run's main settings and those its command line set, and the scalars
+    (valid and test scores) to show beside them."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    found, scalars = {}, set()
+    for path in sorted((trained_run / "tb").glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                scalars.add(value.tag)
+                if value.metadata.plugin_data.plugin_name == "hparams":
+                    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+                    found[data.WhichOneof("data")] = data
+    assert set(found) == {"experiment", "session_start_info", "session_end_info"}
+    metrics = [m.name.tag for m in found["experiment"].experiment.metric_infos]
+    assert metrics == ["valid/bleu", "valid/chrf", "valid/loss", "test/bleu", "test/chrf"]
+    assert set(metrics) <= scalars  # each one a curve the run wrote
+    settings = found["session_start_info"].session_start_info.hparams
+    assert settings["train.max_steps"].number_value == 300  # set on its command line
+    assert settings["model"].string_value == "transformer_small"  # a group chosen there
+    assert settings["model.d_model"].number_value == 64 and settings["train.precision"].string_value == "fp32"
+    assert settings["model.arch"].string_value == "transformer"  # a main setting, given or not
+    assert "experiment" not in settings  # ~experiment: deleted, not a value
+
+
 def test_translate_keeps_line_alignment(trained_run, tmp_path):
     lines = [
         "ein hund läuft",

@@ -131,3 +131,53 @@ def peak_memory_mib(device: torch.device) -> float:
     if device.type == "cuda":
         return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+
+
+# The settings every run shows in TensorBoard's HParams tab, beside those its command line set.
+MAIN_SETTINGS = (
+    "model.arch",
+    "model.d_model",
+    "model.encoder_layers",
+    "model.decoder_layers",
+    "model.dropout",
+    "tokenizer.vocab_size",
+    "train.lr",
+    "train.max_tokens",
+    "train.update_freq",
+    "train.precision",
+    "train.seed",
+)
+# The scalars the HParams tab puts beside them (each one's last value).
+SCORES = ("valid/bleu", "valid/chrf", "valid/loss", "test/bleu", "test/chrf")
+
+
+def write_settings(writer, cfg, run_dir) -> None:
+    """The run's settings for TensorBoard's HParams tab: `make tensorboard` then lists every run under runs/
+    (a sweep's too) as a row of a table, its main settings and every one its command line set, with its
+    validation and test scores, to sort and filter."""
+    from omegaconf import OmegaConf
+    from torch.utils.tensorboard.summary import hparams
+
+    values = {key: OmegaConf.select(cfg, key) for key in MAIN_SETTINGS}
+    for key, given in command_line_settings(run_dir):
+        chosen = OmegaConf.select(cfg, key)
+        values[key] = chosen if isinstance(chosen, (bool, int, float, str)) else given
+    shown_values = {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in values.items()}
+    for summary in hparams(shown_values, dict.fromkeys(SCORES, 0.0)):
+        writer.file_writer.add_summary(summary)
+
+
+def command_line_settings(run_dir) -> list[tuple[str, str]]:
+    """The key=value overrides the run was started with (Hydra's .hydra/overrides.yaml; none elsewhere),
+    groups too (experiment=smoke); deletions (~key) left out."""
+    path = run_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return []
+    from omegaconf import OmegaConf
+
+    found = []
+    for override in OmegaConf.to_container(OmegaConf.load(path)):
+        key, sign, value = str(override).partition("=")
+        if sign and not key.startswith("~") and not key.startswith("hydra."):
+            found.append((key.lstrip("+"), value))
+    return found

@@ -33,7 +33,7 @@ from mt.training.graphed_steps import GraphedSteps, target_tokens
 from mt.training.interrupt import StopRequest
 from mt.training.loss import label_smoothed_loss
 from mt.training.optim import build_optimizer, cooldown_factor, inverse_sqrt_lr, peak_lr
-from mt.training.reporting import TrainWindow, announce_duration, log_train_record, log_validation
+from mt.training.reporting import TrainWindow, announce_duration, log_train_record, log_validation, write_settings
 from mt.training.run_files import (
     CheckpointKeeper,
     check_writable,
@@ -289,6 +289,8 @@ class Trainer(GraphedSteps):
             disable=None if main else True,
         )
         self._log_start()
+        if writer is not None:
+            write_settings(writer, self.cfg, self.run_dir)
         first_step, first_elapsed = self.progress.step, self.progress.elapsed
         try:
             with logging_redirect_tqdm(), self.stop_request:
