@@ -88,6 +88,13 @@ def check_output_file(path: str | None, flag: str, others: dict[str, object] | N
         raise MTError(f"{flag} {path}: not writable here")
 
 
+def said_error(lines: list[str]) -> str | None:
+    """The last one-line error among a command's output lines (printed by report_errors, or logged by a
+    Hydra task as "[ERROR] - error: ..."), without its "error: "; None if it said none."""
+    said = [line for line in lines if line.startswith("error: ") or "[ERROR] - error: " in line]
+    return said[-1].split("error: ", 1)[1] if said else None
+
+
 def report_errors(main):
     """Wrap a command-line entry point: MTError -> 'error: ...' on stderr and exit status 2."""
 

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from mt.cli.run_directory import Run
-from mt.errors import Interrupted, MTError
+from mt.errors import Interrupted, MTError, said_error
 
 TAIL = 40  # lines of the child's log kept, to tell what went wrong (and the last error line it said)
 
@@ -100,7 +100,7 @@ def _mt_train(caller: str, args: list[str], quiet: bool, processes: int = 1) -> 
     if status == 130 or stopped:  # torchrun, stopped, exits with a status of its own
         stopped = stopped or "interrupted"
         raise Interrupted(stopped.split(" - ", 1)[-1].replace("run the same command", f"call {caller} the same way"))
-    said = next((line.split("error: ", 1)[1] for line in reversed(tail) if _said_error(line)), None)
+    said = said_error(tail)
     if said and (status == 2 or processes > 1):
         raise MTError(said)
     raise MTError(f"mt-train stopped with exit status {status}; its last lines:\n" + "\n".join(tail[-10:]))
@@ -136,14 +136,9 @@ def _run_showing_output(command: list[str], quiet: bool) -> tuple[int, list[str]
             process.wait()
 
 
-def _said_error(line: str) -> bool:
-    """Whether line is mt-train's one-line error (printed, or logged by a Hydra task)."""
-    return line.startswith("error: ") or "[ERROR] - error: " in line
-
-
 def _kept(tail: list[str], lines: list[str]) -> list[str]:
     """The last TAIL lines, and before them the last error line, which torchrun's report of a failed process
     (scores of lines) pushes out of the tail."""
-    said = [line for line in tail + lines if _said_error(line)][-1:]
+    errors = [line for line in tail + lines if said_error([line])]
     kept = (tail + lines)[-TAIL:]
-    return kept if not said or said[0] in kept else said + kept
+    return kept if not errors or errors[-1] in kept else [errors[-1], *kept]

@@ -4,7 +4,7 @@ One run of a small model leaves most of a machine with several GPUs idle, and a 
 another takes eight times as long. With --jobs, each run gets a GPU of its own (CUDA_VISIBLE_DEVICES), round
 robin over the visible ones when there are more runs than GPUs (a launch-bound GPU has room for a second); on
 a CPU each run gets cores of its own (its threads pinned there), since runs side by side that each take every
-core oversubscribe them: on 2 cores, two runs of 2 threads each trained ~15x slower than one, not 2x.
+core oversubscribe them: on 2 cores, two runs of 2 threads each trained ~20x slower each than one alone.
 Each run's output goes to output.log in its run directory; this process says when each starts and ends.
 """
 
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mt.errors import MTError
+from mt.errors import MTError, said_error
 from mt.host import die_with_parent, usable_cores
 
 JOBS_FLAGS = ("-j", "--jobs")
@@ -41,7 +41,7 @@ def take_jobs_flag(argv: list[str]) -> tuple[list[str], int]:
                 value = argv[i + 1] if i + 1 < len(argv) else ""
                 i += 1
             if not value.isdigit() or int(value) < 1:
-                raise MTError(f"{flag} {value}: the number of runs at once, 1 or more".replace("  ", " "))
+                raise MTError(f"{flag} {value}".strip() + ": the number of runs at once, 1 or more")
             jobs = int(value)
         else:
             rest.append(arg)
@@ -192,8 +192,7 @@ def _report_end(started: Started) -> bool:
         print(f"{started.label}: stopped after {minutes:.1f} min (it saved its last.pt)")
         return True
     lines = [line for line in _tail(started.output) if line.strip() and not line.startswith(HYDRA_FOOTERS)]
-    said = next((line.split("error: ", 1)[1] for line in reversed(lines) if "error: " in line), None)
-    why = said or (lines[-1] if lines else "no output")
+    why = said_error(lines) or (lines[-1] if lines else "no output")
     print(f"{started.label}: failed (exit status {status}) after {minutes:.1f} min: {why} (see {started.output})")
     return False
 
