@@ -10,7 +10,7 @@ import pytest
 
 import mt
 from mt.checkpoint import run_model
-from mt.cli.sweep import Sweep, over_seeds, summary, write_summary
+from mt.cli.sweep import Sweep, describe_sweep, over_seeds, summary, write_summary
 from mt.config.schema import register_configs, run_dir_of
 from mt.errors import MTError
 
@@ -104,7 +104,17 @@ def test_the_summary_ranks_runs_by_their_best_validation_and_keeps_the_unvalidat
     with pytest.raises(
         MTError, match=f"a sweep's folder, which holds several runs; its best on valid: {tmp_path}/lr=2 "
     ):
-        run_model(tmp_path)  # what translate -c, mt-info and the rest say of the folder
+        run_model(tmp_path)  # what translate -c, mt-evaluate and the rest say of the folder
+
+    fake_run(tmp_path / "lr=4", ["lr=4"], [{"step": 10, "valid_bleu": 30.0, "valid_ppl": 6.0}], scores)
+    (tmp_path / "sweep.tsv").unlink()
+    described, table = describe_sweep(tmp_path)  # mt-info: the folder as it stands now, nothing written
+    assert not (tmp_path / "sweep.tsv").exists() and json.loads((tmp_path / "sweep.json").read_text()) == saved
+    assert [r["run"] for r in described["runs"]] == ["lr=4", "lr=2", "lr=1", "lr=3"] and described["metric"] == "bleu"
+    assert table[1:] != lines[1:] and table == write_summary(tmp_path, "bleu")  # what the next report prints
+    shown = run_cli("mt-info", str(tmp_path)).stdout.splitlines()
+    assert shown == table
+    assert json.loads(run_cli("mt-info", str(tmp_path), "--json").stdout)["runs"] == described["runs"]
 
 
 def sweep_args(corpus, folder, *more):

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from mt.checkpoint import load_checkpoint, run_model, training_summary
+from mt.cli.sweep import describe_sweep
 from mt.data.languages import language_list
 from mt.export.engine import is_export, load_export
 from mt.training.budget import METRIC_NAMES
@@ -198,10 +199,19 @@ def decoding(dec: dict) -> str:
 
 
 def run(args) -> None:
-    """mt-info with the arguments of mt.cli.commands's parser."""
-    infos = [describe(path) for path in args.checkpoint]
+    """mt-info with the arguments of mt.cli.commands's parser. A sweep's folder (mt-train -m): its runs side
+    by side, as the sweep reported them at its end, but as they stand now."""
+    infos, texts = [], []
+    for path in args.checkpoint:
+        if (Path(path) / "sweep.json").is_file():
+            info, lines = describe_sweep(Path(path))
+            infos.append(info)
+            texts.append("\n".join(lines))
+        else:
+            infos.append(describe(path))
+            texts.append(as_text(infos[-1]))
     if args.json:
         json.dump(infos[0] if len(infos) == 1 else infos, sys.stdout, indent=2)
         print()
         return
-    print("\n\n".join(as_text(info) for info in infos))
+    print("\n\n".join(texts))

@@ -279,10 +279,13 @@ def info_parser() -> argparse.ArgumentParser:
         [
             "mt-info runs/multi30k.de-en/smoke                     # a run directory: its final.pt",
             "mt-info runs/*/*/checkpoints/final.pt --json > models.json",
+            "mt-info runs/multi30k.de-en/smoke-sweep               # a sweep's folder: its runs side by side",
         ],
         "docs/training.md",
     )
-    p.add_argument("checkpoint", nargs="+", help="checkpoint files, run directories or export directories")
+    p.add_argument(
+        "checkpoint", nargs="+", help="checkpoint files, run directories, export directories or sweep folders"
+    )
     p.add_argument("--json", action="store_true", help="print JSON (a list for several) instead of text")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p

@@ -137,19 +137,29 @@ def write_summary(sweep_dir: Path, metric: str) -> list[str]:
     """sweep.tsv and sweep.json in sweep_dir, and the table as lines to print."""
     rows = summary(sweep_dir, metric)
     seeds = over_seeds(rows, metric)
-    columns = ["run", f"valid_{metric}", "step", "test_bleu", "test_chrf", "ended"]
-    tsv = ["\t".join(columns)] + ["\t".join(_cell(row[c]) for c in columns) for row in rows]
+    tsv = ["\t".join(tsv_columns(metric))] + ["\t".join(_cell(row[c]) for c in tsv_columns(metric)) for row in rows]
     (sweep_dir / "sweep.tsv").write_text("".join(line + "\n" for line in tsv), encoding="utf-8")
     saved = {"metric": metric, "runs": rows, "over_seeds": seeds}
     (sweep_dir / "sweep.json").write_text(json.dumps(saved, indent=2) + "\n")
+    return table(sweep_dir, metric, rows, seeds)
+
+
+def tsv_columns(metric: str) -> list[str]:
+    """sweep.tsv's columns."""
+    return ["run", f"valid_{metric}", "step", "test_bleu", "test_chrf", "ended"]
+
+
+def table(sweep_dir: Path, metric: str, rows: list[dict], seeds: list[dict]) -> list[str]:
+    """The runs side by side, best first, and the settings' spread over seeds, as lines to print."""
+    columns = tsv_columns(metric)
     header = [f"valid {METRIC_NAMES[metric]}", "at update", "test BLEU", "test chrF", "run"]
-    table = [header] + [
+    cells = [header] + [
         [*(_cell(row[c]) for c in columns[1:5]), row["run"] + ("" if row["ended"] else " (not ended)")] for row in rows
     ]
-    widths = [max(len(line[i]) for line in table) for i in range(4)]
+    widths = [max(len(line[i]) for line in cells) for i in range(4)]
     best = f"best valid {METRIC_NAMES[metric]} first"
     lines = [f"sweep {sweep_dir}: {len(rows)} runs, {best} (also in {' and '.join(SUMMARY_FILES)} there)"] + [
-        "  ".join([*(cell.rjust(w) for cell, w in zip(line, widths)), line[4]]) for line in table
+        "  ".join([*(cell.rjust(w) for cell, w in zip(line, widths)), line[4]]) for line in cells
     ]
     if seeds:
         name = METRIC_NAMES[metric]
@@ -159,6 +169,20 @@ def write_summary(sweep_dir: Path, metric: str) -> list[str]:
             cells = [_mean_sd(group[f"valid_{metric}"]), _mean_sd(test) if test else "-"]
             lines.append(f"  {cells[0]}  {cells[1]}  {group['runs']}  {group['setting']}")
     return lines
+
+
+def describe_sweep(sweep_dir: Path) -> tuple[dict, list[str]]:
+    """A sweep's folder as it stands now (mt-info): what sweep.json would hold, and the table; on the metric
+    its last report ranked on (sweep.json), BLEU where it has none. Writes nothing."""
+    try:
+        metric = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8")).get("metric", "bleu")
+    except (OSError, ValueError):
+        metric = "bleu"
+    rows = summary(sweep_dir, metric)
+    seeds = over_seeds(rows, metric)
+    return {"sweep": str(sweep_dir), "metric": metric, "runs": rows, "over_seeds": seeds}, table(
+        sweep_dir, metric, rows, seeds
+    )
 
 
 def report_sweep(sweep_dir: Path, cfg) -> None:
