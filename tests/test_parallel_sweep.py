@@ -1,6 +1,7 @@
 """mt-train -m --jobs N: a sweep's runs N at a time, each with its share of the machine, giving the runs and
 the table the same sweep gives one run at a time."""
 
+import json
 import os
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 
 import mt
 from mt.cli.hydra_task import refuse_jobs
-from mt.cli.parallel_sweep import Share, shares, take_jobs_flag
+from mt.cli.parallel_sweep import Share, progress, shares, take_jobs_flag
 from mt.errors import MTError
 
 from conftest import run_cli, tiny_sweep
@@ -49,6 +50,16 @@ def test_each_run_gets_cores_of_its_own_or_a_gpu_taken_in_turn():
     assert on_gpus[1].env() == {"OMP_NUM_THREADS": "2", "CUDA_VISIBLE_DEVICES": "5"}
     assert shares(2, None, [0, 1, 2, 3])[1].env() == {"OMP_NUM_THREADS": "2"}
     assert str(on_gpus[0]) == "GPU 2" and str(Share(None, (3,))) == "core 3" and str(Share(None, (2, 3))) == "cores 2-3"
+
+
+def test_a_running_runs_progress_is_its_last_update_and_best_validation_so_far(tmp_path):
+    assert progress(tmp_path) == "not training yet (its data, its tokenizer)"
+    train = [{"step": s, "loss": 3.0, "tgt_tokens_per_s": 2490.4 + s} for s in (50, 100)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train) + '{"step": 150, "lo')
+    assert progress(tmp_path) == "update 100, 2,590 target tok/s"  # the half-written line skipped
+    scores = [{"step": 100, "valid_bleu": 21.5}, {"step": 200, "valid_bleu": 20.25}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scores))
+    assert progress(tmp_path) == "update 100, 2,590 target tok/s; best valid BLEU 21.50 at update 100"
 
 
 def sweep_args(corpus, folder, *more):

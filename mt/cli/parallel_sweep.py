@@ -10,6 +10,7 @@ Each run's output goes to output.log in its run directory; this process says whe
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ JOBS_FLAGS = ("-j", "--jobs")
 SWEEP_RUN = "MT_SWEEP_RUN"
 OUTPUT = "output.log"
 POLL_SECONDS = 0.5
+STATUS_SECONDS = 300  # how often the sweep says where each of its running runs is
 HYDRA_FOOTERS = ("Set the environment variable HYDRA_FULL_ERROR", "See https://hydra.cc")
 
 
@@ -135,12 +137,17 @@ def run_parallel(
             started.process.send_signal(signal.SIGINT)
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    said = time.monotonic()
     try:
         while pending and not stops or running:
             while pending and free and not stops:
                 number, (name, overrides) = pending.pop(0)
                 running.append(_start(module, number, len(runs), name, overrides, sweep_dir, free.pop(0), chosen))
             time.sleep(POLL_SECONDS)
+            if time.monotonic() - said >= STATUS_SECONDS:
+                said = time.monotonic()
+                for started in running:
+                    print(f"{started.label}: {progress(started.output.parent)}")
             for started in [s for s in running if s.process.poll() is not None]:
                 running.remove(started)
                 free.append(started.share)
@@ -195,6 +202,35 @@ def _report_end(started: Started) -> bool:
     why = said_error(lines) or (lines[-1] if lines else "no output")
     print(f"{started.label}: failed (exit status {status}) after {minutes:.1f} min: {why} (see {started.output})")
     return False
+
+
+def progress(run_dir: Path) -> str:
+    """Where a running run is: its last logged update and speed, and its best validation BLEU so far."""
+    said = []
+    trained = _records(run_dir / "train.jsonl")
+    if trained:
+        last = trained[-1]
+        said.append(f"update {last['step']:,}, {last['tgt_tokens_per_s']:,.0f} target tok/s")
+    scored = [r for r in _records(run_dir / "metrics.jsonl") if "valid_bleu" in r]
+    if scored:
+        best = max(scored, key=lambda r: r["valid_bleu"])
+        said.append(f"best valid BLEU {best['valid_bleu']:.2f} at update {best['step']:,}")
+    return "; ".join(said) or "not training yet (its data, its tokenizer)"
+
+
+def _records(path: Path) -> list[dict]:
+    """The whole JSON lines at the end of a file another process is writing."""
+    if not path.is_file():
+        return []
+    found = []
+    for line in _tail(path):
+        try:
+            record = json.loads(line)
+        except ValueError:  # cut by the 8 KB window, or half-written
+            continue
+        if isinstance(record, dict) and "step" in record:
+            found.append(record)
+    return found
 
 
 def _tail(path: Path, size: int = 8192) -> list[str]:
