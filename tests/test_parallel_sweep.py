@@ -57,9 +57,9 @@ def test_a_running_runs_progress_is_its_last_update_and_best_validation_so_far(t
     train = [{"step": s, "loss": 3.0, "tgt_tokens_per_s": 2490.4 + s} for s in (50, 100)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train) + '{"step": 150, "lo')
     assert progress(tmp_path) == "update 100, 2,590 target tok/s"  # the half-written line skipped
-    scores = [{"step": 100, "valid_bleu": 21.5}, {"step": 200, "valid_bleu": 20.25}]
+    scores = [{"step": 100, "valid_bleu": 21.5, "note": "x" * 9000}, {"step": 200, "valid_bleu": 20.25}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scores))
-    assert progress(tmp_path) == "update 100, 2,590 target tok/s; best valid BLEU 21.50 at update 100"
+    assert progress(tmp_path) == "update 100, 2,590 target tok/s; best valid BLEU 21.50 at update 100"  # 9 KB back
 
 
 def sweep_args(corpus, folder, *more):

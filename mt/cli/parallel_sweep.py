@@ -211,19 +211,21 @@ def progress(run_dir: Path) -> str:
     if trained:
         last = trained[-1]
         said.append(f"update {last['step']:,}, {last['tgt_tokens_per_s']:,.0f} target tok/s")
-    scored = [r for r in _records(run_dir / "metrics.jsonl") if "valid_bleu" in r]
+    scored = [r for r in _records(run_dir / "metrics.jsonl", whole=True) if "valid_bleu" in r]
     if scored:
         best = max(scored, key=lambda r: r["valid_bleu"])
         said.append(f"best valid BLEU {best['valid_bleu']:.2f} at update {best['step']:,}")
     return "; ".join(said) or "not training yet (its data, its tokenizer)"
 
 
-def _records(path: Path) -> list[dict]:
-    """The whole JSON lines at the end of a file another process is writing."""
+def _records(path: Path, whole: bool = False) -> list[dict]:
+    """The complete JSON lines of a file another process is writing: those of its last 8 KB (whole: of all
+    of it, for a file of a line per validation)."""
     if not path.is_file():
         return []
     found = []
-    for line in _tail(path):
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if whole else _tail(path)
+    for line in lines:
         try:
             record = json.loads(line)
         except ValueError:  # cut by the 8 KB window, or half-written
