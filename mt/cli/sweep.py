@@ -133,15 +133,21 @@ def _spread(values: list[float]) -> dict:
     return {"mean": round(statistics.mean(values), 2), "sd": round(statistics.stdev(values), 2)}
 
 
-def write_summary(sweep_dir: Path, metric: str) -> list[str]:
-    """sweep.tsv and sweep.json in sweep_dir, and the table as lines to print."""
+def gathered(sweep_dir: Path, metric: str) -> tuple[dict, list[str]]:
+    """The sweep's runs as they stand now: what sweep.json holds, and the table as lines to print."""
     rows = summary(sweep_dir, metric)
     seeds = over_seeds(rows, metric)
-    tsv = ["\t".join(tsv_columns(metric))] + ["\t".join(_cell(row[c]) for c in tsv_columns(metric)) for row in rows]
+    return {"metric": metric, "runs": rows, "over_seeds": seeds}, table(sweep_dir, metric, rows, seeds)
+
+
+def write_summary(sweep_dir: Path, metric: str) -> list[str]:
+    """sweep.tsv and sweep.json in sweep_dir, and the table as lines to print."""
+    saved, lines = gathered(sweep_dir, metric)
+    columns = tsv_columns(metric)
+    tsv = ["\t".join(columns)] + ["\t".join(_cell(row[c]) for c in columns) for row in saved["runs"]]
     (sweep_dir / "sweep.tsv").write_text("".join(line + "\n" for line in tsv), encoding="utf-8")
-    saved = {"metric": metric, "runs": rows, "over_seeds": seeds}
     (sweep_dir / "sweep.json").write_text(json.dumps(saved, indent=2) + "\n")
-    return table(sweep_dir, metric, rows, seeds)
+    return lines
 
 
 def tsv_columns(metric: str) -> list[str]:
@@ -178,11 +184,8 @@ def describe_sweep(sweep_dir: Path) -> tuple[dict, list[str]]:
         metric = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8")).get("metric", "bleu")
     except (OSError, ValueError):
         metric = "bleu"
-    rows = summary(sweep_dir, metric)
-    seeds = over_seeds(rows, metric)
-    return {"sweep": str(sweep_dir), "metric": metric, "runs": rows, "over_seeds": seeds}, table(
-        sweep_dir, metric, rows, seeds
-    )
+    saved, lines = gathered(sweep_dir, metric)
+    return {"sweep": str(sweep_dir), **saved}, lines
 
 
 def report_sweep(sweep_dir: Path, cfg) -> None:

@@ -9,6 +9,7 @@ import math
 import resource
 
 import torch
+from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from mt.fastpath.cpu_process import native_bf16
@@ -155,7 +156,6 @@ def write_settings(writer, cfg, run_dir) -> None:
     """The run's settings for TensorBoard's HParams tab: `make tensorboard` then lists every run under runs/
     (a sweep's too) as a row of a table, its main settings and every one its command line set, with its
     validation and test scores, to sort and filter."""
-    from omegaconf import OmegaConf
     from torch.utils.tensorboard.summary import hparams
 
     values = {key: OmegaConf.select(cfg, key) for key in MAIN_SETTINGS}
@@ -173,8 +173,6 @@ def command_line_settings(run_dir) -> list[tuple[str, str]]:
     path = run_dir / ".hydra" / "overrides.yaml"
     if not path.is_file():
         return []
-    from omegaconf import OmegaConf
-
     found = []
     for override in OmegaConf.to_container(OmegaConf.load(path)):
         key, sign, value = str(override).partition("=")
