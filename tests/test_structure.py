@@ -174,19 +174,21 @@ def test_help_answers_without_importing_torch(entry):
     assert "usage" in result.stdout.lower() or "override" in result.stdout.lower(), result.stdout[:500]
 
 
-@pytest.mark.parametrize("command", ["translate", "evaluate", "score", "info"])
+@pytest.mark.parametrize("command", ["translate", "evaluate", "score", "info", "export", "serve"])
 def test_every_option_is_listed_under_what_it_is_for(command):
     """translate and mt-evaluate have some 30 and 20 options: each in a titled group of --help (help and
-    --debug aside), and each example of their help parses."""
+    --debug aside); every command takes --debug, and each example of its help parses."""
     from mt.cli import parsers
 
     parser = getattr(parsers, f"{command}_parser")()
     ungrouped = [a.option_strings[0] for a in parser._optionals._group_actions if a.dest not in ("help", "debug")]
-    assert ungrouped == [] or command in ("score", "info")  # a dozen options or fewer stand in one list
+    assert ungrouped == [] or command in ("score", "info", "export", "serve")  # fewer options stand in one list
     examples = parser.epilog.split("examples:\n")[1].splitlines()[:-1]
     assert examples
     for example in examples:
-        parser.parse_args(re.split("[#<>]", example)[0].split()[1:])  # a usage error exits: fails the test
+        args = re.split("[#<>]", example)[0].split()[1:]
+        assert not parser.parse_args(args).debug  # a usage error exits: fails the test
+        assert parser.parse_args([*args, "--debug"]).debug
 
 
 def test_mt_train_help_gives_examples_the_presets_and_a_presets_config():

@@ -73,13 +73,16 @@ def split_option(p: argparse.ArgumentParser) -> None:
 
 
 def command_parser(prog: str, description: str, examples: list[str], page: str) -> argparse.ArgumentParser:
-    """A command's parser whose --help ends with examples and the page that tells more."""
-    return argparse.ArgumentParser(
+    """A command's parser whose --help ends with examples and the page that tells more; every command takes
+    --debug (report_errors reads it)."""
+    p = argparse.ArgumentParser(
         prog=prog,
         description=description,
         epilog="examples:\n" + "".join(f"  {example}\n" for example in examples) + f"every option: {page}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
 
 
 def translate_parser() -> argparse.ArgumentParser:
@@ -153,7 +156,6 @@ def translate_parser() -> argparse.ArgumentParser:
         help="read, translate and write this many lines at a time (sorted by length within): memory stays flat",
     )
     files.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -211,7 +213,6 @@ def evaluate_parser() -> argparse.ArgumentParser:
     device = p.add_argument_group("device")
     device.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     device.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help=DTYPE_HELP)
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -245,12 +246,20 @@ def score_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-lines", type=int, default=2_000, help="read, score and write this many pairs at a time")
     engine_options(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
 def export_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mt-export", description="Export a Transformer checkpoint to CTranslate2.")
+    p = command_parser(
+        "mt-export",
+        "Export a Transformer checkpoint to CTranslate2, for translate --engine ctranslate2, mt-serve --export "
+        "or CTranslate2's own API.",
+        [
+            "mt-export -c runs/multi30k.de-en/smoke -o export/smoke            # a run directory: its final.pt",
+            "mt-export -c model.pt -o export/int8 --quantization int8          # int8 weights: a quarter the size",
+        ],
+        "docs/deploy.md",
+    )
     p.add_argument(
         "--checkpoint",
         "-c",
@@ -267,7 +276,6 @@ def export_parser() -> argparse.ArgumentParser:
         help="weight type of the export (none: fp32)",
     )
     p.add_argument("--force", action="store_true", help="replace --output if it is an earlier export (or empty)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -287,14 +295,18 @@ def info_parser() -> argparse.ArgumentParser:
         "checkpoint", nargs="+", help="checkpoint files, run directories, export directories or sweep folders"
     )
     p.add_argument("--json", action="store_true", help="print JSON (a list for several) instead of text")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
 def serve_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="mt-serve",
-        description="Serve a trained model over HTTP: POST /translate, GET /health, and a web page at /.",
+    p = command_parser(
+        "mt-serve",
+        "Serve a trained model over HTTP: POST /translate, GET /health, and a web page at /.",
+        [
+            "mt-serve -c runs/multi30k.de-en/smoke                   # http://127.0.0.1:8000/ on this machine",
+            "mt-serve --export export/smoke --host 0.0.0.0 --port 8080  # CTranslate2, open to the network",
+        ],
+        "docs/serve.md",
     )
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument(
@@ -324,5 +336,4 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", type=int, default=256 * 1024, help="bytes a request body may hold")
     p.add_argument("--max-beam", type=int, default=8, help="the largest beam (and nbest) a request may ask for")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
