@@ -46,18 +46,22 @@ def test_tensorboard_lists_the_runs_settings_beside_its_scores(trained_run):
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
     from tensorboard.plugins.hparams import plugin_data_pb2
 
-    found, scalars = {}, set()
+    found, scalars = {}, {}
     for path in sorted((trained_run / "tb").glob("events.out.tfevents.*")):
         for event in EventFileLoader(str(path)).Load():
             for value in event.summary.value:
-                scalars.add(value.tag)
+                scalars.setdefault(value.tag, []).append(value.tensor.float_val[:1] or [value.simple_value])
                 if value.metadata.plugin_data.plugin_name == "hparams":
                     data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
                     found[data.WhichOneof("data")] = data
     assert set(found) == {"experiment", "session_start_info", "session_end_info"}
     metrics = [m.name.tag for m in found["experiment"].experiment.metric_infos]
-    assert metrics == ["valid/bleu", "valid/chrf", "valid/loss", "test/bleu", "test/chrf"]
-    assert set(metrics) <= scalars  # each one a curve the run wrote
+    assert metrics == ["valid/best_bleu", "valid/bleu", "valid/chrf", "valid/loss", "test/bleu", "test/chrf"]
+    assert set(metrics) <= set(scalars)  # each one a curve the run wrote
+    # the table shows each curve's last value: the best validation's is the best so far, where valid/bleu's is the last
+    records = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
+    best_so_far = [max(r["valid_bleu"] for r in records[: i + 1]) for i in range(len(records))]
+    assert [v[0] for v in scalars["valid/best_bleu"]] == pytest.approx(best_so_far, abs=1e-4)
     settings = found["session_start_info"].session_start_info.hparams
     assert settings["train.max_steps"].number_value == 300  # set on its command line
     assert settings["model"].string_value == "transformer_small"  # a group chosen there

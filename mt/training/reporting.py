@@ -148,8 +148,13 @@ MAIN_SETTINGS = (
     "train.precision",
     "train.seed",
 )
-# The scalars the HParams tab puts beside them (each one's last value).
+# The scalars the HParams tab puts beside them (each one's last value), after the best validation so far.
 SCORES = ("valid/bleu", "valid/chrf", "valid/loss", "test/bleu", "test/chrf")
+
+
+def best_score_tag(metric: str) -> str:
+    """The scalar of the best validation so far on train.best_metric (valid/best_bleu, ...)."""
+    return f"valid/best_{metric}"
 
 
 def write_settings(writer, cfg, run_dir) -> None:
@@ -163,7 +168,8 @@ def write_settings(writer, cfg, run_dir) -> None:
         chosen = OmegaConf.select(cfg, key)
         values[key] = chosen if isinstance(chosen, (bool, int, float, str)) else given
     shown_values = {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in values.items()}
-    for summary in hparams(shown_values, dict.fromkeys(SCORES, 0.0)):
+    scores = (best_score_tag(cfg.train.best_metric), *SCORES)
+    for summary in hparams(shown_values, dict.fromkeys(scores, 0.0)):
         writer.file_writer.add_summary(summary)
 
 

@@ -26,14 +26,21 @@ from mt.data.tokenizer import PAD
 from mt.errors import Interrupted, MTError
 from mt.fastpath.cuda_graphs import GraphedTraining, PendingStats, capturable_adam
 from mt.precision import autocast
-from mt.training.budget import Progress, budget_used, ranking_score, stop_reason
+from mt.training.budget import Progress, budget_used, ranking_score, shown, stop_reason
 from mt.training.distributed import Dist, broadcast_from_main, data_parallel, sum_across
 from mt.training.flops import parameter_counts, peak_flops, training_flops
 from mt.training.graphed_steps import GraphedSteps, target_tokens
 from mt.training.interrupt import StopRequest
 from mt.training.loss import label_smoothed_loss
 from mt.training.optim import build_optimizer, cooldown_factor, inverse_sqrt_lr, peak_lr
-from mt.training.reporting import TrainWindow, announce_duration, log_train_record, log_validation, write_settings
+from mt.training.reporting import (
+    TrainWindow,
+    announce_duration,
+    best_score_tag,
+    log_train_record,
+    log_validation,
+    write_settings,
+)
 from mt.training.run_files import (
     CheckpointKeeper,
     check_writable,
@@ -271,6 +278,8 @@ class Trainer(GraphedSteps):
             improved = p.record_validation(score)
             self.keeper.keep_best(p, score)
             log_validation(record, p, improved, time.perf_counter() - start)
+            if writer is not None:  # the HParams tab shows a scalar's last value: this one's is the best
+                writer.add_scalar(best_score_tag(p.best_metric), shown(p.best_score, p.best_metric), p.step)
         self.progress = broadcast_from_main(self.progress, self.dist)
 
     # ---- the loop ---------------------------------------------------------------------------
