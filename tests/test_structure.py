@@ -107,6 +107,27 @@ def test_each_architecture_has_its_own_defaults_and_checks():
     assert model_options(old, strict=False) == RNNAttentionConfig(d_model=64, rnn_cell="lstm")
 
 
+@pytest.mark.parametrize(
+    "override, said",
+    [
+        ("trian.lr=1e-3", "Key 'trian' not in 'Config'; did you mean train.lr?"),
+        ("train.max_step=5", "not in 'TrainConfig'; did you mean train.max_steps?"),
+        ("tokenizer.vocabsize=4000", "did you mean tokenizer.vocab_size?"),
+        ("totally.unrelated=3", "Key 'totally' not in 'Config'"),
+        ("+train.warmpu=100", "train.warmpu: no such setting, so a run would ignore it; did you mean train.warmup?"),
+        ("+notes=abc", "notes: no such setting, so a run would ignore it"),
+    ],
+)
+def test_a_setting_the_schema_lacks_is_refused_with_the_one_meant(override, said):
+    """A misspelt key names the setting it resembles; one added with + (which Hydra accepts into any
+    section) is refused rather than ignored."""
+    with pytest.raises(MTError) as err:
+        check_overrides([override])
+    assert str(err.value).endswith(said) and "\n" not in str(err.value)
+    if "did you mean" not in said:
+        assert "did you mean" not in str(err.value)
+
+
 def test_the_model_presets_validate():
     for preset in ("transformer_base", "transformer_small", "rnn_attention"):
         check_overrides(["~experiment", f"model={preset}"])

@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from mt.config.model import model_options
+from mt.config.near_miss import check_known, meant, schema_names
 from mt.data.languages import directions, language_list, languages_label
 from mt.errors import MTError
 
@@ -219,6 +220,8 @@ def training_splits(data_cfg) -> list:
 
 def validate(cfg: DictConfig | Config) -> None:
     """Range and consistency checks that types alone cannot express."""
+    if isinstance(cfg, DictConfig):
+        check_known(cfg)
     d, t, m, tr, dec = cfg.data, cfg.tokenizer, cfg.model, cfg.train, cfg.decode
     _check(d.source in ("hub", "files"), "data.source", f"must be 'hub' or 'files', got {d.source!r}")
     if d.source == "files":
@@ -358,7 +361,9 @@ def check_overrides(argv: list[str]) -> DictConfig | None:
         with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
             composed = compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as err:
-        raise MTError(_one_line(err)) from None
+        said = _one_line(err)
+        hint = meant(overrides, schema_names()) if " not in '" in said else None
+        raise MTError(said + (f"; {hint}" if hint else "")) from None
     if not fine_tune(composed):  # a fine-tune is checked once its parent's settings are in (training/finetune.py)
         validate(composed)
     return composed
