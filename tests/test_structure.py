@@ -212,6 +212,19 @@ def test_every_option_is_listed_under_what_it_is_for(command):
         assert parser.parse_args([*args, "--debug"]).debug
 
 
+def test_an_unknown_option_names_the_one_it_resembles(capsys):
+    from mt.cli import parsers
+
+    for argv, said in [
+        (["-c", "m.pt", "--beem", "3"], "unrecognized arguments: --beem 3 (did you mean --beam?)"),
+        (["-c", "m.pt", "--no-repeat-ngrams=3"], "(did you mean --no-repeat-ngram?)"),
+        (["-c", "m.pt", "--zzz"], "unrecognized arguments: --zzz\n"),
+    ]:
+        with pytest.raises(SystemExit):
+            parsers.translate_parser().parse_args(argv)
+        assert capsys.readouterr().err.endswith(said + ("" if said.endswith("\n") else "\n"))
+
+
 def test_mt_train_help_gives_examples_the_presets_and_a_presets_config():
     """Hydra's stock help ("train is powered by Hydra") replaced by the toolkit's: what the command does, examples,
     the groups with their options, and the config of the preset asked for."""

@@ -4,6 +4,7 @@ in commands.py parse with them before importing torch or the model, so `--help` 
 from __future__ import annotations
 
 import argparse
+import difflib
 
 from mt.decoding.settings import SCORE_BATCH_TOKENS
 
@@ -72,10 +73,25 @@ def split_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser, whose error for an unknown option names the one it resembles (`--beem 5`: did you
+    mean --beam?), as Python 3.14's does."""
+
+    def error(self, message: str):
+        if message.startswith("unrecognized arguments: "):
+            options = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+            for word in message.split(": ", 1)[1].split():
+                close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.7)
+                if word.startswith("--") and close:
+                    message += f" (did you mean {close[0]}?)"
+                    break
+        super().error(message)
+
+
 def command_parser(prog: str, description: str, examples: list[str], page: str) -> argparse.ArgumentParser:
     """A command's parser whose --help ends with examples and the page that tells more; every command takes
     --debug (report_errors reads it)."""
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog=prog,
         description=description,
         epilog="examples:\n" + "".join(f"  {example}\n" for example in examples) + f"every option: {page}",
