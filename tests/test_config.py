@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from mt.config.schema import CONFIG_DIR, register_configs, validate
+from mt.config.schema import CONFIG_DIR, register_configs
+from mt.config.validation import validate
 from mt.errors import MTError
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONFIG_DIR) / "experiment").glob("*.yaml"))

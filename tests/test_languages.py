@@ -9,7 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 import mt
-from mt.config.schema import Config, DataConfig, corpus_label, validate
+from mt.config.schema import Config, DataConfig, corpus_label
+from mt.config.validation import validate
 from mt.data.concatenation import TAG, Repeated, tempered_sizes
 from mt.data.corpus import ParallelCorpus, read_shards
 from mt.data.languages import directions, into, pair_subset, target_tag

@@ -462,6 +462,14 @@ def test_config_errors(tiny_corpus, tmp_path):
         (["train.max_tokens=lots"], "max_tokens"),
         (["tokenizer.type=bpe", "train.subword_sampling=0.2"], "train.subword_sampling: needs tokenizer.type=unigram"),
         (["model.heads=5"], "model.heads: must divide model.d_model=64"),
+        # read only by translate and mt-serve, from final.pt: checked before training, not after it
+        (["decode.strategy=smaple"], "config decode.strategy='smaple': must be one of search, sample"),
+        (["decode.topp=1.5"], r"config decode.topp=1.5: must be in \(0, 1\]"),
+        (["decode.no_repeat_ngram=-1"], "config decode.no_repeat_ngram=-1: must be >= 0"),
+        (["train.seed=-1"], "config train.seed: must be >= 0"),
+        (["train.eps=0"], "config train.eps: must be positive"),
+        (["data.valid_max_sentences=-1"], "config data.valid_max_sentences: must be >= 0"),
+        (["tokenizer.max_sentences=0"], "config tokenizer.max_sentences: must be >= 1"),
     ):
         with pytest.raises(MTError, match=said):
             check_overrides([*data, *overrides])

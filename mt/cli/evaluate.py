@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import sys
 
-from mt.config.schema import training_splits
+from mt.config.validation import training_splits
 from mt.data.held_out_from_train import drawn_split
 from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import open_for_writing, read_lines

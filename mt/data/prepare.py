@@ -14,7 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
-from mt.config.schema import DataConfig, to_dict, training_splits, validate
+from mt.config.schema import DataConfig, to_dict
+from mt.config.validation import training_splits, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.concatenation import TAG, Concatenation, Repeated, tempered_sizes
 from mt.data.corpus import ParallelCorpus

@@ -15,7 +15,7 @@ import logging
 
 import numpy as np
 
-from mt.config.schema import training_splits
+from mt.config.validation import training_splits
 from mt.data.batching import Ragged, filter_pairs
 from mt.data.corpus import read_shards
 from mt.data.duplicates import base_parts, hashes_and_copies

@@ -17,7 +17,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from mt.checkpoint import load_parent
 from mt.config.model import changed_model_options, model_options
-from mt.config.schema import ModelConfig, TokenizerConfig, validate
+from mt.config.schema import ModelConfig, TokenizerConfig
+from mt.config.validation import validate
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
