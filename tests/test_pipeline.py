@@ -510,6 +510,16 @@ def test_attention_heatmaps_and_alignments(trained_run, tmp_path):
     assert sorted(p.name for p in (tmp_path / "att").iterdir()) == ["000000.svg", "000002.svg"]
     svg = (tmp_path / "att" / "000000.svg").read_text()
     assert svg.startswith("<svg") and "▁hund" in svg and "▁dog" in svg
+    # a layer or head the model lacks (2 decoder layers, 4 heads) is one line, before any output
+    for flag, said in (
+        (["--attention-layer", "2"], "attention layer 2: the model has 2 decoder layers (0 to 1; -1: last)"),
+        (["--attention-layer", "-3"], "attention layer -3: the model has 2 decoder layers"),
+        (["--attention-head", "4"], "attention head 4: the model's cross-attention has 4 heads (0 to 3)"),
+    ):
+        best = str(trained_run / "checkpoints" / "best.pt")
+        result = run_cli("translate", "-c", best, "--alignments", *flag, input_text="rot\n", check=False)
+        assert result.returncode == 2 and result.stdout == "" and result.stderr.startswith(f"error: {said}")
+        assert len(result.stderr.splitlines()) == 1
 
 
 def test_over_long_lines_are_truncated_and_counted(trained_run):

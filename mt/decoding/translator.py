@@ -33,6 +33,7 @@ from mt.decoding.settings import (
     line_seed,
     verbatim,
 )
+from mt.errors import MTError
 from mt.fastpath.cuda_graphs import Replays
 from mt.precision import autocast, low_precision_copy
 
@@ -79,6 +80,8 @@ class Translator(LineTranslator):
         s = self.settings
         check_aligned(lines, prefixes, "prefixes")
         check_aligned(lines, seeds, "seeds")
+        if attention_layer is not None:
+            check_attention_choice(self.model, attention_layer, attention_head)
         ids, cut = self.tokenizer.encode_src_truncated(self._sources(lines), self.max_src_len)
         self.truncated += cut
         tag = self._tag_pieces()
@@ -195,3 +198,12 @@ class Translator(LineTranslator):
         return Translation(
             text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]), self.tokenizer.tgt_pieces(hyp.tokens + [EOS])
         )
+
+
+def check_attention_choice(model, layer: int, head: int | None) -> None:
+    """A layer and head the model has (a negative layer counts from the last), or a one-line error."""
+    layers, heads = model.attention_maps()
+    if not -layers <= layer < layers:
+        raise MTError(f"attention layer {layer}: the model has {layers} decoder layers (0 to {layers - 1}; -1: last)")
+    if head is not None and not 0 <= head < heads:
+        raise MTError(f"attention head {head}: the model's cross-attention has {heads} heads (0 to {heads - 1})")

@@ -169,3 +169,7 @@ class RNNAttention(nn.Module):
     def cross_attention(self, layer: int = -1) -> torch.Tensor | None:
         """Attention weights (B, 1, T, S) of the last step or decode made with need_weights."""
         return self.last_weights
+
+    def attention_maps(self) -> tuple[int, int]:
+        """(decoder layers, heads) cross_attention can show: one attention, however many RNN layers."""
+        return 1, 1

@@ -154,3 +154,7 @@ class Transformer(nn.Module):
     def cross_attention(self, layer: int = -1) -> torch.Tensor | None:
         """Cross-attention weights (B, h, T, S) of the last call made with need_weights."""
         return self.decoder_layers[layer].cross_weights
+
+    def attention_maps(self) -> tuple[int, int]:
+        """(decoder layers, heads): the layers and heads cross_attention can show."""
+        return len(self.decoder_layers), self.decoder_layers[0].cross_attn.heads
