@@ -249,13 +249,23 @@ def test_the_mt_serve_command_serves_until_stopped(checkpoint):
         assert len(answer["translations"]) == 2 and answer["translations"][1] == ""
         assert answer["settings"]["beam"] == 1 and answer["settings"]["no_repeat_ngram"] == 3
         assert answer["settings"]["split_sentences"] is True
+        # a second server on the same port: one line before its model loads, where uvicorn's report came
+        # after the start-up message
+        second = run_cli("mt-serve", "-c", str(checkpoint), "--port", str(port), check=False)
+        in_use = f"error: --host 127.0.0.1 --port {port}: address already in use (another server there? "
+        assert second.returncode == 2 and second.stderr.strip() == in_use + "choose another --port)"
     finally:
         proc.send_signal(2)  # Ctrl-C
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert f"at http://127.0.0.1:{port}/" in err
-    refused = run_cli("mt-serve", "-c", str(checkpoint), "--max-lines", "0", check=False)
-    assert refused.returncode == 2 and refused.stderr.strip() == "error: --max-lines must be >= 1"
+    for flags, said in (
+        (["--max-lines", "0"], "--max-lines must be >= 1"),
+        (["--beam", "0"], "--beam must be >= 1"),  # was served greedily
+        (["--port", "70000"], "--port must be <= 65535"),  # was a traceback
+    ):
+        refused = run_cli("mt-serve", "-c", str(checkpoint), *flags, check=False)
+        assert refused.returncode == 2 and refused.stderr.strip() == f"error: {said}"
 
 
 def test_an_export_is_served_without_torch(checkpoint, tmp_path):

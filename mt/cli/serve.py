@@ -6,6 +6,7 @@ curl -s localhost:8000/translate -H 'Content-Type: application/json' -d '{"lines
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 
@@ -31,6 +32,8 @@ def import_server():
 def check_args(args) -> None:
     for flag, value, least in (
         ("--port", args.port, 0),
+        ("--beam", args.beam, 1),
+        ("--alpha", args.alpha, 0),
         ("--max-lines", args.max_lines, 1),
         ("--max-line-chars", args.max_line_chars, 1),
         ("--max-bytes", args.max_bytes, 64),
@@ -43,6 +46,24 @@ def check_args(args) -> None:
     ):
         if value is not None and value < least:
             raise MTError(f"{flag} must be >= {least}")
+    if args.port > 65535:
+        raise MTError("--port must be <= 65535")
+
+
+def check_address(host: str, port: int) -> None:
+    """Bind and let go of host:port as the server will, so that an address in use (another server) is one
+    line before the model loads, not uvicorn's report after the start-up message."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a closing socket is no obstacle
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            said = (err.strerror or str(err)).lower()
+            if err.errno == errno.EADDRINUSE:
+                said += " (another server there? choose another --port)"
+            raise MTError(f"--host {host} --port {port}: {said}") from None
 
 
 def load(args):
@@ -75,6 +96,7 @@ def load(args):
 def run(args) -> None:
     check_args(args)
     uvicorn, create_app = import_server()
+    check_address(args.host, args.port)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     translator, about = load(args)
     limits = ServeLimits(
