@@ -145,6 +145,8 @@ def test_decode_settings_come_from_the_config_with_the_callers_choices_on_top():
         beam=5, alpha=0.0, batch_tokens=900, precision="bf16"
     )
     assert DecodeSettings.from_config(dc, beam=1, nbest=3).beam == 3  # n-best needs a beam that wide
+    with pytest.raises(MTError, match="decode setting beam=0: must be >= 1"):  # not quietly greedy
+        DecodeSettings.from_config(dc, beam=0)
 
 
 class RecordingWriter:

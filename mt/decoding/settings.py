@@ -106,7 +106,7 @@ class DecodeSettings:
         """decode_cfg's values (cfg.decode, or a checkpoint's), each choice that is not None taking precedence."""
         values = {f.name: decode_cfg[f.name] for f in fields(cls) if f.name in decode_cfg}
         values.update({k: v for k, v in choices.items() if v is not None})
-        if values.get("strategy", "search") == "search":
+        if values.get("strategy", "search") == "search" and values.get("beam", 1) >= 1:  # beam 0: refused below
             values["beam"] = max(values.get("beam", 1), values.get("nbest", 1))
         return cls(**values)
 
