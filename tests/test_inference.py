@@ -76,6 +76,8 @@ def test_decoding_settings_given_to_one_call_apply_to_that_call_alone(trained_ru
         (lambda: translator.translate(lines, beam=0), "beam=0: must be >= 1"),
         (lambda: translator.translate(lines, precision="bf16"), 'load it with precision="bf16"'),
         (lambda: translator.translate(["Hund", None]), r"lines\[1\]: a str is expected, not NoneType"),
+        (lambda: translator.translate(None), r"lines: a list of str \(or one str\) is expected, not NoneType"),
+        (lambda: translator.score(["Hund"], 3), r"targets: a list of str \(or one str\) is expected, not int"),
         (lambda: translator.translate_nbest(["Hund"], prefixes=[3]), r"prefixes\[0\]: a str is expected, not int"),
         (lambda: translator.score(["Hund"], [b"dog"]), r"targets\[0\]: a str is expected, not bytes"),
     ]:

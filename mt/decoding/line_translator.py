@@ -139,7 +139,10 @@ class LineTranslator:
 
 def checked_lines(lines, name: str = "lines") -> list[str]:
     """lines as a list, each a str, or a one-line MTError naming the first that is not."""
-    lines = list(lines)
+    try:
+        lines = list(lines)
+    except TypeError:
+        raise MTError(f"{name}: a list of str (or one str) is expected, not {type(lines).__name__}") from None
     for i, line in enumerate(lines):
         if not isinstance(line, str):
             raise MTError(f"{name}[{i}]: a str is expected, not {type(line).__name__} ({line!r:.40})")
