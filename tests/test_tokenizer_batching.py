@@ -23,6 +23,7 @@ from mt.data.batching import (
 )
 from mt.data.corpus import ParallelCorpus
 from mt.data.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer, fingerprint
+from mt.errors import MTError
 
 from conftest import make_pairs
 
@@ -47,6 +48,15 @@ def test_round_trip_and_special_ids(tmp_path, corpus, kind):
     assert tok.decode_tgt(tok.encode_tgt(["a dog runs"]))[0] == "a dog runs"
     assert tok.joint and tok.src_vocab_size == tok.tgt_vocab_size
     assert tok.tgt.id_to_piece(PAD) == "<pad>" and tok.tgt.id_to_piece(EOS) == "</s>"
+
+
+@pytest.mark.parametrize(
+    "joint, sides, said",
+    [(True, ([""], [" "]), "blank.txt: every"), (False, (["a dog"], ["  "]), r"blank.txt \(target\): every")],
+)
+def test_a_corpus_of_empty_lines_is_one_line_naming_it(tmp_path, joint, sides, said):
+    with pytest.raises(MTError, match=f"^{said} line is empty, no text to train a tokenizer on$"):
+        build_tokenizer(tok_cfg(joint=joint), ParallelCorpus(*sides, "blank.txt"), tmp_path)
 
 
 def test_byte_fallback_round_trips_unseen_characters(tmp_path, corpus):

@@ -114,12 +114,15 @@ def processor_from_proto(proto: bytes) -> spm.SentencePieceProcessor:
     return processor
 
 
-def train_sentencepiece(lines: list[str], tok_cfg, seed: int = 1, symbols: list[str] = ()) -> bytes:
-    """Train one sentencepiece model on lines and return its serialized bytes; symbols: pieces kept whole."""
+def train_sentencepiece(
+    lines: list[str], tok_cfg, seed: int = 1, symbols: list[str] = (), origin: str = "the corpus"
+) -> bytes:
+    """Train one sentencepiece model on lines and return its serialized bytes; symbols: pieces kept whole;
+    origin: the text's source, for an error."""
 
     lines = [line for line in lines if line.strip()]
     if not lines:
-        raise MTError("cannot train a tokenizer on an empty corpus")
+        raise MTError(f"{origin}: every line is empty, no text to train a tokenizer on")
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)  # sampling of input sentences is reproducible
     try:
@@ -202,10 +205,12 @@ def _train(tok_cfg, corpus) -> Tokenizer:
     )
     symbols = getattr(corpus, "source_symbols", [])  # a tag before some training sources (concatenation.TAG)
     if tok_cfg.joint:
-        return Tokenizer(train_sentencepiece(corpus.tokenizer_sample(), tok_cfg, symbols=symbols))
+        return Tokenizer(train_sentencepiece(corpus.tokenizer_sample(), tok_cfg, symbols=symbols, origin=corpus.origin))
     return Tokenizer(
-        train_sentencepiece(corpus.tokenizer_sample("src"), tok_cfg, symbols=symbols),
-        train_sentencepiece(corpus.tokenizer_sample("tgt"), tok_cfg),
+        train_sentencepiece(
+            corpus.tokenizer_sample("src"), tok_cfg, symbols=symbols, origin=f"{corpus.origin} (source)"
+        ),
+        train_sentencepiece(corpus.tokenizer_sample("tgt"), tok_cfg, origin=f"{corpus.origin} (target)"),
     )
 
 
