@@ -3,6 +3,7 @@
 import bz2
 import gzip
 import lzma
+import re
 import sys
 
 import pytest
@@ -52,6 +53,10 @@ def test_last_line_without_newline_and_bom(tmp_path):
         (lambda d: (d / "train.de").mkdir(), "is a directory"),
         (lambda d: write(d / "train.de", b"gut\nnicht \xc3\x28 gut\n"), "train.de:2: invalid UTF-8"),
         (lambda d: write(d / "train.de", b"\x00\x01\x02\x00" * 100), "binary file"),
+        (
+            lambda d: write(d / "train.de", "gut\nnicht gut\n".encode("utf-16")),  # a byte-order mark first
+            r"train\.de: UTF-16 text, expected UTF-8 \(convert it: iconv -f UTF-16 -t UTF-8\)",
+        ),
         (
             lambda d: write(d / "train.de.gz", gzip.compress(b"gut\nnicht \xc3\x28 gut\n")),
             "train.de.gz:2: invalid UTF-8",
@@ -226,3 +231,19 @@ def test_a_vocabulary_too_small_for_the_texts_characters_is_one_line_naming_the_
     needed = int(said.split(" take ")[1].split(";")[0])
     assert needed > 300 and "\n" not in said
     assert train_sentencepiece(lines, OmegaConf.structured(TokenizerConfig(vocab_size=needed, byte_fallback=False)))
+
+
+def test_utf16_text_is_named_on_stdin_and_in_memory_too(monkeypatch):
+    """UTF-16 (as Windows tools write it) is told as such wherever text is read, not as a bad byte 0xff."""
+    import io
+    import types
+
+    said = "UTF-16 text, expected UTF-8 (convert it: iconv -f UTF-16 -t UTF-8)"
+    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=io.BytesIO("ein hund\n".encode("utf-16"))))
+    with pytest.raises(MTError, match=rf"^<stdin>: {re.escape(said)}$"):
+        next(read_line_chunks(None, 10))
+    with pytest.raises(MTError, match=rf"^request: {re.escape(said)}$"):
+        lines.decode_utf8("ein hund\n".encode("utf-16"), "request")
+    # a 0xff elsewhere is a bad byte on its line
+    with pytest.raises(MTError, match=r"^request:2: invalid UTF-8 \(byte 0xff\)$"):
+        lines.decode_utf8(b"gut\n\xff\xfe\n", "request")

@@ -21,7 +21,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.data.lines import COMPRESSED, compression, decompressing, decompressor, unreadable_compression
+from mt.data.lines import (
+    COMPRESSED,
+    compression,
+    decompressing,
+    decompressor,
+    not_utf8,
+    unreadable_compression,
+)
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -124,4 +131,4 @@ def _check_utf8(block: bytes, path: Path, lines_before: int) -> None:
         block.decode("utf-8")
     except UnicodeDecodeError as err:
         line = lines_before + block.count(b"\n", 0, err.start) + 1
-        raise MTError(f"{path}:{line}: invalid UTF-8 (byte 0x{block[err.start]:02x})") from None
+        raise not_utf8(str(path), line, block, err.start) from None

@@ -29,13 +29,25 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+# The byte-order marks of UTF-16, which Windows tools write, and what a file that starts with one is told.
+UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+UTF16_TEXT = "UTF-16 text, expected UTF-8 (convert it: iconv -f UTF-16 -t UTF-8)"
+
+
 def decode_utf8(raw: bytes, origin: str) -> str:
     """Strict UTF-8 decoding; the error names the line that holds the bad byte."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        raise MTError(f"{origin}:{line}: invalid UTF-8 (byte 0x{raw[err.start]:02x})") from None
+        raise not_utf8(origin, raw.count(b"\n", 0, err.start) + 1, raw, err.start) from None
+
+
+def not_utf8(origin: str, line: int, raw: bytes, start: int) -> MTError:
+    """The one line for a byte that is not UTF-8 (at start of raw, which holds line `line`): UTF-16 text
+    where the first line starts with its byte-order mark."""
+    if line == 1 and start == 0 and raw.startswith(UTF16_MARKS):
+        return MTError(f"{origin}: {UTF16_TEXT}")
+    return MTError(f"{origin}:{line}: invalid UTF-8 (byte 0x{raw[start]:02x})")
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
@@ -104,6 +116,8 @@ def open_text_file(path: Path):
         return Decompressing(f, path, kind)
     if b"\x00" in head and not _looks_like_text(head):
         f.close()
+        if head.startswith(UTF16_MARKS):
+            raise MTError(f"{path}: {UTF16_TEXT}")
         raise MTError(f"{path}: looks like a binary file, expected UTF-8 text")
     return f
 
@@ -236,7 +250,7 @@ def _chunks(stream, origin: str, size: int, bom: bool = False) -> Iterator[list[
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise MTError(f"{origin}:{number}: invalid UTF-8 (byte 0x{raw[err.start]:02x})") from None
+            raise not_utf8(origin, number, raw, err.start) from None
         if bom and number == 1:
             line = line.removeprefix("\ufeff")
         chunk.append(line.removesuffix("\n"))

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from mt.data.corpus import SHARD_LINES, ParallelCorpus, read_shards
-from mt.data.lines import open_text_file, split_lines
+from mt.data.lines import not_utf8, open_text_file, split_lines
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class _Scan:
             block.decode("utf-8")
         except UnicodeDecodeError as err:
             line = self.lines_before + self.lines + 1 + block.count(b"\n", 0, err.start)
-            raise MTError(f"{self.path}:{line}: invalid UTF-8 (byte 0x{block[err.start]:02x})") from None
+            raise not_utf8(str(self.path), line, block, err.start) from None
         ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)  # each line's "\n"
         if self.check is not None:
             self.check(block, ends, self.lines_before + self.lines + 1)

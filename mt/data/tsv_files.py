@@ -21,7 +21,7 @@ import numpy as np
 
 from mt.data.compressed import compressed_form
 from mt.data.corpus import SHARD_LINES, ParallelCorpus, read_shards
-from mt.data.lines import open_text_file, read_lines
+from mt.data.lines import not_utf8, open_text_file, read_lines
 from mt.data.text_files import BOM, ScannedSide, scan_file, scan_record_path, write_atomically
 from mt.errors import MTError
 
@@ -90,7 +90,7 @@ def tsv_layout(
     try:
         fields = text.decode("utf-8").removesuffix("\r").split("\t")
     except UnicodeDecodeError as err:
-        raise MTError(f"{shown}:1: invalid UTF-8 (byte 0x{text[err.start]:02x})") from None
+        raise not_utf8(str(shown), 1, text, err.start) from None
     given = tuple(columns) if columns else None
     header = src_lang in fields and tgt_lang in fields
     if header:
