@@ -205,13 +205,24 @@ def _train(tok_cfg, corpus) -> Tokenizer:
     )
     symbols = getattr(corpus, "source_symbols", [])  # a tag before some training sources (concatenation.TAG)
     if tok_cfg.joint:
-        return Tokenizer(train_sentencepiece(corpus.tokenizer_sample(), tok_cfg, symbols=symbols, origin=corpus.origin))
-    return Tokenizer(
-        train_sentencepiece(
-            corpus.tokenizer_sample("src"), tok_cfg, symbols=symbols, origin=f"{corpus.origin} (source)"
-        ),
-        train_sentencepiece(corpus.tokenizer_sample("tgt"), tok_cfg, origin=f"{corpus.origin} (target)"),
-    )
+        tokenizer = Tokenizer(
+            train_sentencepiece(corpus.tokenizer_sample(), tok_cfg, symbols=symbols, origin=corpus.origin)
+        )
+    else:
+        tokenizer = Tokenizer(
+            train_sentencepiece(
+                corpus.tokenizer_sample("src"), tok_cfg, symbols=symbols, origin=f"{corpus.origin} (source)"
+            ),
+            train_sentencepiece(corpus.tokenizer_sample("tgt"), tok_cfg, origin=f"{corpus.origin} (target)"),
+        )
+    smallest = min(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    if smallest < tok_cfg.vocab_size:  # sentencepiece stops where the text has no more pieces to offer
+        log.warning(
+            "tokenizer: %s pieces, fewer than tokenizer.vocab_size=%s asks for: the training text holds no more",
+            f"{smallest:,}",
+            f"{tok_cfg.vocab_size:,}",
+        )
+    return tokenizer
 
 
 def _meta(tokenizer: Tokenizer, key: str) -> dict:
