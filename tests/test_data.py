@@ -155,6 +155,9 @@ def test_line_count_mismatch_and_empty_corpus(tmp_path, loader):
 def test_missing_data_dir(tmp_path, loader):
     with pytest.raises(MTError, match="no such directory"):
         LOADERS[loader](tmp_path / "nope", "train")
+    (tmp_path / "train.de").write_text("gut\n")  # the file named where its folder belongs
+    with pytest.raises(MTError, match=r"train\.de: is a file, expected the folder of the corpus's files"):
+        LOADERS[loader](tmp_path / "train.de", "train")
 
 
 def test_hub_offline_fails_fast_with_a_hint(monkeypatch):

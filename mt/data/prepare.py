@@ -26,7 +26,7 @@ from mt.data.languages import direction_name, directions, pair_subset, source_ta
 from mt.data.order import ShardPools
 from mt.data.overlap import held_out_pairs
 from mt.data.shards import EncodedShards
-from mt.data.sources import hub_table, joined, load_directions, split_files
+from mt.data.sources import check_data_dir, hub_table, joined, load_directions, split_files
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import UNK, Tokenizer, build_tokenizer, fingerprint
@@ -114,8 +114,8 @@ def load_training_split(data_cfg, sample_size: int):
     of data.tagged_splits with a tag before them; so are several directions (data.src_lang=[de,fr]), each
     split in every direction, the sources tagged with their target language where there are several."""
     d = data_cfg
-    if d.source == "files" and not Path(d.dir).is_dir():
-        raise MTError(f"data.dir={d.dir}: no such directory")
+    if d.source == "files":
+        check_data_dir(Path(d.dir))
     parts, tags, of = [], [], []
     for split in training_splits(d):
         for src_lang, tgt_lang in directions(d):

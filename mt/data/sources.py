@@ -68,13 +68,20 @@ def other_languages(folder: Path, split: str) -> str:
     return f"; the folder has {', '.join(names[:6])}: data.src_lang and data.tgt_lang name the languages"
 
 
+def check_data_dir(folder: Path) -> None:
+    """data.dir is a folder, or a one-line error that says what it is instead."""
+    if folder.is_file():
+        raise MTError(f"data.dir={folder}: is a file, expected the folder of the corpus's files (SPLIT.LANG)")
+    if not folder.is_dir():
+        raise MTError(f"data.dir={folder}: no such directory")
+
+
 def load_files(folder: str, split: str, src_lang: str, tgt_lang: str, columns=None) -> ParallelCorpus:
     """One split and direction of the text files in folder, line-aligned: a file per language (pair_files),
     or one tab-separated file of the split where there are none (mt/data/tsv_files.py; columns:
     data.columns); a compressed file read as it streams."""
     folder_path = Path(folder)
-    if not folder_path.is_dir():
-        raise MTError(f"data.dir={folder}: no such directory")
+    check_data_dir(folder_path)
     found = split_files(folder_path, split, src_lang, tgt_lang, columns)
     if not isinstance(found, tuple):
         return load_tsv(found)
