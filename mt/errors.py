@@ -17,6 +17,16 @@ class Interrupted(MTError):
     """Stopped on a signal after saving what is needed to resume."""
 
 
+class StoppedAfter(KeyboardInterrupt):
+    """Ctrl-C in a command that writes as it goes: how much of its output is complete."""
+
+    def __init__(self, done: int, noun: str, output: str | None, writing: bool = False):
+        """writing: stopped while writing the next ones out, some of which may be there too."""
+        where = f" in {output}" if output else ""
+        more = ", and maybe some of the next ones" if writing else ""
+        super().__init__(f"the first {done:,} {noun}{'' if done == 1 else 's'} are written{where}{more}")
+
+
 class MissingSplit(MTError):
     """A split the config names is not there at all: no file of it in the folder, no such split in the dataset."""
 
@@ -107,8 +117,8 @@ def report_errors(main):
                 raise
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
+        except KeyboardInterrupt as stop:  # its message, if any, says what was done (StoppedAfter)
+            print("interrupted" + (f": {stop}" if str(stop) else ""), file=sys.stderr)
             sys.exit(130)
         except BrokenPipeError:  # the reader went away (`translate ... | head`): stop quietly, as Unix tools do
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit

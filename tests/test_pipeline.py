@@ -11,6 +11,7 @@ import torch
 
 from mt.checkpoint import load_checkpoint
 from mt.config.schema import check_overrides
+from mt.data.lines import read_lines
 from mt.errors import MTError
 
 from conftest import REPO, TINY_TRAIN, cli_path, run_cli, train_tiny, write_corpus
@@ -520,6 +521,32 @@ def test_attention_heatmaps_and_alignments(trained_run, tmp_path):
         result = run_cli("translate", "-c", best, "--alignments", *flag, input_text="rot\n", check=False)
         assert result.returncode == 2 and result.stdout == "" and result.stderr.startswith(f"error: {said}")
         assert len(result.stderr.splitlines()) == 1
+
+
+def test_ctrl_c_says_how_many_lines_are_written(trained_run, tmp_path, tiny_corpus):
+    """translate writes chunk by chunk; Ctrl-C says how many lines the output holds, each one complete."""
+    import re
+    import signal
+    import time
+
+    source, output = tmp_path / "in.de", tmp_path / "out.en"
+    source.write_text((tiny_corpus / "train.de").read_text(encoding="utf-8") * 40, encoding="utf-8")
+    command = [cli_path("translate"), "-c", str(trained_run / "checkpoints" / "best.pt"), "-i", str(source),
+               "-o", str(output), "--chunk-lines", "20", "--beam", "4"]  # fmt: skip
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not output.exists() or output.read_text().count("\n") < 20):
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    pattern = r"interrupted: the first ([\d,]+) lines are written in (.+?)(, and maybe some of the next ones)?"
+    said = re.fullmatch(pattern, err.strip().splitlines()[-1])
+    assert said and said.group(2) == str(output), err
+    written, total = int(said.group(1).replace(",", "")), len(read_lines(source))
+    assert 20 <= written < total and written % 20 == 0
+    lines = output.read_text(encoding="utf-8").count("\n")
+    assert lines >= written if said.group(3) else lines == written
 
 
 def test_over_long_lines_are_truncated_and_counted(trained_run):

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from mt.cli.translate import check_engine_args, writing_failed
 from mt.data.lines import count_lines, open_for_writing, read_line_chunks
-from mt.errors import MTError, check_output_file, truncation_warning
+from mt.errors import MTError, StoppedAfter, check_output_file, truncation_warning
 from mt.export.engine import load_export_translator
 
 # torch and the model are imported where the torch engine is picked, as in translate.
@@ -134,6 +134,7 @@ def run(args) -> None:
     scorer = load_scorer(args)
     out = open_for_writing(args.output) if args.output else sys.stdout
     pairs = pieces = 0
+    writing = False
     log_prob = 0.0
     shown = not args.quiet and sys.stderr.isatty()
     bar = tqdm(total=total, unit="pair", disable=None if shown else True)
@@ -141,8 +142,10 @@ def run(args) -> None:
         for sources, targets in itertools.chain([first] if first is not None else [], chunks):
             found = scorer.score(sources, targets, batch_tokens=args.batch_tokens)
             try:
+                writing = True
                 out.write("".join(format_score(f, args.normalize, args.pieces) + "\n" for f in found))
                 out.flush()
+                writing = False
             except BrokenPipeError:
                 raise
             except OSError as err:
@@ -151,6 +154,8 @@ def run(args) -> None:
             pieces += sum(len(f.piece_log_probs) for f in found)
             log_prob += sum(f.log_prob for f in found)
             bar.update(len(found))
+    except KeyboardInterrupt:
+        raise StoppedAfter(pairs, "score", args.output, writing) from None
     finally:
         bar.close()
         if out is not sys.stdout:

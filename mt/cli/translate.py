@@ -25,7 +25,7 @@ from tqdm import tqdm
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, RULE_FIELDS
-from mt.errors import MTError, check_output_file, truncation_warning
+from mt.errors import MTError, StoppedAfter, check_output_file, truncation_warning
 from mt.export.engine import load_export_translator
 
 # torch, the model and the search are imported where the torch engine is picked: `--engine ctranslate2`
@@ -228,7 +228,7 @@ def run(args) -> None:
     prefixes = prefix_chunks(args, args.chunk_lines)
     first_prefixes = aligned(first, next(prefixes, None), args, 0) if first is not None else None
     out = open_for_writing(args.output) if args.output else sys.stdout
-    done, noted = 0, False
+    done, noted, writing = 0, False, False
     shown = not (interactive or args.quiet) and sys.stderr.isatty()
     total = count_lines(args.input) if shown and args.input else None  # a file's size: the bar's end and ETA
     bar = tqdm(total=total, unit="line", disable=None if shown else True)
@@ -239,8 +239,10 @@ def run(args) -> None:
             if args.attention_dir:
                 write_heatmaps(results, args.attention_dir, done)
             try:
+                writing = True
                 out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments, done)))
                 out.flush()  # what is written stays written, whatever happens later
+                writing = False
             except BrokenPipeError:
                 raise
             except OSError as err:  # disk full, say: name the file (the error itself does not)
@@ -252,6 +254,8 @@ def run(args) -> None:
                 noted = True
         if args.prefix and next(prefixes, None):
             raise MTError(f"{args.prefix}: more prefix lines than the {done} input lines (one each)")
+    except KeyboardInterrupt:
+        raise StoppedAfter(done, "line", args.output, writing) from None
     finally:
         bar.close()
         if out is not sys.stdout:
