@@ -81,8 +81,8 @@ class CommandParser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments: "):
             options = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
             for word in message.split(": ", 1)[1].split():
-                close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.7)
-                if word.startswith("--") and close:
+                close = word.startswith("--") and difflib.get_close_matches(word.split("=")[0], options, 1, 0.7)
+                if close:
                     message += f" (did you mean {close[0]}?)"
                     break
         super().error(message)

@@ -143,7 +143,7 @@ def validate(cfg: DictConfig | Config) -> None:
         "decode.alpha_candidates",
         "the length penalty only acts in beam search: needs decode.beam > 1",
     )
-    try:  # the settings translate and mt-serve will read from final.pt (training searches whatever they say)
+    try:  # what translate and mt-serve read from final.pt (validation and the test score search regardless)
         DecodeSettings.from_config(dec)
     except MTError as err:
         raise MTError(str(err).replace("decode setting ", "config decode.", 1)) from None
