@@ -52,6 +52,13 @@ def test_the_python_api_translates_as_the_translate_command(form, trained_run, r
     assert translator.translate(lines[0]) == ours[0]  # one string in, one out (not one per character)
     detailed = mt.load_translator(given, ensemble=form == "ensemble", nbest=2).translate_nbest(lines[:3])
     assert [len(found) for found in detailed] == [2, 2, 2] and detailed[0][0].score >= detailed[0][1].score
+    if form == "ensemble":  # attention maps are one model's
+        with pytest.raises(mt.MTError, match="^attention maps show one model's attention: not an ensemble's$"):
+            translator.translate_nbest(lines[:1], attention_layer=-1)
+    elif form == "rnn":
+        assert translator.translate_nbest(lines[:1], attention_layer=0)[0][0].attention is not None
+        with pytest.raises(mt.MTError, match=r"^attention layer 1: the model has one attention \(layer 0\)$"):
+            translator.translate_nbest(lines[:1], attention_layer=1)
 
 
 def test_decoding_settings_given_to_one_call_apply_to_that_call_alone(trained_run, tiny_corpus):

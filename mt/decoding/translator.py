@@ -202,8 +202,11 @@ class Translator(LineTranslator):
 
 def check_attention_choice(model, layer: int, head: int | None) -> None:
     """A layer and head the model has (a negative layer counts from the last), or a one-line error."""
+    if not hasattr(model, "attention_maps"):
+        raise MTError("attention maps show one model's attention: not an ensemble's")
     layers, heads = model.attention_maps()
     if not -layers <= layer < layers:
-        raise MTError(f"attention layer {layer}: the model has {layers} decoder layers (0 to {layers - 1}; -1: last)")
+        which = f"{layers} decoder layers (0 to {layers - 1}; -1: last)" if layers > 1 else "one attention (layer 0)"
+        raise MTError(f"attention layer {layer}: the model has {which}")
     if head is not None and not 0 <= head < heads:
         raise MTError(f"attention head {head}: the model's cross-attention has {heads} heads (0 to {heads - 1})")
