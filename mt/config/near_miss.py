@@ -3,6 +3,7 @@ Hydra's "Key 'trian' not in 'Config'"."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 
 from omegaconf import DictConfig, OmegaConf
@@ -35,17 +36,19 @@ def meant(overrides: list[str], names: list[str]) -> str | None:
     return None
 
 
-def schema_names() -> list[str]:
-    """The settings every run has: the schema's keys (architecture options and presets add none)."""
-    from mt.config.schema import Config
-
-    return setting_names(OmegaConf.structured(Config))
+def schema_names(schema: type) -> list[str]:
+    """The settings every run has: the keys of the schema's dataclass (architecture options and presets add
+    none)."""
+    return setting_names(OmegaConf.structured(schema))
 
 
 def check_known(cfg: DictConfig) -> None:
-    """Refuse a setting the schema lacks: Hydra takes `+train.warmpu=100` (a key added with +) and the run
-    would ignore it."""
-    names = schema_names()
+    """Refuse a setting cfg's schema lacks: Hydra takes `+train.warmpu=100` (a key added with +) and the run
+    would ignore it. A config without a schema (a plain dict's) is not checked."""
+    schema = OmegaConf.get_type(cfg)
+    if not dataclasses.is_dataclass(schema):
+        return
+    names = schema_names(schema)
     known = set(names)
     for name in setting_names(cfg):
         if name not in known and name != "hydra" and not name.startswith("hydra."):

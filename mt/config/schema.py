@@ -239,7 +239,7 @@ def check_overrides(argv: list[str]) -> DictConfig | None:
             composed = compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as err:
         said = _one_line(err)
-        hint = meant(overrides, schema_names()) if " not in '" in said else None
+        hint = meant(overrides, schema_names(Config)) if " not in '" in said else None
         raise MTError(said + (f"; {hint}" if hint else "")) from None
     if not fine_tune(composed):  # a fine-tune is checked once its parent's settings are in (training/finetune.py)
         validate(composed)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
@@ -14,9 +13,6 @@ from mt.config.near_miss import check_known
 from mt.data.languages import directions, language_list
 from mt.decoding.settings import DecodeSettings
 from mt.errors import MTError
-
-if TYPE_CHECKING:
-    from mt.config.schema import Config
 
 
 def _check(ok: bool, key: str, message: str) -> None:
@@ -30,10 +26,9 @@ def training_splits(data_cfg) -> list:
     return [splits] if isinstance(splits, str) else list(splits) if isinstance(splits, Sequence) else splits
 
 
-def validate(cfg: DictConfig | Config) -> None:
+def validate(cfg: DictConfig) -> None:
     """Range and consistency checks that types alone cannot express."""
-    if isinstance(cfg, DictConfig):
-        check_known(cfg)
+    check_known(cfg)
     d, t, m, tr, dec = cfg.data, cfg.tokenizer, cfg.model, cfg.train, cfg.decode
     _check(d.source in ("hub", "files"), "data.source", f"must be 'hub' or 'files', got {d.source!r}")
     if d.source == "files":
