@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from mt.config.model import RNNAttentionConfig, TransformerConfig, model_options
 from mt.config.schema import check_overrides
+from mt.decoding.settings import check_decode_section
 from mt.decoding.translator import DecodeSettings
 from mt.errors import MTError
 from mt.training.run_lock import RunDirLock
@@ -147,6 +148,11 @@ def test_decode_settings_come_from_the_config_with_the_callers_choices_on_top():
     assert DecodeSettings.from_config(dc, beam=1, nbest=3).beam == 3  # n-best needs a beam that wide
     with pytest.raises(MTError, match="decode setting beam=0: must be >= 1"):  # not quietly greedy
         DecodeSettings.from_config(dc, beam=0)
+    # a run's decode section, checked before it trains: named as the config key
+    for key, value, said in (("topp", 1.5, r"decode.topp=1.5: must be in \(0, 1\]"), ("min_len", -1, "decode.min_len")):
+        with pytest.raises(MTError, match=f"^config {said}"):
+            check_decode_section(OmegaConf.merge(dc, {key: value}))
+    check_decode_section(dc)
 
 
 class RecordingWriter:

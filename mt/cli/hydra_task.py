@@ -16,6 +16,7 @@ from mt.cli.parallel_sweep import SWEEP_RUN, run_parallel, take_jobs_flag, visib
 from mt.cli.sweep import MULTIRUN_FLAGS, Sweep
 from mt.config.model import with_defaults
 from mt.config.schema import check_overrides, fine_tune, register_configs, run_dir_of
+from mt.decoding.settings import check_decode_section
 from mt.errors import Interrupted, MTError, debug_enabled, take_debug_flag
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,7 @@ def check_run(argv: list[str], directory: str | None = None) -> DictConfig | Non
     cfg = check_overrides(argv)
     if cfg is None:
         return None
+    check_decode_section(cfg.decode)
     if fine_tune(cfg):
         from mt.training.finetune import inherit_parent
 
@@ -179,6 +181,7 @@ def setup_run(cfg: DictConfig) -> None:
     model and tokenizer settings from its parent (train.init_from), and write out the model's defaults."""
     for message in CHOSEN:
         log.info("%s", message)
+    check_decode_section(cfg.decode)  # each run of a sweep too
     if fine_tune(cfg):
         from mt.training.finetune import inherit_parent
 

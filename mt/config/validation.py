@@ -11,7 +11,6 @@ from omegaconf import DictConfig
 from mt.config.model import model_options
 from mt.config.near_miss import check_known
 from mt.data.languages import directions, language_list
-from mt.decoding.settings import DecodeSettings
 from mt.errors import MTError
 
 
@@ -138,7 +137,3 @@ def validate(cfg: DictConfig) -> None:
         "decode.alpha_candidates",
         "the length penalty only acts in beam search: needs decode.beam > 1",
     )
-    try:  # what translate and mt-serve read from final.pt (validation and the test score search regardless)
-        DecodeSettings.from_config(dec)
-    except MTError as err:
-        raise MTError(str(err).replace("decode setting ", "config decode.", 1)) from None

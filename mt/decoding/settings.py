@@ -115,6 +115,15 @@ class DecodeSettings:
         return replace(self, **{k: v for k, v in choices.items() if v is not None})
 
 
+def check_decode_section(decode_cfg) -> None:
+    """A run's decode section as translate and mt-serve will read it from final.pt, checked before the run
+    trains (its validation and test score search whatever decode.strategy says): one line naming the key."""
+    try:
+        DecodeSettings.from_config(decode_cfg)
+    except MTError as err:
+        raise MTError(str(err).replace("decode setting ", "config decode.", 1)) from None
+
+
 def line_seed(seed: int, line_number: int) -> int:
     """The seed of one input line's sampling draws: a hash of (the settings' seed, the line's number)."""
     import numpy as np
