@@ -159,3 +159,23 @@ def test_a_folder_of_tsv_files_read_through_datasets_is_warned_of(tmp_path, monk
     (tmp_path / "train.tsv").rename(tmp_path / "train.csv")
     _load_hub_dataset(str(tmp_path), None)
     assert not caplog.text
+
+
+def test_data_columns_over_files_of_one_language_each_is_said_unused(tmp_path, caplog):
+    """data.columns reads .tsv files; given for a corpus of train.de and train.en it does nothing, and says so."""
+    from omegaconf import OmegaConf
+
+    from mt.config.schema import DataConfig
+    from mt.data.prepare import load_training_split
+
+    corpus = write_corpus(tmp_path / "c", {"train": 20})
+    data = OmegaConf.structured(DataConfig(source="files", dir=str(corpus), cache_dir=None))
+    with caplog.at_level("WARNING"):
+        load_training_split(data, 100)
+    assert not caplog.records
+    data.columns = ["de", "en"]
+    with caplog.at_level("WARNING"):
+        assert len(load_training_split(data, 100)) == 20
+    assert [r.getMessage() for r in caplog.records] == [
+        f"data.columns is for .tsv files; the training split is {corpus}/train.{{de,en}}, a file per language: unused"
+    ]

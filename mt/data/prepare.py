@@ -153,6 +153,8 @@ def _training_part(d, split: str, src_lang: str, tgt_lang: str, sample_size: int
     found = split_files(Path(d.dir), split, src_lang, tgt_lang, d.columns, seekable=True, cache_dir=d.cache_dir)
     if not isinstance(found, tuple):
         return TsvFile(found, sample_size, d.shard_lines, cache_dir=d.cache_dir)
+    if d.columns is not None:  # set for a .tsv file, it would otherwise pass unnoticed
+        log.warning("data.columns is for .tsv files; the training split is %s, a file per language: unused", found[2])
     return AlignedTextFiles(*found, sample_size, d.shard_lines, cache_dir=d.cache_dir)
 
 
