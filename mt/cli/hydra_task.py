@@ -181,7 +181,7 @@ def setup_run(cfg: DictConfig) -> None:
     model and tokenizer settings from its parent (train.init_from), and write out the model's defaults."""
     for message in CHOSEN:
         log.info("%s", message)
-    check_decode_section(cfg.decode)  # each run of a sweep too
+    check_decode_section(cfg.decode)  # check_run did, unless Hydra's own flags were given (it checks nothing then)
     if fine_tune(cfg):
         from mt.training.finetune import inherit_parent
 
