@@ -1,10 +1,31 @@
-"""Corpus BLEU and chrF with sacreBLEU on detokenized text, with their signatures."""
+"""Corpus BLEU and chrF with sacreBLEU on detokenized text, with their signatures.
+
+BLEU counts words, so it splits text into words first; sacreBLEU's default splitting (13a) finds words at
+spaces and punctuation. Chinese, Japanese and Korean text is not written with spaces between words, and
+split that way a sentence is one or two "words": BLEU is about 0 whatever the translation. So the
+splitting follows the target language, as sacreBLEU's own command does for them (bleu_tokenize).
+chrF compares characters and needs none.
+"""
 
 from __future__ import annotations
 
+import functools
+import logging
+import re
 from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
+
+from mt.errors import MTError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOKENIZE = "13a"
+# sacreBLEU's choice for languages written without spaces between words; the MeCab ones need
+# `pip install "sacrebleu[ja]"` or `"sacrebleu[ko]"`, and char (every character a word) stands in without it
+BY_LANGUAGE = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
+ALIASES = {"zho": "zh", "chi": "zh", "cmn": "zh", "yue": "zh", "jpn": "ja", "kor": "ko"}  # ISO 639-2/3 codes
+STAND_IN = "char"
 
 
 @dataclass
@@ -19,13 +40,82 @@ class Scores:
         return asdict(self)
 
 
-def score(hypotheses: list[str], references: list[str]) -> Scores:
-    """sacreBLEU defaults: 13a tokenization, cased, exponential smoothing; chrF with n=6, beta=2."""
+def bleu_tokenize(language: str | None, setting: str | None = None) -> str:
+    """How BLEU splits text in `language` into words: the setting where one is given (decode.bleu_tokenize,
+    mt-evaluate --bleu-tokenize); else zh for Chinese, ja-mecab / ko-mecab for Japanese / Korean (char where
+    MeCab is not installed), 13a for every other language. A code may carry a script or region (zh-Hant, zh_TW)."""
+    if setting:
+        return setting
+    base = re.split(r"[-_]", str(language or "").lower())[0]
+    chosen = BY_LANGUAGE.get(ALIASES.get(base, base), DEFAULT_TOKENIZE)
+    return chosen if chosen == DEFAULT_TOKENIZE or _installed(chosen) else STAND_IN
+
+
+@functools.cache
+def _installed(tokenize: str) -> bool:
+    """Whether sacreBLEU can split with `tokenize` here; said once where it cannot."""
+    try:
+        BLEU(tokenize=tokenize)
+        return True
+    except (ImportError, RuntimeError):
+        extra = "ja" if tokenize.startswith("ja") else "ko"
+        log.warning(
+            "BLEU splits %s text into characters (tok:%s): sacreBLEU's standard, %s, needs MeCab "
+            '(pip install "sacrebleu[%s]")',
+            {"ja": "Japanese", "ko": "Korean"}[extra],
+            STAND_IN,
+            tokenize,
+            extra,
+        )
+        return False
+
+
+def check_bleu_tokenize(setting: str | None, name: str = "decode.bleu_tokenize") -> None:
+    """A tokenization asked for by name, tried now: one line if sacreBLEU does not know it or cannot use it
+    here (MeCab not installed; spm and flores models download on first use), rather than at the first validation."""
+    if not setting:
+        return
+    given = f"{name} {setting}" if name.startswith("-") else f"{name}={setting}"  # a flag, or a config key
+    if setting not in BLEU.TOKENIZERS:
+        raise MTError(f"{given}: not one of sacreBLEU's tokenizations ({', '.join(BLEU.TOKENIZERS)})")
+    try:
+        BLEU(tokenize=setting)
+    except Exception as err:  # noqa: BLE001 - sacreBLEU raises RuntimeError, ImportError or a download's error
+        said = " ".join(str(err).split()) or type(err).__name__
+        raise MTError(f"{given}: sacreBLEU cannot use it here ({said})") from None
+
+
+def score(hypotheses: list[str], references: list[str], tokenize: str = DEFAULT_TOKENIZE) -> Scores:
+    """sacreBLEU's defaults but for `tokenize` (bleu_tokenize chooses it): cased, exponential smoothing;
+    chrF with n=6, beta=2."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
-    bleu, chrf = BLEU(), CHRF()
+    return _scores(BLEU(tokenize=tokenize), hypotheses, references)
+
+
+def pooled_score(hypotheses: list[str], references: list[str], parts: list[tuple[int, int, str]]) -> Scores:
+    """One corpus score over lines in several languages, the lines of each part (start, stop, tokenize)
+    split into words their own way: what scoring all of a multilingual model's validation lines at once needs.
+    Its signature names every tokenization (tok:13a+zh)."""
+    kinds = sorted({tokenize for _, _, tokenize in parts})
+    if len(kinds) == 1:
+        return score(hypotheses, references, kinds[0])
+    split_hyps, split_refs = list(hypotheses), list(references)
+    for start, stop, tokenize in parts:
+        split = BLEU(tokenize=tokenize).tokenizer
+        split_hyps[start:stop] = [split(h.rstrip()) for h in hypotheses[start:stop]]
+        split_refs[start:stop] = [split(r.rstrip()) for r in references[start:stop]]
+    found = _scores(BLEU(tokenize="none"), split_hyps, split_refs, chrf_on=(hypotheses, references))
+    found.bleu_signature = found.bleu_signature.replace("tok:none", f"tok:{'+'.join(kinds)}")
+    return found
+
+
+def _scores(bleu: BLEU, hypotheses: list[str], references: list[str], chrf_on=None) -> Scores:
+    """BLEU by `bleu` and chrF of the same lines (or of chrf_on's: the text before it was split)."""
+    chrf = CHRF()
     bleu_result = bleu.corpus_score(hypotheses, [references])
-    chrf_result = chrf.corpus_score(hypotheses, [references])
+    chrf_hyps, chrf_refs = chrf_on or (hypotheses, references)
+    chrf_result = chrf.corpus_score(chrf_hyps, [chrf_refs])
     return Scores(
         bleu=round(bleu_result.score, 2),
         chrf=round(chrf_result.score, 2),
@@ -42,7 +132,9 @@ def mean_over(scores: dict[str, dict]) -> dict:
     return {**mean, "mean_of": list(scores)}
 
 
-def paired_test(systems: list[tuple[str, list[str]]], references: list[str], samples: int = 0):
+def paired_test(
+    systems: list[tuple[str, list[str]]], references: list[str], samples: int = 0, tokenize: str = DEFAULT_TOKENIZE
+):
     """Each system's BLEU and chrF against the first's (the baseline) on the same references, by paired
     bootstrap resampling (Koehn 2004) as sacreBLEU runs it, seeded (the same figures every time): the test
     set resampled with replacement `samples` times (0: sacreBLEU's 1,000), each score's 95% confidence
@@ -56,7 +148,9 @@ def paired_test(systems: list[tuple[str, list[str]]], references: list[str], sam
     mislead)."""
     from sacrebleu.significance import PairedTest  # here: only a comparison needs it
 
-    paired = PairedTest(systems, {"bleu": BLEU(), "chrf": CHRF()}, [references], test_type="bs", n_samples=samples)
+    paired = PairedTest(
+        systems, {"bleu": BLEU(tokenize=tokenize), "chrf": CHRF()}, [references], test_type="bs", n_samples=samples
+    )
     signatures, results = paired()
     bleu, chrf = (results[name] for name in results if name != "System")  # in the order the metrics were given
     rows = []

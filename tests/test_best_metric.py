@@ -12,6 +12,7 @@ from mt.cli.info import as_text, describe
 from mt.decoding.settings import DecodeSettings
 from mt.decoding.tuning import choose_alpha
 from mt.inference import load_for_inference
+from mt.metrics import score
 from mt.training.budget import Progress, ranking_score, stop_reason
 from mt.training.run_files import CheckpointKeeper
 
@@ -83,6 +84,13 @@ def test_the_length_penalty_is_chosen_on_the_metric(trained_run, tiny_corpus):
     references = (tiny_corpus / "valid.en").read_text().splitlines()[:40]
     for by in ("bleu", "chrf"):
         chosen, rows = choose_alpha(
-            model, tokenizer, DecodeSettings(beam=3), [0.0, 1.0, 3.0], sources, references, "cpu", by
+            model,
+            tokenizer,
+            DecodeSettings(beam=3),
+            [0.0, 1.0, 3.0],
+            sources,
+            lambda h: score(h, references),
+            "cpu",
+            by,
         )
         assert chosen.alpha == max(rows, key=lambda row: row[f"valid_{by}"])["alpha"]  # the first of equals

@@ -18,7 +18,8 @@ from mt.data.prepare import load_training_split
 from mt.data.sources import joined, load_directions, pair_files
 from mt.data.tokenizer import UNK, Tokenizer
 from mt.errors import MTError
-from mt.training.validation import Validator
+from mt.metrics import pooled_score, score
+from mt.training.validation import Validator, bleu_tokenizations
 
 from conftest import make_pairs, run_cli, train_tiny
 
@@ -148,6 +149,24 @@ def test_validation_takes_its_share_of_every_direction_and_scores_each(tmp_path)
     capped = Validator(None, None, None, valid, None, "cpu", None, 100, max_sentences=4)
     assert capped.sources == valid.src[0:2] + valid.src[6:8]  # not the first 4 of one direction
     assert capped.sections == {"de-en": (0, 2), "de-rv": (2, 4)}
+
+
+def test_validation_splits_each_directions_words_as_its_target_language_is_written():
+    cfg = OmegaConf.structured(Config)
+    cfg.data = data_config(src_lang="de", tgt_lang=["en", "zh"])
+    assert bleu_tokenizations(cfg) == {"de-en": "13a", "de-zh": "zh"}
+    english = ["a dog runs in the snow", "two children play"]
+    chinese = ["我喜欢吃苹果和梨。", "今天天气很好，我们去公园散步吧。"]
+    hypotheses = ["a dog runs", "two children play", "我喜欢吃苹果和香蕉。", "今天天气很好，我们去公园吧。"]
+    valid = ParallelCorpus(["s"] * 4, english + chinese, "valid", sections={"de-en": (0, 2), "de-zh": (2, 4)})
+    validator = Validator(None, None, None, valid, None, "cpu", None, 100, bleu_tokenize=bleu_tokenizations(cfg))
+    parts = [(0, 2, "13a"), (2, 4, "zh")]
+    assert validator.score(hypotheses) == pooled_score(hypotheses, english + chinese, parts)
+    cfg.decode.bleu_tokenize = "char"  # a setting: every direction's
+    assert set(bleu_tokenizations(cfg).values()) == {"char"}
+    one = ParallelCorpus(["s"] * 2, chinese, "valid")  # one direction: no sections
+    alone = Validator(None, None, None, one, None, "cpu", None, 100, bleu_tokenize={"de-zh": "zh"})
+    assert alone.score(hypotheses[2:]) == score(hypotheses[2:], chinese, "zh")
 
 
 def test_a_repeated_part_reads_its_lines_round_and_round_across_shards():

@@ -1,12 +1,19 @@
-"""Scores as sacreBLEU gives them, and the paired significance test that says whether two systems differ."""
+"""Scores as sacreBLEU gives them, words split as the target language is written, and the paired significance
+test that says whether two systems differ."""
 
+import gzip
+import importlib.util
+import json
 import random
 
 import pytest
+from sacrebleu.metrics import BLEU
 
-from mt.metrics import paired_test, score
+from mt.cli.evaluate import language_of
+from mt.errors import MTError
+from mt.metrics import bleu_tokenize, check_bleu_tokenize, paired_test, pooled_score, score
 
-from conftest import make_pairs
+from conftest import LEXICON, make_pairs, run_cli, train_tiny
 
 
 @pytest.fixture(scope="module")
@@ -39,3 +46,75 @@ def test_a_paired_test_tells_a_real_difference_from_none(systems):
     assert near["bleu"] != base["bleu"] and near["bleu_p"] > 0.05 and near["chrf_p"] > 0.05  # a line: chance
     assert all(r["bleu_ci"] > 0 and r["chrf_ci"] > 0 for r in rows)
     assert paired_test(named, references, samples=200)[0] == rows  # seeded: the same every time
+
+
+# Chinese text has no spaces between words: split at spaces and punctuation (13a), a sentence is one "word".
+CHINESE_REFS = ["我喜欢吃苹果和梨。", "今天天气很好，我们去公园散步吧。", "他每天早上跑步。"]
+CHINESE_HYPS = ["我喜欢吃苹果和香蕉。", "今天天气很好，我们去公园吧。", "他每天早上跑步。"]
+
+
+def test_bleu_splits_words_as_the_target_language_is_written():
+    assert bleu_tokenize("en") == bleu_tokenize("de") == bleu_tokenize(None) == "13a"
+    assert {bleu_tokenize(code) for code in ("zh", "zh-Hant", "zh_TW", "ZHO", "cmn")} == {"zh"}
+    mecab = importlib.util.find_spec("MeCab") is not None
+    assert bleu_tokenize("ja") == bleu_tokenize("jpn") == ("ja-mecab" if mecab else "char")
+    assert bleu_tokenize("zh", "intl") == bleu_tokenize("en", "intl") == "intl"  # a setting overrides
+    by_spaces, by_language = score(CHINESE_HYPS, CHINESE_REFS), score(CHINESE_HYPS, CHINESE_REFS, bleu_tokenize("zh"))
+    assert by_spaces.bleu < 35 and by_language.bleu > 60  # two lines a word off: all but one "word" wrong at 13a
+    assert "tok:zh" in by_language.bleu_signature and by_spaces.chrf == by_language.chrf  # chrF splits nothing
+
+
+def test_a_pooled_score_splits_each_languages_lines_its_own_way():
+    english = [t for _, t in make_pairs(20, seed=3)]
+    english_hyps = [" ".join(line.split()[:-1]) or line for line in english]
+    zh, plain = BLEU(tokenize="zh").tokenizer, BLEU(tokenize="13a").tokenizer
+    assert all(zh(line) == plain(line) for line in english + english_hyps)  # so "zh" on all lines is the truth
+    hypotheses, references = CHINESE_HYPS + english_hyps, CHINESE_REFS + english
+    parts = [(0, 3, "zh"), (3, len(references), "13a")]
+    pooled, truth = pooled_score(hypotheses, references, parts), score(hypotheses, references, "zh")
+    assert (pooled.bleu, pooled.chrf) == (truth.bleu, truth.chrf) and "tok:13a+zh" in pooled.bleu_signature
+    all_13a = pooled_score(hypotheses, references, [(0, 3, "13a"), (3, len(references), "13a")])
+    assert all_13a == score(hypotheses, references) and all_13a.bleu != pooled.bleu  # each part's own way counts
+
+
+def test_a_tokenization_named_is_tried_before_it_is_needed():
+    check_bleu_tokenize(None)
+    check_bleu_tokenize("intl")
+    with pytest.raises(MTError, match=r"^decode.bleu_tokenize=13b: not one of sacreBLEU's tokenizations \(none, "):
+        check_bleu_tokenize("13b")
+    with pytest.raises(MTError, match=r"^--bleu-tokenize 13b: not one of"):
+        check_bleu_tokenize("13b", "--bleu-tokenize")
+    if importlib.util.find_spec("MeCab") is None:
+        with pytest.raises(MTError, match=r"ja-mecab: sacreBLEU cannot use it here \(.*sacrebleu\[ja\]"):
+            check_bleu_tokenize("ja-mecab")
+
+
+def test_mt_evaluate_splits_words_by_the_references_language(tmp_path):
+    hyp, ref = tmp_path / "out.txt", tmp_path / "test.zh.gz"
+    hyp.write_text("".join(line + "\n" for line in CHINESE_HYPS), encoding="utf-8")
+    with gzip.open(ref, "wt", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in CHINESE_REFS))
+    said = run_cli("mt-evaluate", "--hyp", str(hyp), "--ref", str(ref), "--json", str(tmp_path / "s.json"))
+    assert "tok:zh" in said.stdout and json.loads((tmp_path / "s.json").read_text())["bleu"] > 60
+    plain = run_cli("mt-evaluate", "--hyp", str(hyp), "--ref", str(ref), "--bleu-tokenize", "13a")
+    assert "tok:13a" in plain.stdout
+    bad = run_cli("mt-evaluate", "--hyp", str(hyp), "--ref", str(ref), "--bleu-tokenize", "13b", check=False)
+    assert bad.returncode == 2 and "--bleu-tokenize 13b: not one of" in bad.stderr
+    assert language_of("data/test.zh") == language_of("test.zh.xz") == "zh" and language_of("hyp") == ""
+
+
+def test_a_run_into_chinese_validates_and_tests_with_chinese_words(tmp_path):
+    """The choice reaches every score of a run: validation (metrics.jsonl), the test score (results.json)."""
+    characters = dict(zip(sorted(LEXICON.values()), "狗猫人女男孩跑走吃看红蓝大小快慢树房水山"))
+    corpus = tmp_path / "de_zh"
+    corpus.mkdir()
+    for seed, (split, n) in enumerate({"train": 300, "valid": 20, "test": 20}.items()):
+        pairs = make_pairs(n, seed)
+        (corpus / f"{split}.de").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+        chinese = ["".join(characters[w] for w in t.split()) + "。" for _, t in pairs]
+        (corpus / f"{split}.zh").write_text("".join(line + "\n" for line in chinese), encoding="utf-8")
+    run = tmp_path / "run"
+    train_tiny(corpus, run, "data.tgt_lang=zh", "train.max_steps=20", "train.valid_every=10")
+    validations = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert validations and all("tok:zh" in v["bleu_signature"] for v in validations)
+    assert "tok:zh" in json.loads((run / "results.json").read_text())["bleu_signature"]

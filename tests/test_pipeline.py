@@ -458,6 +458,8 @@ def test_config_errors(tiny_corpus, tmp_path):
         ("model.heads=5", "model.heads: must divide"),
         # read only by translate and mt-serve, from final.pt: checked before training, not after it
         ("decode.strategy=smaple", "config decode.strategy='smaple': must be one of search, sample"),
+        # validation's BLEU would fail at the first validation
+        ("decode.bleu_tokenize=13b", "decode.bleu_tokenize=13b: not one of sacreBLEU's tokenizations (none, zh, 13a"),
     ):
         result = train_tiny(tiny_corpus, tmp_path, override, check=False)
         assert result.returncode == 2 and said in result.stderr and "Traceback" not in result.stderr

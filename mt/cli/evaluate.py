@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from mt.config.validation import training_splits
 from mt.data.held_out_from_train import drawn_split
 from mt.data.languages import direction_name, directions, source_tag, tagged
-from mt.data.lines import open_for_writing, read_lines
+from mt.data.lines import COMPRESSED, open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
 from mt.decoding.sentences import several_sentences_note
@@ -34,7 +35,7 @@ from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.fastpath import decode_precision
 from mt.inference import decoding_device, load_for_decoding
-from mt.metrics import mean_over, paired_test, score
+from mt.metrics import bleu_tokenize, check_bleu_tokenize, mean_over, paired_test, score
 
 
 def settings_grid(args) -> list[tuple[int | None, float | None]]:
@@ -46,6 +47,7 @@ def check_args(args) -> None:
     inputs = {"--src": args.src, "--ref": args.ref, "--hyp": args.hyp, "--checkpoint": args.checkpoint}
     check_output_file(args.output, "--output", inputs)
     check_output_file(args.json, "--json", {**inputs, "--output": args.output})
+    check_bleu_tokenize(args.bleu_tokenize, "--bleu-tokenize")
     if args.hyp:
         if not args.ref:
             raise MTError("--hyp needs --ref")
@@ -81,6 +83,15 @@ def paired_lines(path: str, flag: str, ref: str, references=None) -> tuple[list[
     if len(lines) != len(references):
         raise MTError(f"{flag} {path} has {len(lines)} lines but --ref {ref} has {len(references)}")
     return lines, references
+
+
+def language_of(path: str) -> str:
+    """The language a file's name gives, as this toolkit's corpora are named (test.zh, test.zh.gz): its last
+    suffix but a compression's; "" where it has none."""
+    name = Path(path).name
+    for _, suffix, _ in COMPRESSED.values():
+        name = name.removesuffix(suffix)
+    return Path(name).suffix.lstrip(".")
 
 
 def chosen_directions(data_cfg, args) -> list[tuple[str, str]]:
@@ -126,11 +137,11 @@ def decode_grid(
     return outputs
 
 
-def report(outputs, references: list[str]) -> list[dict]:
-    """Print each output's scores; one row per output: its settings and scores."""
+def report(outputs, references: list[str], tokenize: str) -> list[dict]:
+    """Print each output's scores (BLEU splitting words by tokenize); one row per output: its settings and scores."""
     rows = []
     for label, chosen, hypotheses in outputs:
-        scores = score(hypotheses, references)
+        scores = score(hypotheses, references, tokenize)
         print(f"{label}: BLEU {scores.bleu:.2f} | chrF {scores.chrf:.2f}")
         print(scores.bleu_detail)
         rows.append({**chosen, **scores.as_dict()})
@@ -148,8 +159,9 @@ def run(args) -> None:
     if args.hyp:
         references = read_lines(args.ref)
         systems = [(path, paired_lines(path, "--hyp", args.ref, references)[0]) for path in args.hyp]
-        rows = report([(path, {}, hypotheses) for path, hypotheses in systems], references)
-        result = summary(rows, [], args) if len(systems) == 1 else compared(systems, references, args)
+        tokenize = bleu_tokenize(language_of(args.ref), args.bleu_tokenize)
+        rows = report([(path, {}, hypotheses) for path, hypotheses in systems], references, tokenize)
+        result = summary(rows, [], args) if len(systems) == 1 else compared(systems, references, args, tokenize)
     else:
         device = decoding_device(args.device)
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
@@ -158,11 +170,12 @@ def run(args) -> None:
         check_outputs_against_splits(cfg.data, args)
         tuning = load_split(cfg.data, args.choose_on) if args.choose_on else {}
         results = {}
-        for direction, _ in chosen:
+        for direction, target in chosen:
             if len(chosen) > 1:
                 print(f"direction {direction}:")
+            tokenize = bleu_tokenize(target, args.bleu_tokenize or cfg.decode.bleu_tokenize)
             rows, tuning_rows = evaluate_direction(
-                model, tokenizer, cfg, args, device, scored[direction], tuning.get(direction)
+                model, tokenizer, cfg, args, device, scored[direction], tokenize, tuning.get(direction)
             )
             results[direction] = summary(rows, tuning_rows, args)
         result = results[chosen[0][0]] if len(chosen) == 1 else over_directions(results)
@@ -205,13 +218,14 @@ def read_paths(data_cfg, split: str) -> list:
     return split_paths(data_cfg, split)
 
 
-def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tuning=None):
-    """One direction's scored rows (one per setting of the grid) and, with --choose-on, its tuning rows."""
+def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tokenize: str, tuning=None):
+    """One direction's scored rows (one per setting of the grid) and, with --choose-on, its tuning rows;
+    BLEU splitting words by tokenize."""
     sources, references, name = pairs
     grid, tuning_rows = settings_grid(args), []
     if tuning is not None:
         tuning_rows = report(
-            decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), tuning.tgt
+            decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), tuning.tgt, tokenize
         )
         best = best_row(tuning_rows)
         print(f"chosen on {args.choose_on}: beam {best['beam']}, alpha {best['alpha']:g} (BLEU {best['bleu']:.2f})")
@@ -220,7 +234,7 @@ def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tuning
     if args.output:
         with open_for_writing(args.output) as f:
             f.write("".join(h + "\n" for h in outputs[0][2]))
-    return report(outputs, references), tuning_rows
+    return report(outputs, references, tokenize), tuning_rows
 
 
 def summary(rows: list[dict], tuning_rows: list[dict], args):
@@ -235,10 +249,10 @@ def summary(rows: list[dict], tuning_rows: list[dict], args):
     return rows[0] if len(rows) == 1 else rows
 
 
-def compared(systems: list[tuple[str, list[str]]], references: list[str], args) -> dict:
+def compared(systems: list[tuple[str, list[str]]], references: list[str], args, tokenize: str) -> dict:
     """Every --hyp against the first by paired bootstrap resampling: printed a line each, and what --json
     writes (the test, its resamples, the baseline, a row per file)."""
-    rows, signatures, samples = paired_test(systems, references, args.samples)
+    rows, signatures, samples = paired_test(systems, references, args.samples, tokenize)
     base = rows[0]
 
     def cell(row: dict, metric: str) -> str:

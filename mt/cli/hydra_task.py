@@ -162,7 +162,7 @@ def check_run(argv: list[str], directory: str | None = None) -> DictConfig | Non
     cfg = check_overrides(argv)
     if cfg is None:
         return None
-    check_decode_section(cfg.decode)
+    check_decoding(cfg)
     if fine_tune(cfg):
         from mt.training.finetune import inherit_parent
 
@@ -176,12 +176,21 @@ def check_run(argv: list[str], directory: str | None = None) -> DictConfig | Non
     return cfg
 
 
+def check_decoding(cfg: DictConfig) -> None:
+    """The decode section as translate and mt-serve will read it from final.pt, and the BLEU tokenization
+    validation will score with, checked before the run trains."""
+    from mt.metrics import check_bleu_tokenize  # here: sacreBLEU is not needed for --help
+
+    check_decode_section(cfg.decode)
+    check_bleu_tokenize(cfg.decode.bleu_tokenize)
+
+
 def setup_run(cfg: DictConfig) -> None:
     """First thing inside a Hydra task: say which preset was chosen for the machine, take a fine-tune's
     model and tokenizer settings from its parent (train.init_from), and write out the model's defaults."""
     for message in CHOSEN:
         log.info("%s", message)
-    check_decode_section(cfg.decode)  # check_run did, unless Hydra's own flags were given (it checks nothing then)
+    check_decoding(cfg)  # check_run did, unless Hydra's own flags were given (it checks nothing then)
     if fine_tune(cfg):
         from mt.training.finetune import inherit_parent
 

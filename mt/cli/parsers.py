@@ -211,6 +211,13 @@ def evaluate_parser() -> argparse.ArgumentParser:
     scored.add_argument(
         "--samples", type=int, default=0, help="resamples of the paired test of several --hyp (default 1,000)"
     )
+    scored.add_argument(
+        "--bleu-tokenize",
+        metavar="TOK",
+        help="how BLEU splits text into words, one of sacreBLEU's (13a, intl, char, zh, ja-mecab, ko-mecab, "
+        "flores200, ...); default: the model's decode.bleu_tokenize, else by the target language (zh, ja-mecab or "
+        "ko-mecab for Chinese, Japanese, Korean; with --hyp, the language of --ref's name, test.zh), else 13a",
+    )
     written = p.add_argument_group("output")
     written.add_argument("--output", "-o", help="write the translations here (.gz, .xz, .bz2: compressed)")
     written.add_argument("--json", help="write the scores here as JSON")

@@ -152,6 +152,9 @@ class DecodeConfig:
     max_len_b: int = 10
     batch_tokens: int = 16000  # source tokens per batch for greedy; divided by the beam size for beam search
     valid_beam: int = 1  # beam used for validation BLEU (1 = greedy, fast)
+    # how BLEU splits text into words (sacreBLEU's tokenize: 13a, intl, char, zh, ja-mecab, ko-mecab, flores200,
+    # ...); null = by the target language: zh, ja-mecab, ko-mecab for Chinese, Japanese, Korean, else 13a
+    bleu_tokenize: str | None = None
     # At the end of training, decode valid with each of these alphas and keep the best as the final
     # checkpoint's decode.alpha (final.pt: test score, translate, mt-evaluate); empty = keep alpha
     alpha_candidates: list[float] = field(default_factory=list)

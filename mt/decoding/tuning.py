@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 
 from mt.decoding.translator import DecodeSettings, Translator
-from mt.metrics import score
+from mt.metrics import Scores
 
 log = logging.getLogger(__name__)
 
@@ -24,17 +25,18 @@ def choose_alpha(
     settings: DecodeSettings,
     candidates,
     sources: list[str],
-    references: list[str],
+    scored: Callable[[list[str]], Scores],
     device,
     by: str = "bleu",
 ) -> tuple[DecodeSettings, list[dict]]:
     """settings with the candidate alpha of the highest validation BLEU (by="chrf": chrF; the first of
-    equals), and one row per candidate: alpha, valid_bleu, valid_chrf."""
+    equals), and one row per candidate: alpha, valid_bleu, valid_chrf. scored(translations of sources)
+    gives their scores against the references (Validator.score)."""
     rows = []
     for alpha in candidates:
         trial = dataclasses.replace(settings, alpha=float(alpha))
         results = Translator(model, tokenizer, trial, device).translate_nbest(sources, progress=True)
-        scores = score([r[0].text for r in results], references)
+        scores = scored([r[0].text for r in results])
         rows.append({"alpha": trial.alpha, "valid_bleu": scores.bleu, "valid_chrf": scores.chrf})
         log.info(
             "length penalty %g (beam %d): valid BLEU %.2f | chrF %.2f", alpha, trial.beam, scores.bleu, scores.chrf

@@ -32,7 +32,7 @@ from mt.training.budget import METRIC_NAMES, ranking_score, shown
 from mt.training.distributed import Dist, barrier
 from mt.training.finetune import load_parent_weights
 from mt.training.trainer import Trainer
-from mt.training.validation import Validator
+from mt.training.validation import Validator, bleu_tokenizations
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +64,20 @@ def finish(
     if cfg.decode.alpha_candidates:
         by = "chrf" if cfg.train.best_metric == "chrf" else "bleu"  # perplexity: no length penalty changes it
         settings, sweep = choose_alpha(
-            model, tokenizer, settings, cfg.decode.alpha_candidates, valid.sources, valid.references, device, by
+            model, tokenizer, settings, cfg.decode.alpha_candidates, valid.sources, valid.score, device, by
         )
     save_final(chosen, final, settings.alpha)
     log.info("final checkpoint: %s (from %s, length penalty %g)", final, chosen.name, settings.alpha)
     if not tests:
         return final
     translator = Translator(model, tokenizer, settings, device)
-    found = {}
+    found, bleu_tokenize = {}, bleu_tokenizations(cfg)
     for direction, test in tests.items():
         results = translator.translate_nbest(test.src, progress=True)
         hypotheses = [r[0].text for r in results]
         name = "test.hyp" if len(tests) == 1 else f"test.{direction}.hyp"
         (out_dir / name).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
-        found[direction] = score(hypotheses, test.tgt)
+        found[direction] = score(hypotheses, test.tgt, bleu_tokenize[direction])
         log.info(
             "test %s%s (%s, beam %d, alpha %g): BLEU %.2f | chrF %.2f",
             cfg.data.test_split,

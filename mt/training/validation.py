@@ -14,8 +14,9 @@ import torch
 from mt import fastpath
 from mt.data.batching import EncodedCorpus, collate, token_batches
 from mt.data.corpus import ParallelCorpus
+from mt.data.languages import direction_name, directions
 from mt.decoding.translator import DecodeSettings, Translator
-from mt.metrics import score
+from mt.metrics import DEFAULT_TOKENIZE, Scores, bleu_tokenize, pooled_score, score
 
 SAMPLES = 3  # sample translations shown in TensorBoard
 HEATMAPS = 2  # sentences whose cross-attention is drawn
@@ -34,9 +35,11 @@ class Validator:
         batch_loss: Callable,
         max_tokens: int,
         max_sentences: int = 0,
+        bleu_tokenize: dict[str, str] | None = None,
     ):
         """batch_loss(batch) -> summed (loss, nll), as training computes it; settings decode the
-        BLEU translations and the heatmaps' sentences alike."""
+        BLEU translations and the heatmaps' sentences alike; bleu_tokenize: how BLEU splits each
+        direction's target text into words (bleu_tokenizations; default 13a)."""
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.data, self.settings, self.batch_loss, self.max_tokens = data, settings, batch_loss, max_tokens
         # several directions (text.sections): the first max_sentences / n of each, scored each on its own too
@@ -48,6 +51,9 @@ class Validator:
             self.sections[direction] = (len(self.sources), len(self.sources) + stop - start)
             self.sources += text.src[start:stop]
             self.references += text.tgt[start:stop]
+        tokenize = bleu_tokenize or {}
+        only = next(iter(tokenize.values())) if len(tokenize) == 1 else DEFAULT_TOKENIZE
+        self.tokenize = {direction: tokenize.get(direction, only) for direction in self.sections}
 
     @classmethod
     def for_training(cls, cfg, model, tokenizer, data: EncodedCorpus, text: ParallelCorpus, device, batch_loss):
@@ -68,7 +74,13 @@ class Validator:
             batch_loss,
             cfg.train.max_tokens,
             cfg.data.valid_max_sentences,
+            bleu_tokenizations(cfg),
         )
+
+    def score(self, hypotheses: list[str]) -> Scores:
+        """BLEU and chrF of translations of all the validation sources, in order, against their references."""
+        parts = [(start, stop, self.tokenize[d]) for d, (start, stop) in self.sections.items()]
+        return pooled_score(hypotheses, self.references, parts)
 
     @torch.no_grad()
     def loss(self) -> tuple[float, float]:
@@ -88,7 +100,7 @@ class Validator:
         loss, nll = self.loss()
         translator = Translator(self.model, self.tokenizer, self.settings, self.device)
         hypotheses = [r[0].text for r in translator.translate_nbest(self.sources)]
-        scores = score(hypotheses, self.references)
+        scores = self.score(hypotheses)
         record = {
             "step": step,
             "epoch": epoch,
@@ -102,7 +114,7 @@ class Validator:
         }
         if len(self.sections) > 1:
             record["valid_bleu_by_direction"] = {
-                direction: score(hypotheses[start:stop], self.references[start:stop]).bleu
+                direction: score(hypotheses[start:stop], self.references[start:stop], self.tokenize[direction]).bleu
                 for direction, (start, stop) in self.sections.items()
             }
         if writer is not None:
@@ -128,3 +140,9 @@ class Validator:
         with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
         (run_dir / "valid.hyp").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+
+
+def bleu_tokenizations(cfg) -> dict[str, str]:
+    """How BLEU splits each of a run's directions' target text into words ({"de-en": "13a"}): as
+    decode.bleu_tokenize says, else as suits the target language (mt.metrics.bleu_tokenize)."""
+    return {direction_name(s, t): bleu_tokenize(t, cfg.decode.bleu_tokenize) for s, t in directions(cfg.data)}
