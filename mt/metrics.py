@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from mt.data.languages import cjk_language
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,6 @@ DEFAULT_TOKENIZE = "13a"
 # sacreBLEU's choice for languages written without spaces between words; the MeCab ones need
 # `pip install "sacrebleu[ja]"` or `"sacrebleu[ko]"`, and char (every character a word) stands in without it
 BY_LANGUAGE = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
-ALIASES = {"zho": "zh", "chi": "zh", "cmn": "zh", "yue": "zh", "jpn": "ja", "kor": "ko"}  # ISO 639-2/3 codes
 STAND_IN = "char"
 
 
@@ -46,8 +45,7 @@ def bleu_tokenize(language: str | None, setting: str | None = None) -> str:
     MeCab is not installed), 13a for every other language. A code may carry a script or region (zh-Hant, zh_TW)."""
     if setting:
         return setting
-    base = re.split(r"[-_]", str(language or "").lower())[0]
-    chosen = BY_LANGUAGE.get(ALIASES.get(base, base), DEFAULT_TOKENIZE)
+    chosen = BY_LANGUAGE.get(cjk_language(language), DEFAULT_TOKENIZE)
     return chosen if chosen == DEFAULT_TOKENIZE or _installed(chosen) else STAND_IN
 
 

@@ -10,6 +10,7 @@ import pytest
 from sacrebleu.metrics import BLEU
 
 from mt.cli.evaluate import language_of
+from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
 from mt.metrics import bleu_tokenize, check_bleu_tokenize, paired_test, pooled_score, score
 
@@ -103,18 +104,25 @@ def test_mt_evaluate_splits_words_by_the_references_language(tmp_path):
     assert language_of("data/test.zh") == language_of("test.zh.xz") == "zh" and language_of("hyp") == ""
 
 
-def test_a_run_into_chinese_validates_and_tests_with_chinese_words(tmp_path):
-    """The choice reaches every score of a run: validation (metrics.jsonl), the test score (results.json)."""
+def test_a_run_into_chinese_keeps_its_punctuation_and_scores_chinese_words(tmp_path):
+    """The choices reach every part of a run: its tokenizer (text as written), validation (metrics.jsonl) and
+    the test score (results.json)."""
     characters = dict(zip(sorted(LEXICON.values()), "狗猫人女男孩跑走吃看红蓝大小快慢树房水山"))
     corpus = tmp_path / "de_zh"
     corpus.mkdir()
     for seed, (split, n) in enumerate({"train": 300, "valid": 20, "test": 20}.items()):
         pairs = make_pairs(n, seed)
         (corpus / f"{split}.de").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
-        chinese = ["".join(characters[w] for w in t.split()) + "。" for _, t in pairs]
+        chinese = [
+            "".join(characters[w] for w in t.split()[:2]) + "，" + "".join(characters[w] for w in t.split()[2:]) + "！"
+            for _, t in pairs
+        ]
         (corpus / f"{split}.zh").write_text("".join(line + "\n" for line in chinese), encoding="utf-8")
     run = tmp_path / "run"
-    train_tiny(corpus, run, "data.tgt_lang=zh", "train.max_steps=20", "train.valid_every=10")
+    said = train_tiny(corpus, run, "data.tgt_lang=zh", "train.max_steps=20", "train.valid_every=10")
+    assert "normalization identity" in said.stdout + said.stderr
+    tokenizer = Tokenizer.load(run / "tokenizer")
+    assert tokenizer.decode_tgt(tokenizer.encode_tgt(["狗猫，跑！"])) == ["狗猫，跑！"]  # not NFKC's "狗猫,跑!"
     validations = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert validations and all("tok:zh" in v["bleu_signature"] for v in validations)
     assert "tok:zh" in json.loads((run / "results.json").read_text())["bleu_signature"]

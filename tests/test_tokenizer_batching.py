@@ -1,5 +1,7 @@
 """Tokenizer training, reuse and round trip; length filtering; token-budget batches."""
 
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -10,7 +12,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mt.config.schema import TokenizerConfig
+from mt.config.schema import Config, TokenizerConfig
 from mt.data import tokenizer as tokenizer_module
 from mt.data.batching import (
     EncodedCorpus,
@@ -22,7 +24,7 @@ from mt.data.batching import (
     token_batches,
 )
 from mt.data.corpus import ParallelCorpus
-from mt.data.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer, fingerprint
+from mt.data.tokenizer import BOS, EOS, PAD, Tokenizer, build_tokenizer, fingerprint, tokenizer_settings
 from mt.errors import MTError
 
 from conftest import make_pairs
@@ -71,6 +73,32 @@ def test_byte_fallback_round_trips_unseen_characters(tmp_path, corpus):
         assert with_bytes.decode_tgt([dog + [spelled] + cat, [spelled] + dog]) == ["dog cat", "dog"]
     without = build_tokenizer(tok_cfg(), corpus, tmp_path / "u")
     assert "⁇" in without.decode_tgt(without.encode_src([unseen]))[0]
+
+
+def test_text_is_normalized_as_its_target_language_is_written(tmp_path, corpus):
+    run = OmegaConf.structured(Config)
+    run.data.tgt_lang = "en"
+    assert tokenizer_settings(run).normalization == "nmt_nfkc"  # sentencepiece's own default
+    for targets in ("zh", "zh-Hant", ["en", "ja"]):
+        run.data.tgt_lang = targets
+        assert tokenizer_settings(run).normalization == "identity"
+    run.tokenizer.normalization = "nfkc"  # a choice is kept
+    assert tokenizer_settings(run).normalization == "nfkc" and run.tokenizer.normalization == "nfkc"
+    chinese = ["狗，猫！", "男孩跑……", "（大）树？"] * 20
+    text = ParallelCorpus(corpus.src[:60], chinese, "zh")
+    as_written = build_tokenizer(tok_cfg(vocab_size=120, normalization="identity"), text, tmp_path / "i")
+    assert as_written.decode_tgt(as_written.encode_tgt(chinese[:3])) == chinese[:3]
+    nfkc = build_tokenizer(tok_cfg(vocab_size=120), text, tmp_path / "n")  # what NFKC does to Chinese text
+    assert nfkc.decode_tgt(nfkc.encode_tgt(chinese[:3])) == ["狗,猫!", "男孩跑......", "(大)树?"]
+
+
+def test_the_fingerprint_of_the_default_normalization_is_the_one_runs_had_before_the_setting(corpus):
+    """A run trained before tokenizer.normalization existed resumes: its tokenizer's fingerprint is unchanged."""
+    before = dict(tok_cfg())
+    before.pop("normalization")
+    was = hashlib.sha256((json.dumps(before, sort_keys=True) + corpus.digest()).encode()).hexdigest()
+    assert fingerprint(tok_cfg(), corpus) == fingerprint(tok_cfg(normalization="nmt_nfkc"), corpus) == was
+    assert fingerprint(tok_cfg(normalization="identity"), corpus) != was
 
 
 def test_reused_when_data_and_settings_match(tmp_path, corpus, monkeypatch):

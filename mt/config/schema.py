@@ -68,6 +68,11 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for both languages (needed to tie embeddings)
     character_coverage: float = 1.0
     byte_fallback: bool = True  # unseen characters become UTF-8 byte pieces, never <unk>
+    # how text is normalized before it is split, as translations will be written: nmt_nfkc (Unicode NFKC:
+    # full-width letters and digits, ligatures, … to their plain forms) | nfkc | identity (as written) |
+    # nmt_nfkc_cf | nfkc_cf (case-folded too); null = nmt_nfkc, but identity where a target language is Chinese,
+    # Japanese or Korean, whose full-width punctuation ，！？ NFKC would write as , ! ? in every translation
+    normalization: str | None = None
     # sentences sentencepiece is trained on, drawn uniformly from the training text (500k: ~40 s, 1.2 GB)
     max_sentences: int = 500_000
 

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from mt.config.model import model_options
 from mt.config.near_miss import check_known
 from mt.data.languages import directions, language_list
+from mt.data.tokenizer import NORMALIZATIONS
 from mt.errors import MTError
 
 
@@ -83,6 +84,11 @@ def validate(cfg: DictConfig) -> None:
         "must be at least 300 with tokenizer.byte_fallback=true (256 byte pieces)",
     )
     _check(0 < t.character_coverage <= 1, "tokenizer.character_coverage", "must be in (0, 1]")
+    _check(
+        t.normalization in (None, *NORMALIZATIONS),
+        "tokenizer.normalization",
+        f"must be one of {', '.join(NORMALIZATIONS)} (null: by the target language)",
+    )
     _check(t.max_sentences >= 1, "tokenizer.max_sentences", "must be >= 1 (sentences a side the tokenizer learns from)")
     options = model_options(m)  # the architecture's own checks; another architecture's option is an error
     _check(not options.tie_embeddings or t.joint, "model.tie_embeddings", "needs tokenizer.joint=true")

@@ -29,7 +29,7 @@ from mt.data.shards import EncodedShards
 from mt.data.sources import check_data_dir, hub_table, joined, load_directions, split_files
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.text_files import AlignedTextFiles
-from mt.data.tokenizer import UNK, Tokenizer, build_tokenizer, fingerprint
+from mt.data.tokenizer import UNK, Tokenizer, build_tokenizer, fingerprint, tokenizer_settings
 from mt.data.tsv_files import TsvFile
 from mt.errors import MissingSplit, MTError
 
@@ -68,7 +68,7 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     if cfg.train.init_from:
         tokenizer = install_parent_tokenizer(cfg, train, out_dir / "tokenizer")
     else:
-        tokenizer = build_tokenizer(cfg.tokenizer, train, out_dir / "tokenizer", d.cache_dir)
+        tokenizer = build_tokenizer(tokenizer_settings(cfg), train, out_dir / "tokenizer", d.cache_dir)
     train.forget_sample()
     return Prepared(train, valid, tests, tokenizer)
 
@@ -167,7 +167,7 @@ def install_parent_tokenizer(cfg: DictConfig, train: ParallelCorpus, folder: Pat
             log.warning("tags: the parent's tokenizer has no %s piece; the tag is spelled in pieces", symbol)
     tokenizer.save(folder)
     meta = {
-        "fingerprint": fingerprint(cfg.tokenizer, train),
+        "fingerprint": fingerprint(tokenizer_settings(cfg), train),
         "from": str(cfg.train.init_from),
         "src_vocab_size": tokenizer.src_vocab_size,
         "tgt_vocab_size": tokenizer.tgt_vocab_size,
@@ -212,7 +212,7 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
         differ.append("train.init_from")
     meta = out_dir / "tokenizer" / "meta.json"
     if not differ and train is not None and meta.is_file():
-        if json.loads(meta.read_text()).get("fingerprint") != fingerprint(cfg.tokenizer, train):
+        if json.loads(meta.read_text()).get("fingerprint") != fingerprint(tokenizer_settings(cfg), train):
             differ.append(f"the training text ({train.origin})")
     if differ:
         raise MTError(

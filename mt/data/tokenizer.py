@@ -17,12 +17,17 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from mt.data.languages import cjk_language, language_list
 from mt.errors import MTError
 from mt.host import cpu_cores
 
 log = logging.getLogger(__name__)
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+# sentencepiece's built-in normalization rules (tokenizer.normalization), its default first
+NORMALIZATIONS = ("nmt_nfkc", "nfkc", "identity", "nmt_nfkc_cf", "nfkc_cf")
+DEFAULT_NORMALIZATION = NORMALIZATIONS[0]
 
 # What would split one translation into several lines or fields: the line breaks of str.splitlines, and the tab
 # of the n-best and alignment formats. Byte pieces (tokenizer.byte_fallback) can spell any of them, and a
@@ -153,6 +158,7 @@ def _train_into(model: io.BytesIO, lines: list[str], tok_cfg, symbols) -> None:
         vocab_size=tok_cfg.vocab_size,
         hard_vocab_limit=False,  # a small corpus gets a smaller vocabulary rather than an error
         character_coverage=tok_cfg.character_coverage,
+        normalization_rule_name=tok_cfg.get("normalization") or DEFAULT_NORMALIZATION,
         byte_fallback=tok_cfg.byte_fallback,
         input_sentence_size=tok_cfg.max_sentences,
         shuffle_input_sentence=True,
@@ -166,10 +172,22 @@ def _train_into(model: io.BytesIO, lines: list[str], tok_cfg, symbols) -> None:
     )
 
 
+def tokenizer_settings(cfg):
+    """cfg.tokenizer as the tokenizer is trained: its normalization chosen where the config leaves it to the
+    target languages (null): identity where one is Chinese, Japanese or Korean, else sentencepiece's nmt_nfkc."""
+    settings = cfg.tokenizer.copy()
+    if settings.get("normalization") is None:
+        cjk = any(cjk_language(lang) for lang in language_list(cfg.data.tgt_lang))
+        settings.normalization = "identity" if cjk else DEFAULT_NORMALIZATION
+    return settings
+
+
 def fingerprint(tok_cfg, corpus) -> str:
-    """Identifies the settings and training text a tokenizer was made from."""
-    settings = json.dumps(dict(tok_cfg), sort_keys=True)
-    return hashlib.sha256((settings + corpus.digest()).encode()).hexdigest()
+    """Identifies the settings (tokenizer_settings) and training text a tokenizer was made from."""
+    settings = dict(tok_cfg)
+    if settings.get("normalization") in (None, DEFAULT_NORMALIZATION):  # as before the setting was there
+        settings.pop("normalization", None)
+    return hashlib.sha256((json.dumps(settings, sort_keys=True) + corpus.digest()).encode()).hexdigest()
 
 
 def build_tokenizer(tok_cfg, corpus, folder: Path, cache_dir: str | None = None) -> Tokenizer:
@@ -198,10 +216,11 @@ def build_tokenizer(tok_cfg, corpus, folder: Path, cache_dir: str | None = None)
 
 def _train(tok_cfg, corpus) -> Tokenizer:
     log.info(
-        "tokenizer: training sentencepiece %s, vocab %d, %s",
+        "tokenizer: training sentencepiece %s, vocab %d, %s, normalization %s",
         tok_cfg.type,
         tok_cfg.vocab_size,
         "joint" if tok_cfg.joint else "separate",
+        tok_cfg.get("normalization") or DEFAULT_NORMALIZATION,
     )
     symbols = getattr(corpus, "source_symbols", [])  # a tag before some training sources (concatenation.TAG)
     if tok_cfg.joint:
