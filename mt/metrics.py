@@ -86,9 +86,15 @@ def check_bleu_tokenize(setting: str | None, name: str = "decode.bleu_tokenize")
 def score(hypotheses: list[str], references: list[str], tokenize: str = DEFAULT_TOKENIZE) -> Scores:
     """sacreBLEU's defaults but for `tokenize` (bleu_tokenize chooses it): cased, exponential smoothing;
     chrF with n=6, beta=2."""
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
-    return _scores(BLEU(tokenize=tokenize), hypotheses, references)
+    return score_references(hypotheses, [references], tokenize)
+
+
+def score_references(hypotheses: list[str], streams: list[list[str]], tokenize: str = DEFAULT_TOKENIZE) -> Scores:
+    """As score, against one or several references per line (streams: a list of references each, in the
+    order of the lines): n-grams match any reference, and the closest reference length counts."""
+    if any(len(hypotheses) != len(stream) for stream in streams):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {', '.join(str(len(s)) for s in streams)} references")
+    return _scores(BLEU(tokenize=tokenize), hypotheses, streams)
 
 
 def pooled_score(hypotheses: list[str], references: list[str], parts: list[tuple[int, int, str]]) -> Scores:
@@ -103,17 +109,17 @@ def pooled_score(hypotheses: list[str], references: list[str], parts: list[tuple
         split = BLEU(tokenize=tokenize).tokenizer
         split_hyps[start:stop] = [split(h.rstrip()) for h in hypotheses[start:stop]]
         split_refs[start:stop] = [split(r.rstrip()) for r in references[start:stop]]
-    found = _scores(BLEU(tokenize="none"), split_hyps, split_refs, chrf_on=(hypotheses, references))
+    found = _scores(BLEU(tokenize="none"), split_hyps, [split_refs], chrf_on=(hypotheses, [references]))
     found.bleu_signature = found.bleu_signature.replace("tok:none", f"tok:{'+'.join(kinds)}")
     return found
 
 
-def _scores(bleu: BLEU, hypotheses: list[str], references: list[str], chrf_on=None) -> Scores:
+def _scores(bleu: BLEU, hypotheses: list[str], streams: list[list[str]], chrf_on=None) -> Scores:
     """BLEU by `bleu` and chrF of the same lines (or of chrf_on's: the text before it was split)."""
     chrf = CHRF()
-    bleu_result = bleu.corpus_score(hypotheses, [references])
-    chrf_hyps, chrf_refs = chrf_on or (hypotheses, references)
-    chrf_result = chrf.corpus_score(chrf_hyps, [chrf_refs])
+    bleu_result = bleu.corpus_score(hypotheses, streams)
+    chrf_hyps, chrf_streams = chrf_on or (hypotheses, streams)
+    chrf_result = chrf.corpus_score(chrf_hyps, chrf_streams)
     return Scores(
         bleu=round(bleu_result.score, 2),
         chrf=round(chrf_result.score, 2),
@@ -131,9 +137,10 @@ def mean_over(scores: dict[str, dict]) -> dict:
 
 
 def paired_test(
-    systems: list[tuple[str, list[str]]], references: list[str], samples: int = 0, tokenize: str = DEFAULT_TOKENIZE
+    systems: list[tuple[str, list[str]]], streams: list[list[str]], samples: int = 0, tokenize: str = DEFAULT_TOKENIZE
 ):
-    """Each system's BLEU and chrF against the first's (the baseline) on the same references, by paired
+    """Each system's BLEU and chrF against the first's (the baseline) on the same references (streams: one
+    list or several, as score_references takes them), by paired
     bootstrap resampling (Koehn 2004) as sacreBLEU runs it, seeded (the same figures every time): the test
     set resampled with replacement `samples` times (0: sacreBLEU's 1,000), each score's 95% confidence
     interval from the resamples. Not approximate randomization: sacreBLEU counts only its trials strictly
@@ -147,7 +154,7 @@ def paired_test(
     from sacrebleu.significance import PairedTest  # here: only a comparison needs it
 
     paired = PairedTest(
-        systems, {"bleu": BLEU(tokenize=tokenize), "chrf": CHRF()}, [references], test_type="bs", n_samples=samples
+        systems, {"bleu": BLEU(tokenize=tokenize), "chrf": CHRF()}, streams, test_type="bs", n_samples=samples
     )
     signatures, results = paired()
     bleu, chrf = (results[name] for name in results if name != "System")  # in the order the metrics were given

@@ -12,7 +12,7 @@ from sacrebleu.metrics import BLEU
 from mt.cli.evaluate import language_of
 from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
-from mt.metrics import bleu_tokenize, check_bleu_tokenize, paired_test, pooled_score, score
+from mt.metrics import bleu_tokenize, check_bleu_tokenize, paired_test, pooled_score, score, score_references
 
 from conftest import LEXICON, make_pairs, run_cli, train_tiny
 
@@ -35,7 +35,7 @@ def systems():
 
 def test_a_paired_test_tells_a_real_difference_from_none(systems):
     references, named = systems
-    rows, signatures, samples = paired_test(named, references, samples=200)
+    rows, signatures, samples = paired_test(named, [references], samples=200)
     assert samples == 200 and "bs:200" in signatures[0] and "bs:200" in signatures[1]
     for row, (name, hypotheses) in zip(rows, named):  # the scores are the ones mt-evaluate prints
         plain = score(hypotheses, references)
@@ -46,7 +46,7 @@ def test_a_paired_test_tells_a_real_difference_from_none(systems):
     assert same["bleu_p"] == same["chrf_p"] == 1.0  # no difference at all
     assert near["bleu"] != base["bleu"] and near["bleu_p"] > 0.05 and near["chrf_p"] > 0.05  # a line: chance
     assert all(r["bleu_ci"] > 0 and r["chrf_ci"] > 0 for r in rows)
-    assert paired_test(named, references, samples=200)[0] == rows  # seeded: the same every time
+    assert paired_test(named, [references], samples=200)[0] == rows  # seeded: the same every time
 
 
 # Chinese text has no spaces between words: split at spaces and punctuation (13a), a sentence is one "word".
@@ -126,3 +126,28 @@ def test_a_run_into_chinese_keeps_its_punctuation_and_scores_chinese_words(tmp_p
     validations = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert validations and all("tok:zh" in v["bleu_signature"] for v in validations)
     assert "tok:zh" in json.loads((run / "results.json").read_text())["bleu_signature"]
+
+
+def test_several_references_each_line_matches_any_of_them(tmp_path):
+    """Each hypothesis line is one of its two references, in turn: against both it is perfect, against either
+    alone it is not."""
+    first = [t for _, t in make_pairs(40, seed=8)]
+    second = [" ".join(line.split()[::-1]) for line in first]  # another way of saying it
+    hypotheses = [a if i % 2 else b for i, (a, b) in enumerate(zip(first, second))]
+    both = score_references(hypotheses, [first, second])
+    assert both.bleu == 100.0 and both.chrf == 100.0 and "nrefs:2" in both.bleu_signature
+    assert max(score(hypotheses, first).bleu, score(hypotheses, second).bleu) < 80
+    files = {}
+    for name, lines in (("hyp.en", hypotheses), ("a.en", first), ("b.en", second), ("short.en", first[:-1])):
+        files[name] = tmp_path / name
+        files[name].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    said = run_cli("mt-evaluate", "--hyp", str(files["hyp.en"]), "--ref", str(files["a.en"]), str(files["b.en"]))
+    assert "BLEU 100.00 | chrF 100.00" in said.stdout and "nrefs:2" in said.stdout
+    compared = run_cli("mt-evaluate", "--hyp", str(files["a.en"]), str(files["hyp.en"]), "--samples", "50",
+                       "--ref", str(files["a.en"]), str(files["b.en"]))  # fmt: skip
+    assert "nrefs:2|bs:50" in compared.stdout and f"{files['hyp.en']}: BLEU 100.00 ±" in compared.stdout
+    bad = run_cli("mt-evaluate", "--hyp", str(files["hyp.en"]), "--ref", str(files["a.en"]), str(files["short.en"]),
+                  check=False)  # fmt: skip
+    assert (
+        bad.returncode == 2 and f"--ref {files['short.en']} has 39 lines but --ref {files['a.en']} has 40" in bad.stderr
+    )

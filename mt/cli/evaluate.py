@@ -35,7 +35,7 @@ from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.fastpath import decode_precision
 from mt.inference import decoding_device, load_for_decoding
-from mt.metrics import bleu_tokenize, check_bleu_tokenize, mean_over, paired_test, score
+from mt.metrics import bleu_tokenize, check_bleu_tokenize, mean_over, paired_test, score_references
 
 
 def settings_grid(args) -> list[tuple[int | None, float | None]]:
@@ -76,13 +76,22 @@ def check_args(args) -> None:
         raise MTError("--choose-on needs several --beam or --alpha values to choose from")
 
 
-def paired_lines(path: str, flag: str, ref: str, references=None) -> tuple[list[str], list[str]]:
-    """The lines of path and of the --ref file (or references, its lines read before), refused before any
+def read_references(paths: list[str]) -> list[list[str]]:
+    """The lines of each --ref file (one list per file), refused if their counts differ."""
+    streams = [read_lines(path) for path in paths]
+    for path, stream in zip(paths[1:], streams[1:]):
+        if len(stream) != len(streams[0]):
+            raise MTError(f"--ref {path} has {len(stream)} lines but --ref {paths[0]} has {len(streams[0])}")
+    return streams
+
+
+def paired_lines(path: str, flag: str, refs: list[str], streams=None) -> tuple[list[str], list[list[str]]]:
+    """The lines of path and of the --ref files (or streams, their lines read before), refused before any
     decoding if their counts differ."""
-    lines, references = read_lines(path), read_lines(ref) if references is None else references
-    if len(lines) != len(references):
-        raise MTError(f"{flag} {path} has {len(lines)} lines but --ref {ref} has {len(references)}")
-    return lines, references
+    lines, streams = read_lines(path), read_references(refs) if streams is None else streams
+    if len(lines) != len(streams[0]):
+        raise MTError(f"{flag} {path} has {len(lines)} lines but --ref {refs[0]} has {len(streams[0])}")
+    return lines, streams
 
 
 def language_of(path: str) -> str:
@@ -137,11 +146,12 @@ def decode_grid(
     return outputs
 
 
-def report(outputs, references: list[str], tokenize: str) -> list[dict]:
-    """Print each output's scores (BLEU splitting words by tokenize); one row per output: its settings and scores."""
+def report(outputs, streams: list[list[str]], tokenize: str) -> list[dict]:
+    """Print each output's scores against the references (one list, or several: streams), BLEU splitting words
+    by tokenize; one row per output: its settings and scores."""
     rows = []
     for label, chosen, hypotheses in outputs:
-        scores = score(hypotheses, references, tokenize)
+        scores = score_references(hypotheses, streams, tokenize)
         print(f"{label}: BLEU {scores.bleu:.2f} | chrF {scores.chrf:.2f}")
         print(scores.bleu_detail)
         rows.append({**chosen, **scores.as_dict()})
@@ -157,11 +167,11 @@ def run(args) -> None:
     """mt-evaluate with the arguments of mt.cli.commands's parser."""
     check_args(args)
     if args.hyp:
-        references = read_lines(args.ref)
-        systems = [(path, paired_lines(path, "--hyp", args.ref, references)[0]) for path in args.hyp]
-        tokenize = bleu_tokenize(language_of(args.ref), args.bleu_tokenize)
-        rows = report([(path, {}, hypotheses) for path, hypotheses in systems], references, tokenize)
-        result = summary(rows, [], args) if len(systems) == 1 else compared(systems, references, args, tokenize)
+        streams = read_references(args.ref)
+        systems = [(path, paired_lines(path, "--hyp", args.ref, streams)[0]) for path in args.hyp]
+        tokenize = bleu_tokenize(language_of(args.ref[0]), args.bleu_tokenize)
+        rows = report([(path, {}, hypotheses) for path, hypotheses in systems], streams, tokenize)
+        result = summary(rows, [], args) if len(systems) == 1 else compared(systems, streams, args, tokenize)
     else:
         device = decoding_device(args.device)
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
@@ -186,16 +196,16 @@ def run(args) -> None:
 
 def scored_pairs(cfg, args, chosen: list[tuple[str, str]]) -> dict[str, tuple[list[str], list[str], str]]:
     """Each chosen direction's (sources, references, name): its pairs of the split, or the --src/--ref files
-    (the sources tagged as the model's training sources were)."""
+    (the sources tagged as the model's training sources were); references as a list per reference file."""
     if args.src:
-        (sources, references), target = paired_lines(args.src, "--src", args.ref), chosen[0][1]
-        return {chosen[0][0]: (tagged(sources, source_tag(cfg.data, target)), references, args.src)}
+        (sources, streams), target = paired_lines(args.src, "--src", args.ref), chosen[0][1]
+        return {chosen[0][0]: (tagged(sources, source_tag(cfg.data, target)), streams, args.src)}
     split = args.split or cfg.data.test_split
     if not split:
         raise MTError(f"{args.checkpoint[0]}: its data has no test split (data.test_split): give --split")
     corpora = load_split(cfg.data, split)
     return {
-        direction: (corpora[direction].src, corpora[direction].tgt, corpora[direction].origin)
+        direction: (corpora[direction].src, [corpora[direction].tgt], corpora[direction].origin)
         for direction, _ in chosen
     }
 
@@ -221,11 +231,11 @@ def read_paths(data_cfg, split: str) -> list:
 def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tokenize: str, tuning=None):
     """One direction's scored rows (one per setting of the grid) and, with --choose-on, its tuning rows;
     BLEU splitting words by tokenize."""
-    sources, references, name = pairs
+    sources, streams, name = pairs
     grid, tuning_rows = settings_grid(args), []
     if tuning is not None:
         tuning_rows = report(
-            decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), tuning.tgt, tokenize
+            decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), [tuning.tgt], tokenize
         )
         best = best_row(tuning_rows)
         print(f"chosen on {args.choose_on}: beam {best['beam']}, alpha {best['alpha']:g} (BLEU {best['bleu']:.2f})")
@@ -234,7 +244,7 @@ def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tokeni
     if args.output:
         with open_for_writing(args.output) as f:
             f.write("".join(h + "\n" for h in outputs[0][2]))
-    return report(outputs, references, tokenize), tuning_rows
+    return report(outputs, streams, tokenize), tuning_rows
 
 
 def summary(rows: list[dict], tuning_rows: list[dict], args):
@@ -249,10 +259,10 @@ def summary(rows: list[dict], tuning_rows: list[dict], args):
     return rows[0] if len(rows) == 1 else rows
 
 
-def compared(systems: list[tuple[str, list[str]]], references: list[str], args, tokenize: str) -> dict:
+def compared(systems: list[tuple[str, list[str]]], streams: list[list[str]], args, tokenize: str) -> dict:
     """Every --hyp against the first by paired bootstrap resampling: printed a line each, and what --json
     writes (the test, its resamples, the baseline, a row per file)."""
-    rows, signatures, samples = paired_test(systems, references, args.samples, tokenize)
+    rows, signatures, samples = paired_test(systems, streams, args.samples, tokenize)
     base = rows[0]
 
     def cell(row: dict, metric: str) -> str:

@@ -201,7 +201,11 @@ def evaluate_parser() -> argparse.ArgumentParser:
         "direction, then their mean) or target (with --src)",
     )
     scored.add_argument("--src", help="source file to translate")
-    scored.add_argument("--ref", help="reference file")
+    scored.add_argument(
+        "--ref",
+        nargs="+",
+        help="reference file; several: references of the same lines, each line scored against all (multi-reference)",
+    )
     scored.add_argument(
         "--hyp",
         nargs="+",
