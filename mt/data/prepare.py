@@ -25,6 +25,7 @@ from mt.data.hub_split import HubSplit
 from mt.data.languages import direction_name, directions, pair_subset, source_tag
 from mt.data.order import ShardPools
 from mt.data.overlap import held_out_pairs
+from mt.data.raw_text import warn_if_preprocessed
 from mt.data.shards import EncodedShards
 from mt.data.sources import check_data_dir, hub_table, joined, load_directions, split_files
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
@@ -53,6 +54,8 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     d = cfg.data
     train = load_training_split(d, cfg.tokenizer.max_sentences)
     valid, tests = load_held_out(d, train)
+    for held_out in (valid, *tests.values()):
+        warn_if_preprocessed(held_out.origin, {"source": held_out.src, "target": held_out.tgt})
     refuse_another_run(cfg, out_dir, train)
     out_dir.mkdir(parents=True, exist_ok=True)
     if write_config:

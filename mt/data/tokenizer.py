@@ -18,6 +18,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from mt.data.languages import cjk_language, language_list
+from mt.data.raw_text import warn_if_preprocessed
 from mt.errors import MTError
 from mt.host import cpu_cores
 
@@ -223,16 +224,14 @@ def _train(tok_cfg, corpus) -> Tokenizer:
         tok_cfg.get("normalization") or DEFAULT_NORMALIZATION,
     )
     symbols = getattr(corpus, "source_symbols", [])  # a tag before some training sources (concatenation.TAG)
+    src, tgt = corpus.tokenizer_sample("src"), corpus.tokenizer_sample("tgt")
+    warn_if_preprocessed(corpus.origin, {"source": src, "target": tgt})
     if tok_cfg.joint:
-        tokenizer = Tokenizer(
-            train_sentencepiece(corpus.tokenizer_sample(), tok_cfg, symbols=symbols, origin=corpus.origin)
-        )
+        tokenizer = Tokenizer(train_sentencepiece(src + tgt, tok_cfg, symbols=symbols, origin=corpus.origin))
     else:
         tokenizer = Tokenizer(
-            train_sentencepiece(
-                corpus.tokenizer_sample("src"), tok_cfg, symbols=symbols, origin=f"{corpus.origin} (source)"
-            ),
-            train_sentencepiece(corpus.tokenizer_sample("tgt"), tok_cfg, origin=f"{corpus.origin} (target)"),
+            train_sentencepiece(src, tok_cfg, symbols=symbols, origin=f"{corpus.origin} (source)"),
+            train_sentencepiece(tgt, tok_cfg, origin=f"{corpus.origin} (target)"),
         )
     smallest = min(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     if smallest < tok_cfg.vocab_size:  # sentencepiece stops where the text has no more pieces to offer
