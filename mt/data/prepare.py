@@ -23,6 +23,7 @@ from mt.data.duplicates import pair_verdicts
 from mt.data.held_out_from_train import drawn_sets, drawn_split, takes_from_train
 from mt.data.hub_split import HubSplit
 from mt.data.languages import direction_name, directions, pair_subset, source_tag
+from mt.data.misalignment import warn_if_slipped
 from mt.data.order import ShardPools
 from mt.data.overlap import held_out_pairs
 from mt.data.raw_text import warn_if_preprocessed
@@ -54,7 +55,9 @@ def prepare(cfg: DictConfig, out_dir: Path, write_config: bool = True) -> Prepar
     d = cfg.data
     train = load_training_split(d, cfg.tokenizer.max_sentences)
     valid, tests = load_held_out(d, train)
-    for held_out in (valid, *tests.values()):
+    for corpus in (train, valid, *tests.values()):  # signs of files gone wrong, said before any training
+        warn_if_slipped(corpus)
+    for held_out in (valid, *tests.values()):  # the training split's: as its tokenizer is trained (its sample)
         warn_if_preprocessed(held_out.origin, {"source": held_out.src, "target": held_out.tgt})
     refuse_another_run(cfg, out_dir, train)
     out_dir.mkdir(parents=True, exist_ok=True)
