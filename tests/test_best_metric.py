@@ -2,6 +2,7 @@
 train.patience waits on it; checkpoints saved before it existed resume as ranked by BLEU."""
 
 import json
+import logging
 import math
 from types import SimpleNamespace
 
@@ -13,7 +14,9 @@ from mt.decoding.settings import DecodeSettings
 from mt.decoding.tuning import choose_alpha
 from mt.inference import load_for_inference
 from mt.metrics import score
+from mt.training import trainer as trainer_module
 from mt.training.budget import Progress, ranking_score, stop_reason
+from mt.training.reporting import validation_share_note
 from mt.training.run_files import CheckpointKeeper
 
 from conftest import tiny_trainer
@@ -94,3 +97,23 @@ def test_the_length_penalty_is_chosen_on_the_metric(trained_run, tiny_corpus):
             by,
         )
         assert chosen.alpha == max(rows, key=lambda row: row[f"valid_{by}"])["alpha"]  # the first of equals
+
+
+def test_a_run_says_once_where_validation_takes_much_of_its_time(tiny_corpus, tmp_path, monkeypatch, caplog):
+    assert validation_share_note(5.0, 100.0, 1_000) is None  # 5% of the time: nothing to say
+    assert validation_share_note(9.0, 1.0, 1_000) is None  # seconds, however large a share: not worth a word
+    note = validation_share_note(40.0, 60.0, 20_000)
+    assert note.startswith("validation took 40 s, 40% of the time since the last one (20,000 sentences decoded)")
+    assert "data.valid_max_sentences=N" in note and "train.valid_every" in note
+    asked = []  # the run's figures, with the threshold taken away: is each validation judged, and said once?
+
+    def judged(seconds, trained, sentences):
+        asked.append((seconds, trained, sentences))
+        return "validation took long"
+
+    monkeypatch.setattr(trainer_module, "validation_share_note", judged)
+    steps = ["train.max_steps=6", "train.valid_every=2", "train.save_every=100", "data.test_split=null"]
+    with caplog.at_level(logging.WARNING, logger="mt.training.trainer"):
+        tiny_trainer(tiny_corpus, tmp_path, *steps).fit()
+    assert [m for m in caplog.messages if m == "validation took long"] == ["validation took long"]
+    assert len(asked) == 1 and asked[0][0] > 0 and asked[0][1] > 0 and asked[0][2] == 30  # valid's 30 sentences

@@ -105,6 +105,21 @@ def log_validation(record: dict, p: Progress, improved: bool, seconds: float) ->
         )
 
 
+VALIDATION_SHARE = 0.25  # of the time between two validations, above which a run says how to spend less
+
+
+def validation_share_note(seconds: float, trained: float, sentences: int) -> str | None:
+    """Where a validation took over VALIDATION_SHARE of the time since the one before (a big validation
+    set, a wide validation beam): how to spend less on it; None otherwise."""
+    share = seconds / (seconds + trained) if trained > 0 else 0.0
+    if share <= VALIDATION_SHARE or seconds < 10:
+        return None
+    return (
+        f"validation took {seconds:.0f} s, {share:.0%} of the time since the last one ({sentences:,} sentences "
+        "decoded): data.valid_max_sentences=N decodes the first N only, train.valid_every validates less often"
+    )
+
+
 def announce_duration(p: Progress, tc, seconds_per_update: float, bar: tqdm, device: torch.device) -> None:
     """Once, early: how long the rest of the run will take at the speed measured so far."""
     left = updates_left(p, tc, seconds_per_update)

@@ -39,6 +39,7 @@ from mt.training.reporting import (
     best_score_tag,
     log_train_record,
     log_validation,
+    validation_share_note,
     write_settings,
 )
 from mt.training.run_files import (
@@ -111,6 +112,7 @@ class Trainer(GraphedSteps):
             cfg, self.model, tokenizer, valid_data, valid_text, device, self.batch_loss
         )
         self.keeper = CheckpointKeeper(self.ckpt_dir, self.tc, self.checkpoint_state, self.dist.is_main)
+        self._validated_at, self._noted_share = 0.0, False  # training seconds at the last validation (fit: resumed)
         if self.dist.is_main:
             check_writable(self.ckpt_dir, checkpoint_bytes(model, self.tc))
 
@@ -277,10 +279,20 @@ class Trainer(GraphedSteps):
             score = ranking_score(record, self.tc.best_metric)
             improved = p.record_validation(score)
             self.keeper.keep_best(p, score)
-            log_validation(record, p, improved, time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            log_validation(record, p, improved, seconds)
+            self._note_validation_share(seconds)
             if writer is not None:  # the HParams tab shows a scalar's last value: this one's is the best
                 writer.add_scalar(best_score_tag(p.best_metric), shown(p.best_score, p.best_metric), p.step)
         self.progress = broadcast_from_main(self.progress, self.dist)
+
+    def _note_validation_share(self, seconds: float) -> None:
+        """Once a run, where validating takes much of its time: how to take less (reporting.py)."""
+        trained, self._validated_at = self.progress.elapsed - self._validated_at, self.progress.elapsed
+        note = None if self._noted_share else validation_share_note(seconds, trained, len(self.validator.sources))
+        if note:
+            log.warning("%s", note)
+            self._noted_share = True
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -301,6 +313,7 @@ class Trainer(GraphedSteps):
         if writer is not None:
             write_settings(writer, self.cfg, self.run_dir)
         first_step, first_elapsed = self.progress.step, self.progress.elapsed
+        self._validated_at, self._noted_share = first_elapsed, False  # training seconds at the last validation
         try:
             with logging_redirect_tqdm(), self.stop_request:
                 if self.tc.init_from and not resumed:
