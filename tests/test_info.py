@@ -33,7 +33,8 @@ def test_a_final_checkpoint_describes_its_model_training_and_test_score(trained_
     assert info["decode"]["alpha"] == translator.settings.alpha and info["decode"]["beam"] == translator.settings.beam
     text = run_cli("mt-info", str(final)).stdout
     assert "  translates    de -> en\n" in text and f"{info['model']['parameters']:,} parameters" in text
-    assert f"test score    {results['split']}: BLEU {results['bleu']}" in text
+    assert f"test score    {results['split']}: BLEU {results['bleu']}, chrF" in text  # words split as usual: 13a
+    assert info["tokenizer"]["normalization"] == "nmt_nfkc" and "normalization" not in text  # the default: unsaid
 
 
 def test_a_training_checkpoint_and_a_bad_file(trained_run, tmp_path):

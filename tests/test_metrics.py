@@ -126,6 +126,8 @@ def test_a_run_into_chinese_keeps_its_punctuation_and_scores_chinese_words(tmp_p
     validations = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert validations and all("tok:zh" in v["bleu_signature"] for v in validations)
     assert "tok:zh" in json.loads((run / "results.json").read_text())["bleu_signature"]
+    said = run_cli("mt-info", str(run)).stdout  # the model says both
+    assert "for both sides, normalization identity\n" in said and "BLEU " in said and "(tok:zh), chrF" in said
 
 
 def test_several_references_each_line_matches_any_of_them(tmp_path):

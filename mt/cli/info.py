@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -86,7 +87,8 @@ def tokenizer_summary(tokenizer_cfg: dict, models: dict) -> dict:
 
 
 def vocabulary_sizes(tokenizer) -> dict:
-    return {"joint": tokenizer.joint, "vocab_src": tokenizer.src_vocab_size, "vocab_tgt": tokenizer.tgt_vocab_size}
+    sizes = {"joint": tokenizer.joint, "vocab_src": tokenizer.src_vocab_size, "vocab_tgt": tokenizer.tgt_vocab_size}
+    return {**sizes, "normalization": getattr(tokenizer, "normalization", None)}
 
 
 def origin(state: dict) -> dict:
@@ -138,7 +140,11 @@ def as_text(info: dict) -> str:
     if info.get("test"):
         score = info["test"]
         mean = f" (the mean of {len(score['mean_of'])} directions)" if score.get("mean_of") else ""
-        rows.append(("test score", f"{score.get('split')}: BLEU {score.get('bleu')}, chrF {score.get('chrf')}{mean}"))
+        split = re.search(r"\btok:([^|]+)", score.get("bleu_signature", ""))  # how BLEU split words, if not as usual
+        words = f" (tok:{split.group(1)})" if split and split.group(1) != "13a" else ""
+        rows.append(
+            ("test score", f"{score.get('split')}: BLEU {score.get('bleu')}{words}, chrF {score.get('chrf')}{mean}")
+        )
     size = f"{info['bytes'] / 1e6:.1f} MB" if info["bytes"] >= 1e5 else f"{info['bytes']:,} bytes"
     width = max(len(label) for label, _ in rows)
     head = f"{info['path']}  ({size}, written {info['modified'].replace('T', ' ')[:16]})"
@@ -188,9 +194,11 @@ def origin_line(o: dict) -> str:
 
 
 def vocabulary(t: dict) -> str:
+    """The sizes, and the normalization where it is not sentencepiece's default (text as written, say)."""
+    rule = f", normalization {t['normalization']}" if t.get("normalization") not in (None, "nmt_nfkc") else ""
     if t["joint"]:
-        return f"one vocabulary of {t['vocab_src']:,} pieces for both sides"
-    return f"{t['vocab_src']:,} source and {t['vocab_tgt']:,} target pieces"
+        return f"one vocabulary of {t['vocab_src']:,} pieces for both sides{rule}"
+    return f"{t['vocab_src']:,} source and {t['vocab_tgt']:,} target pieces{rule}"
 
 
 def decoding(dec: dict) -> str:

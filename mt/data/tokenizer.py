@@ -78,6 +78,18 @@ class Tokenizer:
         """Target texts, each one line: a line break or tab the pieces spell becomes one space (see BREAKS)."""
         return [one_line(text) for text in self.tgt.decode(ids)]
 
+    @property
+    def normalization(self) -> str | None:
+        """The rule the target side normalizes text by, which translations come out in (tokenizer.normalization):
+        sentencepiece's name for it, read from the model; None where protobuf, which reads it, is missing."""
+        try:
+            from sentencepiece import sentencepiece_model_pb2
+        except ImportError:
+            return None
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(self.src_proto if self.joint else self.tgt_proto)
+        return proto.normalizer_spec.name
+
     def state_dict(self) -> dict:
         """Bytes of the models, so a checkpoint carries its tokenizer."""
         return {"src": self.src_proto, "tgt": self.tgt_proto}
