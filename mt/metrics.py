@@ -1,9 +1,10 @@
 """Corpus BLEU and chrF with sacreBLEU on detokenized text, with their signatures.
 
 BLEU counts words, so it splits text into words first; sacreBLEU's default splitting (13a) finds words at
-spaces and punctuation. Chinese, Japanese and Korean text is not written with spaces between words, and
-split that way a sentence is one or two "words": BLEU is about 0 whatever the translation. So the
-splitting follows the target language, as sacreBLEU's own command does for them (bleu_tokenize).
+spaces and punctuation. Chinese and Japanese are written without spaces between words, and split that way
+a sentence is one or two "words": BLEU is about 0 whatever the translation. Korean puts spaces between
+phrases, each a word with its particles attached, which a translation seldom matches whole. So the
+splitting follows the target language, as sacreBLEU's own command does for these three (bleu_tokenize).
 chrF compares characters and needs none.
 """
 
@@ -21,7 +22,7 @@ from mt.errors import MTError
 log = logging.getLogger(__name__)
 
 DEFAULT_TOKENIZE = "13a"
-# sacreBLEU's choice for languages written without spaces between words; the MeCab ones need
+# sacreBLEU's choice for Chinese, Japanese and Korean; the MeCab ones need
 # `pip install "sacrebleu[ja]"` or `"sacrebleu[ko]"`, and char (every character a word) stands in without it
 BY_LANGUAGE = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
 STAND_IN = "char"

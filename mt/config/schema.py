@@ -71,7 +71,7 @@ class TokenizerConfig:
     # how text is normalized before it is split, as translations will be written: nmt_nfkc (Unicode NFKC:
     # full-width letters and digits, ligatures, … to their plain forms) | nfkc | identity (as written) |
     # nmt_nfkc_cf | nfkc_cf (case-folded too); null = nmt_nfkc, but identity where a target language is Chinese,
-    # Japanese or Korean, whose full-width punctuation ，！？ NFKC would write as , ! ? in every translation
+    # Japanese or Korean: NFKC would write full-width ，！？ as , ! ? (and Korean's ㅋ as a conjoining jamo)
     normalization: str | None = None
     # sentences sentencepiece is trained on, drawn uniformly from the training text (500k: ~40 s, 1.2 GB)
     max_sentences: int = 500_000

@@ -11,16 +11,17 @@ from collections.abc import Sequence
 
 from mt.errors import MTError
 
-# Chinese, Japanese and Korean: written without spaces between words, in characters of their own, with
-# full-width punctuation (，！？); by ISO 639-1 code, and the 639-2/3 codes that stand for them
-WRITTEN_WITHOUT_SPACES = {"zh": "zh", "zho": "zh", "chi": "zh", "cmn": "zh", "yue": "zh"}
-WRITTEN_WITHOUT_SPACES |= {"ja": "ja", "jpn": "ja", "ko": "ko", "kor": "ko"}
+# Chinese, Japanese and Korean, whose text BLEU splits into words its own way (mt/metrics.py) and NFKC
+# normalization would alter (full-width ，！？, Korean's compatibility jamo ㅋ); by ISO 639-1 code, and the
+# 639-2/3 codes that stand for them
+CJK_CODES = {"zh": "zh", "zho": "zh", "chi": "zh", "cmn": "zh", "yue": "zh"}
+CJK_CODES |= {"ja": "ja", "jpn": "ja", "ko": "ko", "kor": "ko"}
 
 
 def cjk_language(code) -> str | None:
     """zh, ja or ko for a code of Chinese, Japanese or Korean, with or without a script or region (zh-Hant,
     zh_TW, jpn); None for any other language."""
-    return WRITTEN_WITHOUT_SPACES.get(re.split(r"[-_]", str(code or "").lower())[0])
+    return CJK_CODES.get(re.split(r"[-_]", str(code or "").lower())[0])
 
 
 def language_list(value) -> list[str]:
