@@ -45,9 +45,14 @@ def test_two_lines_missing_and_line_numbers_of_a_later_shard():
 
 def test_a_slip_anywhere_in_a_training_part_shows_in_its_last_shard():
     src, tgt = sides("train")
-    slipped = ParallelCorpus(src[:1000], tgt[:100] + tgt[101:1001], "slipped", shard_lines=250)
-    (origin, found), *others = slipped_parts(slipped)  # shard 0 and shard 3 are read, not 1 and 2
-    assert origin == "slipped" and others == [] and abs(found.line - 102) <= 3
+    early = ParallelCorpus(src[:1000], tgt[:100] + tgt[101:1001], "early", shard_lines=250)
+    (origin, found), *others = slipped_parts(early)  # in shard 0, which is read: where it is
+    assert origin == "early" and others == [] and abs(found.line - 102) <= 3 and not found.earlier
+    middle = ParallelCorpus(src[:1000], tgt[:300] + tgt[301:1001], "middle", shard_lines=250)
+    [(_, found)] = slipped_parts(middle)  # in shard 1, not read: the last shard (from line 751) shows it
+    assert found.earlier and found.line == 751 and found.shift == -1
+    assert found.said("middle").startswith("data: middle: by line 751, source line N pairs with target line N-1")
+    assert "missing from the target file somewhere before there" in found.said("middle")
     assert slipped_parts(ParallelCorpus(src[:1000], tgt[:1000], "fine", shard_lines=250)) == []
 
 

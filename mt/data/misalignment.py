@@ -4,14 +4,15 @@ slip evens them out, or when the files were cut to the same length afterwards; t
 wrong pairs, or a test set is scored against the wrong references.
 
 A translation is about as long as its source: over a hundred lines, the lengths of sources and their
-translations correlate strongly (logarithms of characters; Multi30k: r 0.83-0.92 in every window of its
-training and validation files), those of a source and its neighbour's translation hardly (below 0.5). So
+translations correlate strongly (logarithms of characters; in the 310 windows of Multi30k's de-en files r
+is 0.65-0.94, median 0.89), those of a source and its neighbour's translation hardly (there at most 0.49). So
 where target line i - 1 (or i + 1, or two lines away) fits source line i far better than target line i
 does, the sides have slipped there; a window whose lines hardly vary in length tells nothing and passes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -33,16 +34,18 @@ class Slip:
     shift: int  # source line i pairs best with target line i + shift from there on
     fit: float  # the lengths' correlation, paired so
     given: float  # and as given
+    earlier: bool = False  # slipped already where the lines looked at begin: somewhere before line
 
     def said(self, origin: str) -> str:
         """The warning: where, which way, and what to look for."""
         fewer = "target" if self.shift < 0 else "source"
         lines = "a line" if abs(self.shift) == 1 else f"{abs(self.shift)} lines"
+        where = f"by line {self.line:,}" if self.earlier else f"from about line {self.line:,} on"
         return (
-            f"data: {origin}: from about line {self.line:,} on, source line N pairs with target line "
-            f"N{self.shift:+d} (their lengths correlate {self.fit:.2f}, as given {self.given:.2f}): {lines} "
-            f"missing from the {fewer} file near there, or one too many in the other? Later pairs are not "
-            "translations of each other"
+            f"data: {origin}: {where}, source line N pairs with target line N{self.shift:+d} (their lengths "
+            f"correlate {self.fit:.2f}, as given {self.given:.2f}): {lines} missing from the {fewer} file "
+            f"{'somewhere before' if self.earlier else 'near'} there, or one too many in the other? Later pairs are "
+            "not translations of each other"
         )
 
 
@@ -92,8 +95,11 @@ def slipped_parts(corpus) -> list[tuple[str, Slip]]:
     found = []
     for part, _, _ in base_parts(corpus):
         for index in sorted({0, part.shards - 1}):
-            slip = find_slip(*part.shard(index), first_line=index * part.shard_lines + 1)
+            first = index * part.shard_lines + 1
+            slip = find_slip(*part.shard(index), first_line=first)
             if slip is not None:
+                if index and slip.line < first + WINDOW:  # slipped where the shard begins: in the lines skipped
+                    slip = dataclasses.replace(slip, line=first, earlier=True)
                 found.append((part.origin, slip))
                 break
     return found

@@ -6,7 +6,7 @@ against the raw references. Given files another pipeline prepared (Moses scripts
 recipe), the model learns to write escapes and split words, and its scores compare it with text no reader
 writes. So the signs are counted on the text at hand before training (the sample the tokenizer learns
 from, the valid and test splits), and a sign on more than a twentieth of a side's lines is a warning: raw
-text shows any of them on a handful of lines at most (Multi30k: under 0.1%).
+text shows any of them on a handful of lines at most (Multi30k: at most 0.1% of a file's lines).
 """
 
 from __future__ import annotations
