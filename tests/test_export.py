@@ -9,6 +9,7 @@ from sacrebleu.metrics import CHRF
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.data.sources import load_split
+from mt.decoding.mbr import mbr_order
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError
 from mt.export.convert import export
@@ -111,6 +112,19 @@ def test_prefixes_and_sampling_pass_through_to_ctranslate2(trained):
     first = sampling.translate_nbest(sentences)
     assert [len(x) for x in first] == [3] * len(sentences)
     assert len({t.text for x in first for t in x}) > len(sentences)
+
+
+def test_mbr_chooses_among_ctranslate2s_candidates(trained):
+    """MBR runs on either engine's candidates (LineTranslator): CTranslate2's 4 best of a beam of 4, the one
+    mbr_order puts first; its sampler has no epsilon cut, refused in one line."""
+    checkpoint, exported, sentences = trained
+    _, _, cfg = load_for_inference([str(checkpoint)])
+    engine = CTranslate2Translator(str(exported), DecodeSettings.from_config(cfg.decode), compute_type="fp32")
+    candidates = engine.translate_nbest(sentences, beam=4, nbest=4)
+    chosen = [c[mbr_order([t.text for t in c], "chrf")[0]].text for c in candidates]
+    assert engine.translate(sentences, mbr=4) == chosen
+    with pytest.raises(MTError, match="^epsilon sampling needs the torch engine"):
+        engine.translate(sentences, strategy="sample", epsilon=0.02)
 
 
 def test_translate_with_the_ctranslate2_engine_keeps_line_alignment(trained):

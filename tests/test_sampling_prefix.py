@@ -81,7 +81,9 @@ def first_token_probs(model, src_ids, temperature=1.0):
     return (logits / temperature).softmax(-1)
 
 
-@pytest.mark.parametrize("shape", [dict(), dict(temperature=2.0), dict(topk=3), dict(topp=0.5)])
+@pytest.mark.parametrize(
+    "shape", [dict(), dict(temperature=2.0), dict(topk=3), dict(topp=0.5), dict(epsilon=0.06), dict(epsilon=0.9)]
+)
 def test_first_tokens_follow_the_shaped_distribution(untrained, shape):
     """4,000 draws of one sentence's first token against the distribution the shape defines."""
     model, sources = untrained
@@ -94,6 +96,8 @@ def test_first_tokens_follow_the_shaped_distribution(untrained, shape):
         sorted_p, order = probs.sort(descending=True)
         keep = (sorted_p.cumsum(0) - sorted_p) < shape["topp"]
         probs = torch.zeros_like(probs).index_fill(0, order[keep], 1.0) * probs
+    if "epsilon" in shape:  # below epsilon never drawn, the most likely token always can be
+        probs = torch.where((probs >= shape["epsilon"]) | (probs == probs.max()), probs, 0.0)
     probs = probs / probs.sum()
     src = pad_ids([sources[0]], suffix=[EOS])
     with torch.no_grad():

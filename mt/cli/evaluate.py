@@ -30,7 +30,7 @@ from mt.data.lines import COMPRESSED, open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
 from mt.decoding.sentences import several_sentences_note
-from mt.decoding.settings import RULE_FIELDS
+from mt.decoding.settings import MBR_FIELDS, RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.fastpath import decode_precision
@@ -69,6 +69,8 @@ def check_args(args) -> None:
     for flag, value in (("--min-len", args.min_len), ("--no-repeat-ngram", args.no_repeat_ngram)):
         if value is not None and value < 0:
             raise MTError(f"{flag} must be >= 0 (0: off)")
+    if args.mbr is not None and (args.mbr < 0 or args.mbr == 1):
+        raise MTError("--mbr must be 0 (off) or >= 2 candidates a line")
     several = len(settings_grid(args)) > 1
     if several and args.output and not args.choose_on:
         raise MTError("--output takes the translations of one setting: give one --beam and one --alpha")
@@ -131,11 +133,13 @@ def decode_grid(
             beam=beam,
             alpha=alpha,
             precision=precision,
-            **{name: getattr(args, name) for name in RULE_FIELDS},
+            **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
         )
         translator = Translator(model, tokenizer, settings, device)
         results = translator.translate_nbest(sources, progress=sys.stderr.isatty())
         rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k)}
+        if settings.mbr:
+            rules.update(mbr=settings.mbr, mbr_utility=settings.mbr_utility)
         chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
         said = "".join(", sentence by sentence" if v is True else f", {k} {v}" for k, v in rules.items())
         outputs.append(

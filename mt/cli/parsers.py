@@ -63,6 +63,22 @@ def constraint_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def mbr_options(p: argparse.ArgumentParser) -> None:
+    """--mbr and --mbr-utility (mt/decoding/mbr.py), as translate and mt-evaluate take them."""
+    p.add_argument(
+        "--mbr",
+        type=int,
+        metavar="N",
+        help="minimum Bayes risk: draw N candidates a line (samples, or the N best of a beam) and keep the one "
+        "that agrees most with the others (default: the checkpoint's decode.mbr, 0: off)",
+    )
+    p.add_argument(
+        "--mbr-utility",
+        choices=["chrf", "bleu"],
+        help="how --mbr compares two candidates: sentence chrF or BLEU (default: the checkpoint's, chrf)",
+    )
+
+
 def split_option(p: argparse.ArgumentParser) -> None:
     """--split-sentences (mt/decoding/sentences.py), as translate, mt-evaluate and mt-serve take it."""
     p.add_argument(
@@ -133,7 +149,11 @@ def translate_parser() -> argparse.ArgumentParser:
     sampling.add_argument("--temperature", type=float, help="divide the logits by T (< 1 sharper; default 1)")
     sampling.add_argument("--topk", type=int, help="draw among the K most likely tokens only (default 0: all)")
     sampling.add_argument("--topp", type=float, help="draw within the top-P probability mass (default 1: all)")
+    sampling.add_argument(
+        "--epsilon", type=float, help="never draw a token below this probability (default 0: no cut; MBR: 0.02)"
+    )
     sampling.add_argument("--seed", type=int, help="seed (default 0); each line's draws come from it and its number")
+    mbr_options(p.add_argument_group("minimum Bayes risk"))
     rules = p.add_argument_group("what a translation may be")
     rules.add_argument(
         "--prefix",
@@ -237,6 +257,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
     )
     constraint_options(decoding)
     split_option(decoding)
+    mbr_options(decoding)
     device = p.add_argument_group("device")
     device.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     device.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help=DTYPE_HELP)

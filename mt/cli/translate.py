@@ -9,8 +9,9 @@ Output formats:
                 ("0-0 2-1 ..."), the most-attended source piece of each target piece (EOS included)
 
 Strategies: greedy, beam search, and sampling (--strategy sample --temperature T --topk K --topp P
---seed S; --nbest N draws N samples a line, ranked in the order drawn). --prefix FILE forces a target
-prefix per line with any of them.
+--epsilon E --seed S; --nbest N draws N samples a line, ranked in the order drawn). --prefix FILE forces a
+target prefix per line with any of them. --mbr N draws N candidates a line (beam search's N best, or N
+samples) and writes the one that agrees most with the others (minimum Bayes risk).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tqdm import tqdm
 
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
 from mt.decoding.sentences import several_sentences_note
-from mt.decoding.settings import DEFAULT_BEAM, RULE_FIELDS
+from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError, StoppedAfter, check_output_file, truncation_warning
 from mt.export.engine import load_export_translator
 
@@ -64,7 +65,7 @@ def write_heatmaps(results, folder: str, first_line: int = 0) -> None:
             (out / f"{i:06d}.svg").write_text(svg, encoding="utf-8")
 
 
-SAMPLING_FLAGS = ("temperature", "topk", "topp", "seed")
+SAMPLING_FLAGS = ("temperature", "topk", "topp", "epsilon", "seed")
 
 
 def writing_failed(name: str, err: OSError) -> MTError:
@@ -85,6 +86,9 @@ def check_args(args) -> None:
             raise MTError(f"--{name} is a sampling setting: add --strategy sample")
     if args.topp is not None and not 0 < args.topp <= 1:
         raise MTError("--topp must be in (0, 1]")
+    if args.epsilon is not None and not 0 <= args.epsilon < 1:
+        raise MTError("--epsilon must be in [0, 1) (0: no cut)")
+    check_mbr_args(args)
     if args.strategy == "greedy" and (args.beam not in (None, 1) or args.nbest > 1):
         raise MTError("--strategy greedy finds one translation a line: for --beam or --nbest use --strategy beam")
     if args.prefix and (args.interactive or (args.input is None and sys.stdin.isatty())):
@@ -123,6 +127,18 @@ def check_args(args) -> None:
         raise MTError("--alignments and --attention-dir need --engine torch (CTranslate2 exports no attention)")
 
 
+def check_mbr_args(args) -> None:
+    """--mbr: 0 (off) or several candidates, one translation a line (no --nbest, no attention shown)."""
+    if args.mbr in (None, 0):
+        return
+    if args.mbr < 2:
+        raise MTError("--mbr must be 0 (off) or >= 2 candidates a line")
+    if args.strategy == "greedy":
+        raise MTError("--mbr chooses among several candidates: use --strategy beam (its N best) or sample")
+    if args.nbest > 1 or args.alignments or args.attention_dir:
+        raise MTError("--mbr writes one translation a line: not with --nbest, --alignments or --attention-dir")
+
+
 def check_engine_args(args) -> None:
     """--device (default: CUDA when the engine sees one), --dtype and --engine, as translate and mt-score take
     them (parsers.engine_options): a one-line error for a combination that cannot run."""
@@ -141,10 +157,14 @@ def describe(settings) -> str:
     rules = [f"at least {settings.min_len} pieces"] if settings.min_len else []
     rules += [f"no repeated {settings.no_repeat_ngram}-grams"] if settings.no_repeat_ngram else []
     rules += ["sentence by sentence"] if settings.split_sentences else []
+    if settings.mbr:
+        rules.insert(0, f"MBR over {settings.mbr} candidates by {settings.mbr_utility}")
+        settings = settings.for_candidates()
     if settings.sampling:
         shape = [f"temperature {settings.temperature:g}"]
         shape += [f"top-k {settings.topk}"] if settings.topk else []
         shape += [f"top-p {settings.topp:g}"] if settings.topp < 1 else []
+        shape += [f"epsilon {settings.epsilon:g}"] if settings.epsilon else []
         return ", ".join([f"sampling, {', '.join(shape)}, seed {settings.seed}", *rules])
     return ", ".join(["greedy" if settings.beam == 1 else f"beam {settings.beam}", *rules])
 
@@ -170,7 +190,7 @@ def load_translator(args):
         nbest=args.nbest,
         batch_tokens=args.batch_tokens,
         tgt_lang=args.tgt_lang,
-        **{name: getattr(args, name) for name in RULE_FIELDS},
+        **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
         **{name: getattr(args, name) for name in SAMPLING_FLAGS},
     )
     if args.engine == "ctranslate2":

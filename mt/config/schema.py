@@ -149,7 +149,8 @@ class TrainConfig:
 @dataclass
 class DecodeConfig:
     # How `translate`, `mt-serve` and the Python API decode with this run's checkpoints. Validation, the
-    # test score and mt-evaluate always search (greedy or beam): a score of random samples means little.
+    # test score and mt-evaluate always search (greedy or beam), without MBR: a score of random samples
+    # means little, and MBR would multiply the cost of every validation.
     strategy: str = "search"  # search (greedy / beam search) | sample
     beam: int = 5
     alpha: float = 0.6  # GNMT length penalty exponent
@@ -166,10 +167,15 @@ class DecodeConfig:
     temperature: float = 1.0  # sampling: divides the logits (< 1 sharper, > 1 flatter; 0 = greedy)
     topk: int = 0  # sampling: draw among the k most likely tokens only; 0 = all
     topp: float = 1.0  # sampling: draw within the smallest set of tokens holding this probability
+    epsilon: float = 0.0  # sampling: never draw a token below this probability (the most likely one stays)
     seed: int = 0  # sampling: each line's draws are seeded by this and the line's number
     min_len: int = 0  # no end of sentence before this many pieces; 0 = off
     no_repeat_ngram: int = 0  # no n-gram of this many pieces twice in one output (against loops); 0 = off
     split_sentences: bool = False  # translate each line's sentences apart, then join them (paragraphs a line)
+    # Minimum Bayes risk: draw this many candidates a line (samples, or the best of a beam holding them) and
+    # keep the one that agrees most with the others, by sentence chrF or BLEU (mbr_utility); 0 = off
+    mbr: int = 0
+    mbr_utility: str = "chrf"
     # Greedy and beam search in fixed slots (static caches, finished sentences masked), each step captured
     # once as a CUDA graph and replayed; the same translations. Off until measured faster on a GPU.
     cuda_graphs: bool = False

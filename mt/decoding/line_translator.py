@@ -10,6 +10,7 @@ import logging
 from dataclasses import fields
 
 from mt.data.languages import into, languages_label
+from mt.decoding.mbr import bleu_words, mbr_order
 from mt.decoding.sentences import several_sentences, several_sentences_note, translate_by_sentence
 from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
 from mt.errors import MTError
@@ -61,9 +62,21 @@ class LineTranslator:
         if options.get("prefixes") is not None:
             options["prefixes"] = checked_lines(options["prefixes"], "prefixes")
         if translator.settings.split_sentences:
-            return translate_by_sentence(translator._translate_nbest, translator.settings, lines, **options)
+            return translate_by_sentence(translator._decode, translator.settings, lines, **options)
         self.several_sentences += several_sentences(lines)
-        return translator._translate_nbest(lines, **options)
+        return translator._decode(lines, **options)
+
+    def _decode(self, lines: list[str], **options) -> list[list[Translation]]:
+        """The engine's _translate_nbest; with settings.mbr, on that many candidates a line, of which the one
+        that agrees most with the others is kept (mt/decoding/mbr.py)."""
+        s = self.settings
+        if not s.mbr:
+            return self._translate_nbest(lines, **options)
+        if options.get("attention_layer") is not None:
+            raise MTError("attention maps and alignments show the search's best translation: not with mbr")
+        found = self.with_settings(s.for_candidates())._translate_nbest(lines, **options)
+        tokenize = bleu_words(s.tgt_lang or self.languages[1]) if s.mbr_utility == "bleu" else None
+        return [[hyps[mbr_order([h.text for h in hyps], s.mbr_utility, tokenize)[0]]] for hyps in found]
 
     def for_call(self, **choices) -> LineTranslator:
         """This translator, or a copy sharing its model with these DecodeSettings fields changed (None: kept).

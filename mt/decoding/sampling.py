@@ -6,6 +6,9 @@ beam search's). The distribution can be reshaped first:
   top-k           only the k most likely tokens can be drawn (Fan et al. 2018)
   top-p           only the smallest set of most likely tokens whose probability reaches p (nucleus
                   sampling, Holtzman et al. 2020)
+  epsilon         no token below this probability can be drawn, the most likely one always can
+                  (Hewitt et al. 2022); the candidates minimum Bayes risk chooses among best
+                  (Freitag et al. 2023: epsilon 0.02)
 
 Reproducible per line: the uniform numbers that pick a line's tokens come from a generator seeded by
 that line's own seed and the sample's number, drawn before decoding, so a line's samples do not depend
@@ -30,9 +33,11 @@ def uniforms(line_seeds: list[int], samples: int, steps: int) -> torch.Tensor:
 class Sampler:
     """Chooses each row's next token by inverse-CDF sampling with its own uniform number for the step."""
 
-    def __init__(self, draws: torch.Tensor, temperature: float = 1.0, topk: int = 0, topp: float = 1.0):
+    def __init__(
+        self, draws: torch.Tensor, temperature: float = 1.0, topk: int = 0, topp: float = 1.0, epsilon: float = 0.0
+    ):
         self.draws = draws  # (rows, steps) on the search's device
-        self.temperature, self.topk, self.topp = temperature, topk, topp
+        self.temperature, self.topk, self.topp, self.epsilon = temperature, topk, topp, epsilon
 
     def __call__(self, logits: torch.Tensor, rows: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(model log-probability, token) of each row's draw at step t: logits (live, V), rows the
@@ -44,13 +49,15 @@ class Sampler:
         return log_probs.gather(1, token[:, None]).squeeze(1), token
 
     def draw(self, scaled: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """Token ids drawn from softmax(scaled), cut to top-k and top-p, by the uniform numbers u."""
+        """Token ids drawn from softmax(scaled), cut to top-k, epsilon and top-p, by the uniform numbers u."""
         candidates = None  # token ids of the columns of `scaled`, when cut or sorted
         if 0 < self.topk < scaled.size(1):
             scaled, candidates = scaled.topk(self.topk, dim=-1)  # sorted, best first
         if self.topp < 1.0 and candidates is None:
             scaled, candidates = scaled.sort(dim=-1, descending=True)
         probs = scaled.softmax(dim=-1)
+        if self.epsilon > 0:
+            probs = probs.masked_fill((probs < self.epsilon) & (probs < probs.amax(-1, keepdim=True)), 0.0)
         if self.topp < 1.0:
             before = probs.cumsum(-1) - probs  # mass of the more likely tokens
             probs = probs.masked_fill(before >= self.topp, 0.0)  # the first token always stays

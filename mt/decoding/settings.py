@@ -15,11 +15,13 @@ if TYPE_CHECKING:
     from mt.decoding.constraints import Constraints
 
 STRATEGIES = ("search", "sample")
+MBR_UTILITIES = ("chrf", "bleu")  # mt/decoding/mbr.py
 # Scoring: padded tokens per batch (the longer side); a batch's logits are (tokens, vocabulary) floats, 0.5 GB at 32k.
 SCORE_BATCH_TOKENS = 4096
 DEFAULT_BEAM = 5  # beam search asked for where the settings at hand are greedy (beam 1)
 # Rules on what a translation may be, each a flag of translate, mt-evaluate and mt-serve of the same name.
 RULE_FIELDS = ("min_len", "no_repeat_ngram", "split_sentences")
+MBR_FIELDS = ("mbr", "mbr_utility")  # flags of translate and mt-evaluate: --mbr, --mbr-utility
 
 
 # What each kind of field takes (an int where a float is asked for; never a bool for a number), and its name.
@@ -37,7 +39,9 @@ class DecodeSettings:
     strategy "search" is greedy search (beam 1) or beam search; "sample" draws each token at random
     from the model's distribution (sharpened or flattened by temperature, cut to the top-k tokens and
     to the nucleus of top-p probability), nbest independent samples per line, each line's draws
-    seeded by (seed, its line number): the same line gives the same samples in any batch."""
+    seeded by (seed, its line number): the same line gives the same samples in any batch. With mbr, either
+    strategy draws mbr candidates a line (samples, or the best of a beam that holds them), and the one
+    that agrees most with the others is kept (minimum Bayes risk, mt/decoding/mbr.py)."""
 
     strategy: str = "search"  # search (greedy / beam) | sample
     beam: int = 1  # 1 = greedy
@@ -50,12 +54,15 @@ class DecodeSettings:
     temperature: float = 1.0  # sampling: divides the logits; 0 = always the most likely token (greedy)
     topk: int = 0  # sampling: draw among the k most likely tokens only; 0 = all
     topp: float = 1.0  # sampling: draw within the smallest set of tokens holding this much probability
+    epsilon: float = 0.0  # sampling: never draw a token below this probability (the most likely one stays)
     seed: int = 0  # sampling: with each line's number, seeds that line's draws
     cuda_graphs: bool = False  # greedy and beam search in fixed slots, each step a replayed CUDA graph (CUDA)
     min_len: int = 0  # no end of sentence before this many pieces; 0 = off (mt/decoding/constraints.py)
     no_repeat_ngram: int = 0  # no n-gram of this many pieces twice in one output; 0 = off
     tgt_lang: str = ""  # the language to translate into, for a model of several target languages
     split_sentences: bool = False  # translate each line's sentences one by one (mt/decoding/sentences.py)
+    mbr: int = 0  # minimum Bayes risk: candidates a line to choose among; 0 = off (mt/decoding/mbr.py)
+    mbr_utility: str = "chrf"  # how MBR compares two candidates: sentence chrF or BLEU
 
     def __post_init__(self):
         for field in fields(self):  # a value of another type would fail deep inside a search
@@ -76,9 +83,13 @@ class DecodeSettings:
             ("temperature", self.temperature >= 0, ">= 0"),
             ("topk", self.topk >= 0, ">= 0 (0: no cut)"),
             ("topp", 0 < self.topp <= 1, "in (0, 1]"),
+            ("epsilon", 0 <= self.epsilon < 1, "in [0, 1) (0: no cut)"),
             ("seed", self.seed >= 0, ">= 0"),
             ("min_len", self.min_len >= 0, ">= 0 (0: off)"),
             ("no_repeat_ngram", self.no_repeat_ngram >= 0, ">= 0 (0: off)"),
+            ("mbr", self.mbr == 0 or self.mbr >= 2, "0 (off) or >= 2 candidates a line"),
+            ("mbr", self.mbr == 0 or self.nbest == 1, "0 with nbest > 1 (MBR keeps one translation a line)"),
+            ("mbr_utility", self.mbr_utility in MBR_UTILITIES, f"one of {', '.join(MBR_UTILITIES)}"),
         )
         for name, ok, rule in checks:
             if not ok:
@@ -101,6 +112,12 @@ class DecodeSettings:
         """Decoder rows one source line occupies: beam hypotheses, or nbest samples."""
         return self.nbest if self.sampling else self.beam
 
+    def for_candidates(self) -> DecodeSettings:
+        """The settings that draw MBR's candidates: mbr samples a line, or the mbr best of a beam holding them
+        (of each sentence, where split_sentences has split the lines already)."""
+        beam = self.beam if self.sampling else max(self.beam, self.mbr)
+        return replace(self, mbr=0, nbest=self.mbr, beam=beam, split_sentences=False)
+
     @classmethod
     def from_config(cls, decode_cfg, **choices) -> DecodeSettings:
         """decode_cfg's values (cfg.decode, or a checkpoint's), each choice that is not None taking precedence."""
@@ -109,6 +126,13 @@ class DecodeSettings:
         if values.get("strategy", "search") == "search" and values.get("beam", 1) >= 1:  # beam 0: refused below
             values["beam"] = max(values.get("beam", 1), values.get("nbest", 1))
         return cls(**values)
+
+    @classmethod
+    def for_scoring(cls, decode_cfg, **choices) -> DecodeSettings:
+        """decode_cfg's settings as validation, the choice of alpha and the test score decode: searching
+        (greedy or beam), without MBR. A score of random samples means little; MBR would multiply the cost
+        of every validation."""
+        return cls.from_config(decode_cfg, **{**choices, "strategy": "search", "mbr": 0})
 
     def updated(self, **choices) -> DecodeSettings:
         """These settings with each choice that is not None in place (validated like the rest)."""

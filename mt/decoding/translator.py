@@ -138,7 +138,7 @@ class Translator(LineTranslator):
                 if prefixes is not None:
                     steps += prefixes.longest
                 draws = uniforms(seeds, s.nbest, steps).to(src.device)
-                sampler = Sampler(draws, s.temperature, s.topk, s.topp)
+                sampler = Sampler(draws, s.temperature, s.topk, s.topp, s.epsilon)
                 return sample_search(
                     self.model, src, sampler, s.nbest, s.max_len_a, s.max_len_b, prefixes, s.constraints
                 )

@@ -191,6 +191,8 @@ class CTranslate2Translator(LineTranslator):
         constraints = dict(min_decoding_length=s.min_len, no_repeat_ngram_size=s.no_repeat_ngram)
         if not s.sampling:
             return dict(beam_size=s.beam, length_penalty=s.alpha, num_hypotheses=s.nbest, **constraints)
+        if s.epsilon:
+            raise MTError("epsilon sampling needs the torch engine (CTranslate2 has no epsilon cut)")
         greedy = s.temperature == 0  # CTranslate2 takes top-1 for the limit T -> 0
         return dict(
             beam_size=1,

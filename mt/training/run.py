@@ -55,9 +55,7 @@ def finish(
     with the training split, where counted) and test/bleu, test/chrf at the last step to TensorBoard.
     Returns final.pt."""
     final = chosen.parent / "final.pt"
-    settings = DecodeSettings.from_config(
-        cfg.decode, strategy="search", precision=decode_precision(device, cfg.train.precision)
-    )
+    settings = DecodeSettings.for_scoring(cfg.decode, precision=decode_precision(device, cfg.train.precision))
     sweep = []
     if cfg.decode.alpha_candidates or tests:  # nothing to decode: final.pt is a copy
         model, tokenizer, _ = load_for_inference(chosen)

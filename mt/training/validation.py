@@ -58,9 +58,8 @@ class Validator:
     @classmethod
     def for_training(cls, cfg, model, tokenizer, data: EncodedCorpus, text: ParallelCorpus, device, batch_loss):
         """The validation a run's config asks for: decode.valid_beam, in the precision fastpath picks."""
-        settings = DecodeSettings.from_config(
+        settings = DecodeSettings.for_scoring(
             cfg.decode,
-            strategy="search",
             beam=cfg.decode.valid_beam,
             precision=fastpath.decode_precision(device, cfg.train.precision),
         )
