@@ -57,8 +57,13 @@ def translate_cli(checkpoint, lines, *flags):
             {"strategy": "beam", "beam": 3, "min_len": 7, "no_repeat_ngram": 1},
             ["--beam", "3", "--min-len", "7", "--no-repeat-ngram", "1"],
         ),
+        ({"strategy": "beam", "mbr": 4}, ["--strategy", "beam", "--mbr", "4"]),
+        (
+            {"strategy": "sample", "seed": 5, "epsilon": 0.05, "mbr": 4, "mbr_utility": "bleu"},
+            ["--strategy", "sample", "--seed", "5", "--epsilon", "0.05", "--mbr", "4", "--mbr-utility", "bleu"],
+        ),
     ],
-    ids=["greedy", "beam", "sample", "constrained"],
+    ids=["greedy", "beam", "sample", "constrained", "mbr", "mbr-samples"],
 )
 def test_answers_equal_translates_output(server, checkpoint, lines, request_settings, flags):
     status, answer = server.translate({"lines": lines, **request_settings})
@@ -131,6 +136,9 @@ BAD_REQUESTS = [
     ("unknown strategy", b'{"lines": ["a"], "strategy": "nucleus"}', 422, "strategy: Input should be"),
     ("nbest over beam", b'{"lines": ["a"], "strategy": "beam", "beam": 2, "nbest": 3}', 422, "nbest=3"),
     ("min_len negative", b'{"lines": ["a"], "min_len": -1}', 422, "min_len: Input should be greater than or equal"),
+    ("mbr over the limit", b'{"lines": ["a"], "mbr": 5}', 422, "mbr: 5 is over this server's limit of 4"),
+    ("mbr with nbest", b'{"lines": ["a"], "mbr": 3, "nbest": 2}', 422, "mbr=3: must be 0 with nbest > 1"),
+    ("epsilon alone", b'{"lines": ["a"], "epsilon": 0.02}', 422, 'epsilon: a sampling setting; add "strategy"'),
     ("prefixes not aligned", b'{"lines": ["a", "b"], "prefixes": ["x"]}', 422, "prefixes: 1 for 2 lines"),
 ]
 

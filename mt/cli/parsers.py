@@ -64,7 +64,7 @@ def constraint_options(p: argparse.ArgumentParser) -> None:
 
 
 def mbr_options(p: argparse.ArgumentParser) -> None:
-    """--mbr and --mbr-utility (mt/decoding/mbr.py), as translate and mt-evaluate take them."""
+    """--mbr and --mbr-utility (mt/decoding/mbr.py), as translate, mt-evaluate and mt-serve take them."""
     p.add_argument(
         "--mbr",
         type=int,
@@ -370,6 +370,7 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, help="the default length penalty (default: the checkpoint's)")
     constraint_options(p)
     split_option(p)
+    mbr_options(p)
     p.add_argument("--batch-tokens", type=int, help="source tokens a batch of requests holds at most")
     p.add_argument(
         "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its batch"
@@ -382,6 +383,6 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-lines", type=int, default=64, help="lines a request may hold")
     p.add_argument("--max-line-chars", type=int, default=2000, help="characters a line may hold")
     p.add_argument("--max-bytes", type=int, default=256 * 1024, help="bytes a request body may hold")
-    p.add_argument("--max-beam", type=int, default=8, help="the largest beam (and nbest) a request may ask for")
+    p.add_argument("--max-beam", type=int, default=8, help="the largest beam (nbest, mbr) a request may ask for")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     return p

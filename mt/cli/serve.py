@@ -11,7 +11,7 @@ import logging
 import sys
 
 from mt.data.languages import languages_label
-from mt.decoding.settings import RULE_FIELDS
+from mt.decoding.settings import MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError
 from mt.serve.limits import ServeLimits
 
@@ -73,7 +73,7 @@ def load(args):
         alpha=args.alpha,
         batch_tokens=args.batch_tokens,
         tgt_lang=args.tgt_lang,
-        **{name: getattr(args, name) for name in RULE_FIELDS},
+        **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
     )
     if args.export:
         from mt.export.engine import load_export_translator

@@ -23,7 +23,7 @@ from mt.serve.limits import RequestError, ScoreRequest, ServeLimits, TranslateRe
 
 log = logging.getLogger(__name__)
 
-SAMPLING_FIELDS = ("temperature", "topk", "topp", "seed")
+SAMPLING_FIELDS = ("temperature", "topk", "topp", "epsilon", "seed")
 
 
 def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeSettings:
@@ -39,6 +39,8 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
         min_len=request.min_len,
         no_repeat_ngram=request.no_repeat_ngram,
         split_sentences=request.split_sentences,
+        mbr=request.mbr,
+        mbr_utility=request.mbr_utility,
         **{n: getattr(request, n) for n in SAMPLING_FIELDS},
     )
     if request.strategy == "greedy":

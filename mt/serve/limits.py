@@ -34,11 +34,14 @@ class TranslateRequest(BaseModel):
     temperature: float | None = Field(None, ge=0)
     topk: int | None = Field(None, ge=0)
     topp: float | None = Field(None, gt=0, le=1)
+    epsilon: float | None = Field(None, ge=0, lt=1)
     seed: int | None = Field(None, ge=0, lt=2**32)
     min_len: int | None = Field(None, ge=0, description="no end of sentence before this many pieces (0: off)")
     no_repeat_ngram: int | None = Field(None, ge=0, description="no n-gram of this many pieces twice (0: off)")
     tgt_lang: str | None = Field(None, description="the language to translate into, for a model of several")
     split_sentences: bool | None = Field(None, description="translate each line's sentences apart, joined back")
+    mbr: int | None = Field(None, ge=0, description="minimum Bayes risk over this many candidates a line (0: off)")
+    mbr_utility: Literal["chrf", "bleu"] | None = Field(None, description="how MBR compares two candidates")
     scores: bool = Field(False, description="also return each line's hypotheses with their scores")
 
 
@@ -98,6 +101,7 @@ def check_limits(request: TranslateRequest | ScoreRequest, limits: ServeLimits) 
         return
     for field, most in (
         ("beam", limits.max_beam),
+        ("mbr", limits.max_beam),  # a beam of that many, or that many samples
         ("nbest", limits.max_nbest),
         ("temperature", limits.max_temperature),
     ):
