@@ -130,6 +130,7 @@ def test_a_checkpoint_set_to_mbr_translates_so_unless_told_otherwise(trained_run
     out = run_cli("translate", "-c", ckpt, input_text=text)
     assert out.stdout.splitlines() == api.translate(lines) == api.translate(lines, beam=5, mbr=5)
     assert "(beam 5, MBR over 5 candidates by chrf)" in out.stderr
+    assert "minimum Bayes risk by chrf over 5 candidates (the best of a beam of 5)" in run_cli("mt-info", ckpt).stdout
     off = run_cli("translate", "-c", ckpt, "-q", "--mbr", "0", input_text=text)
     assert off.stdout.splitlines() == api.translate(lines, mbr=0, beam=1)
     src, ref = tmp_path / "src.de", tmp_path / "ref.en"

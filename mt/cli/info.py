@@ -39,7 +39,7 @@ def describe(path: str | Path) -> dict:
         "precision": cfg["train"].get("precision"),
         "training": training_summary(state),
         "origin": origin(state),
-        "decode": {key: cfg["decode"][key] for key in ("strategy", "beam", "alpha") if key in cfg["decode"]},
+        "decode": decode_summary(cfg["decode"]),
         "test": test_score(path),
     }
 
@@ -61,7 +61,7 @@ def describe_export(folder: Path) -> dict:
             "from": export.get("checkpoints"),
         },
         "tokenizer": vocabulary_sizes(tokenizer),
-        "decode": {key: export["decode"][key] for key in ("strategy", "beam", "alpha") if key in export["decode"]},
+        "decode": decode_summary(export["decode"]),
     }
 
 
@@ -201,8 +201,21 @@ def vocabulary(t: dict) -> str:
     return f"{t['vocab_src']:,} source and {t['vocab_tgt']:,} target pieces{rule}"
 
 
+def decode_summary(dec) -> dict:
+    """The decode settings mt-info shows: strategy, beam, length penalty, and minimum Bayes risk where on."""
+    shown = {key: dec[key] for key in ("strategy", "beam", "alpha") if key in dec}
+    if dec.get("mbr"):
+        shown.update(mbr=dec["mbr"], mbr_utility=dec.get("mbr_utility", "chrf"))
+    return shown
+
+
 def decoding(dec: dict) -> str:
-    how = "sampling" if dec.get("strategy") == "sample" else "greedy search" if dec.get("beam") == 1 else "beam search"
+    sampling = dec.get("strategy") == "sample"
+    if dec.get("mbr"):
+        drawn = "samples" if sampling else f"the best of a beam of {max(dec.get('beam') or 1, dec['mbr'])}"
+        how = f"minimum Bayes risk by {dec['mbr_utility']} over {dec['mbr']} candidates ({drawn})"
+        return f"{how}, length penalty {dec.get('alpha')}"
+    how = "sampling" if sampling else "greedy search" if dec.get("beam") == 1 else "beam search"
     return f"{how}, beam {dec.get('beam')}, length penalty {dec.get('alpha')}"
 
 
