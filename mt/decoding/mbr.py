@@ -20,13 +20,14 @@ CELLS = 1 << 22  # min-of-counts cells computed at a time: bounds the memory of 
 
 
 def mbr_order(texts: list[str], utility: str, tokenize=None) -> list[int]:
-    """The candidates' indices, highest expected utility first; among equals, the earlier (the search's
-    better) first. tokenize: a line's words for BLEU (sacreBLEU's tokenizer for the target language)."""
+    """The candidates' indices, highest expected utility first; among equals (to 1e-9), the earlier (the
+    search's better) first. tokenize: a line's words for BLEU as a string of space-separated words
+    (sacreBLEU's tokenizer for the target language, bleu_words); by default the text as it is."""
     unique = list(dict.fromkeys(texts))
     weights = np.array([texts.count(text) for text in unique], dtype=np.float64)
     scores = chrf_matrix(unique) if utility == "chrf" else bleu_matrix(unique, tokenize or str.strip)
-    expected = scores @ weights / len(texts)  # each candidate against every draw, itself included
-    rank = {text: r for r, text in enumerate(np.array(unique, dtype=object)[np.argsort(-expected, kind="stable")])}
+    expected = np.round(scores @ weights / len(texts), 9)  # each against every draw, itself included
+    rank = {unique[u]: r for r, u in enumerate(np.argsort(-expected, kind="stable"))}
     return sorted(range(len(texts)), key=lambda i: (rank[texts[i]], i))
 
 
@@ -83,10 +84,7 @@ def _counts(grams: list[list[str]]) -> np.ndarray:
     """(texts, distinct n-grams) counts."""
     ids: dict[str, int] = {}
     rows = [[ids.setdefault(g, len(ids)) for g in line] for line in grams]
-    counts = np.zeros((len(grams), max(len(ids), 1)), dtype=np.int32)
-    for row, line in zip(counts, rows):
-        np.add.at(row, line, 1)
-    return counts
+    return np.stack([np.bincount(np.array(row, dtype=np.int64), minlength=max(len(ids), 1)) for row in rows])
 
 
 def _matches(counts: np.ndarray) -> np.ndarray:
