@@ -37,6 +37,13 @@ def test_a_line_missing_from_one_side_is_found_near_where_it_went(missing_from, 
     assert f"a line missing from the {missing_from} file" in said
 
 
+def test_a_slip_after_the_last_whole_window_is_read_by_a_window_ending_with_the_file():
+    """valid holds 1,014 lines: windows of 100 from line 1 end at line 1,000, and one more ends at 1,014."""
+    src, tgt = sides("valid")
+    found = find_slip(src, tgt[:920] + tgt[921:] + ["one more line at the end"])
+    assert found.shift == -1 and abs(found.line - 921) <= 3
+
+
 def test_two_lines_missing_and_line_numbers_of_a_later_shard():
     src, tgt = sides("valid")
     found = find_slip(src, tgt[:400] + tgt[402:] + ["x", "y"], first_line=50_001)

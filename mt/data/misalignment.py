@@ -53,7 +53,10 @@ def find_slip(src: list[str], tgt: list[str], first_line: int = 1) -> Slip | Non
     """The first place where the two sides pair better some lines apart than as given; None if none does.
     first_line: the line number of src[0] in its file."""
     s, t = (np.log1p(np.fromiter(map(len, side), dtype=np.float64, count=len(side))) for side in (src, tgt))
-    starts = np.arange(0, min(len(s), len(t)) - WINDOW + 1, WINDOW)
+    lines_paired = min(len(s), len(t))
+    starts = np.arange(0, lines_paired - WINDOW + 1, WINDOW)
+    if lines_paired > WINDOW and lines_paired % WINDOW:  # and the last WINDOW lines, where the windows end before
+        starts = np.append(starts, lines_paired - WINDOW)
     lines = starts[:, None] + np.arange(WINDOW)  # one row of line indices per window
     given = _correlations(s[lines], t[lines])
     fits = np.full((len(SHIFTS), len(starts)), -np.inf)
