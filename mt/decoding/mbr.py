@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-UTILITIES = ("chrf", "bleu")
 CHRF_ORDER, CHRF_BETA = 6, 2  # sacreBLEU's chrF: character 1- to 6-grams, recall weighted twice precision
 BLEU_ORDER = 4
 CELLS = 1 << 22  # min-of-counts cells computed at a time: bounds the memory of a long line's many candidates

@@ -21,7 +21,7 @@ SCORE_BATCH_TOKENS = 4096
 DEFAULT_BEAM = 5  # beam search asked for where the settings at hand are greedy (beam 1)
 # Rules on what a translation may be, each a flag of translate, mt-evaluate and mt-serve of the same name.
 RULE_FIELDS = ("min_len", "no_repeat_ngram", "split_sentences")
-MBR_FIELDS = ("mbr", "mbr_utility")  # flags of translate and mt-evaluate: --mbr, --mbr-utility
+MBR_FIELDS = ("mbr", "mbr_utility")  # flags of translate, mt-evaluate and mt-serve: --mbr, --mbr-utility
 
 
 # What each kind of field takes (an int where a float is asked for; never a bool for a number), and its name.
