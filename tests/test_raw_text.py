@@ -40,6 +40,24 @@ def test_raw_text_shows_no_sign_and_prepared_text_shows_its_own():
     assert len(warn_if_preprocessed("x.{de,en}", {"source": english, "target": pieces})) == 1
 
 
+def test_lowercased_text_is_a_sign_and_a_caseless_script_with_latin_words_is_not():
+    german = (MULTI30K / "valid.de").read_text(encoding="utf-8").splitlines()
+    lowered = [line.lower() for line in german]
+    assert preprocessing_signs(lowered) == [
+        f"lowercased text (no capital letter) on {len(german):,} of {len(german):,} lines"
+    ]
+    half = lowered[:500] + german[500:1000]  # 500 of 1,000: not over half
+    assert preprocessing_signs(half) == []
+    assert len(preprocessing_signs(lowered[:501] + german[501:1000])) == 1
+    chinese = [
+        "我用iphone拍照。",
+        "他们在公园里散步。",
+        "这是一只狗。",
+    ] * 100  # a third with Latin letters, none capital
+    assert preprocessing_signs(chinese) == []
+    assert preprocessing_signs(["12 345", "?!", "Ein Hund."] * 100) == []  # no letters: not lowercased
+
+
 def test_a_run_names_the_prepared_files_before_training(tmp_path):
     corpus = write_corpus(tmp_path / "corpus")
     for split in ("train", "test"):
@@ -48,8 +66,10 @@ def test_a_run_names_the_prepared_files_before_training(tmp_path):
         target.write_text("".join(bpe_like(line + " together") + "\n" for line in lines), encoding="utf-8")
     run = tmp_path / "run"
     result = run_cli("mt-tokenizer", "data=files", f"data.dir={corpus}", f"hydra.run.dir={run}", *TINY_TRAIN)
-    warnings = [line for line in (result.stdout + result.stderr).splitlines() if "looks preprocessed" in line]
-    assert len(warnings) == 2, warnings  # the training and test splits' target sides; valid is raw
+    said = [line for line in (result.stdout + result.stderr).splitlines() if "looks preprocessed" in line]
+    warnings = [line for line in said if "BPE joiners" in line]
+    assert len(warnings) == 2, said  # the training and test splits' target sides; valid is raw
+    assert sum("lowercased text (no capital letter) on" in line for line in said) == 6  # the corpus is in lowercase
     assert any(
         f"{corpus}/train.{{de,en}}: its target side looks preprocessed (BPE joiners @@ on" in w for w in warnings
     )
