@@ -5,6 +5,8 @@ spaces and punctuation. Chinese and Japanese are written without spaces between 
 a sentence is one or two "words": BLEU is about 0 whatever the translation. Korean puts spaces between
 phrases, each a word with its particles attached, which a translation seldom matches whole. So the
 splitting follows the target language, as sacreBLEU's own command does for these three (bleu_tokenize).
+Thai, Lao, Khmer and Burmese have no spaces between words either, and sacreBLEU no splitting of its own for
+them short of a downloaded sentencepiece model (flores200): each character is a word there (char).
 chrF compares characters and needs none.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
@@ -26,6 +29,8 @@ DEFAULT_TOKENIZE = "13a"
 # `pip install "sacrebleu[ja]"` or `"sacrebleu[ko]"`, and char (every character a word) stands in without it
 BY_LANGUAGE = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
 STAND_IN = "char"
+# Thai, Lao, Khmer and Burmese, by ISO 639-1 and 639-2/3 code: written without spaces between words
+UNSPACED = {"th", "tha", "lo", "lao", "km", "khm", "my", "mya", "bur"}
 
 
 @dataclass
@@ -43,9 +48,12 @@ class Scores:
 def bleu_tokenize(language: str | None, setting: str | None = None) -> str:
     """How BLEU splits text in `language` into words: the setting where one is given (decode.bleu_tokenize,
     mt-evaluate --bleu-tokenize); else zh for Chinese, ja-mecab / ko-mecab for Japanese / Korean (char where
-    MeCab is not installed), 13a for every other language. A code may carry a script or region (zh-Hant, zh_TW)."""
+    MeCab is not installed), char for Thai, Lao, Khmer and Burmese, 13a for every other language. A code may
+    carry a script or region (zh-Hant, zh_TW, th-TH)."""
     if setting:
         return setting
+    if re.split(r"[-_]", str(language or "").lower())[0] in UNSPACED:
+        return STAND_IN
     chosen = BY_LANGUAGE.get(cjk_language(language), DEFAULT_TOKENIZE)
     return chosen if chosen == DEFAULT_TOKENIZE or _installed(chosen) else STAND_IN
 

@@ -59,6 +59,11 @@ def test_bleu_splits_words_as_the_target_language_is_written():
     assert {bleu_tokenize(code) for code in ("zh", "zh-Hant", "zh_TW", "ZHO", "cmn")} == {"zh"}
     mecab = importlib.util.find_spec("MeCab") is not None
     assert bleu_tokenize("ja") == bleu_tokenize("jpn") == ("ja-mecab" if mecab else "char")
+    assert {bleu_tokenize(code) for code in ("th", "th-TH", "tha", "lo", "km", "my", "mya")} == {"char"}
+    assert bleu_tokenize("th", "flores200") == "flores200"
+    thai_refs = ["ฉันรักแมวของฉันมาก", "เด็กสองคนเล่นฟุตบอลในสวน"]  # "I love my cat a lot", "two children play ..."
+    thai_hyps = ["ฉันรักหมาของฉันมาก", thai_refs[1]]  # one word off ("dog"), one line exact
+    assert score(thai_hyps, thai_refs).bleu == 0 and score(thai_hyps, thai_refs, bleu_tokenize("th")).bleu > 80
     assert bleu_tokenize("zh", "intl") == bleu_tokenize("en", "intl") == "intl"  # a setting overrides
     by_spaces, by_language = score(CHINESE_HYPS, CHINESE_REFS), score(CHINESE_HYPS, CHINESE_REFS, bleu_tokenize("zh"))
     assert by_spaces.bleu < 35 and by_language.bleu > 60  # two lines a word off: all but one "word" wrong at 13a
