@@ -55,5 +55,12 @@ def test_the_page_translates_what_is_typed(browser, trained_run, tiny_corpus, tm
         browser.wait_for_text("#settings", containing="no repeated 1-grams")
         no_repeats = by_sentence.with_settings(by_sentence.settings.updated(no_repeat_ngram=1))
         assert browser.text("#result").split("\n") == no_repeats.translate(lines)
+
+        browser.click('#strategy option[value="mbr"]')  # the best of a beam of 8, by how they agree
+        browser.click("#translate")
+        said = browser.wait_for_text("#settings", containing="minimum Bayes risk")
+        assert said.startswith("Settings in use: minimum Bayes risk by chrf over 8 candidates from beam search, beam 8")
+        mbr = no_repeats.with_settings(no_repeats.settings.updated(strategy="search", beam=5, mbr=8))
+        assert browser.text("#result").split("\n") == mbr.translate(lines)
     finally:
         server.stop()
