@@ -159,6 +159,11 @@ def translate_parser() -> argparse.ArgumentParser:
         "--prefix",
         help="file of target prefixes, one per input line (empty: none): each translation starts with its prefix",
     )
+    rules.add_argument(
+        "--terms",
+        help="file of required terms, one line per input line, tab-separated (empty: none): each translation "
+        "holds them (beam search; lexically constrained decoding)",
+    )
     limits = p.add_argument_group("batches and lengths")
     limits.add_argument("--batch-tokens", type=int, help="source tokens per batch (default: the checkpoint's)")
     limits.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")

@@ -10,8 +10,9 @@ Output formats:
 
 Strategies: greedy, beam search, and sampling (--strategy sample --temperature T --topk K --topp P
 --epsilon E --seed S; --nbest N draws N samples a line, ranked in the order drawn). --prefix FILE forces a
-target prefix per line with any of them. --mbr N draws N candidates a line (beam search's N best, or N
-samples) and writes the one that agrees most with the others (minimum Bayes risk).
+target prefix per line with any of them. --terms FILE names phrases each line's translation must hold,
+tab-separated (beam search). --mbr N draws N candidates a line (beam search's N best, or N samples) and
+writes the one that agrees most with the others (minimum Bayes risk).
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ def writing_failed(name: str, err: OSError) -> MTError:
 
 def check_args(args) -> None:
     check_output_file(
-        args.output, "--output", {"--input": args.input, "--prefix": args.prefix, "--checkpoint": args.checkpoint}
+        args.output,
+        "--output",
+        {"--input": args.input, "--prefix": args.prefix, "--terms": args.terms, "--checkpoint": args.checkpoint},
     )
     if args.attention_dir and Path(args.attention_dir).exists() and not Path(args.attention_dir).is_dir():
         raise MTError(f"--attention-dir {args.attention_dir}: is a file, expected a folder")
@@ -91,8 +94,10 @@ def check_args(args) -> None:
     check_mbr_args(args)
     if args.strategy == "greedy" and (args.beam not in (None, 1) or args.nbest > 1):
         raise MTError("--strategy greedy finds one translation a line: for --beam or --nbest use --strategy beam")
-    if args.prefix and (args.interactive or (args.input is None and sys.stdin.isatty())):
-        raise MTError("--prefix reads one prefix per input line: give the input as a file or a pipe, not a terminal")
+    for flag, given in (("--prefix", args.prefix), ("--terms", args.terms)):
+        if given and (args.interactive or (args.input is None and sys.stdin.isatty())):
+            raise MTError(f"{flag} reads a line per input line: give the input as a file or a pipe, not a terminal")
+    check_terms_args(args)
     for flag, value, least in (
         ("--temperature", args.temperature, 0),
         ("--topk", args.topk, 0),
@@ -137,6 +142,18 @@ def check_mbr_args(args) -> None:
         raise MTError("--mbr chooses among several candidates: use --strategy beam (its N best) or sample")
     if args.nbest > 1 or args.alignments or args.attention_dir:
         raise MTError("--mbr writes one translation a line: not with --nbest, --alignments or --attention-dir")
+
+
+def check_terms_args(args) -> None:
+    """--terms: placed by beam search, on whole lines, without a forced prefix."""
+    if not args.terms:
+        return
+    if args.strategy in ("greedy", "sample") or args.beam == 1:
+        raise MTError("--terms are placed by beam search: not with --strategy greedy or sample, or --beam 1")
+    if args.prefix or args.split_sentences:
+        raise MTError("--terms hold for a whole line: not with --prefix or --split-sentences")
+    if args.engine == "ctranslate2":
+        raise MTError("--terms needs --engine torch (CTranslate2 has no lexically constrained search)")
 
 
 def check_engine_args(args) -> None:
@@ -207,26 +224,44 @@ def load_translator(args):
             cuda_graphs=args.cuda_graphs,
             **choices,
         )
-    if args.strategy == "beam" and translator.settings.beam == 1:  # a checkpoint that decodes greedily
+    if (args.strategy == "beam" or args.terms) and translator.settings.beam == 1:  # a checkpoint that decodes greedily
         translator = translator.with_settings(translator.settings.updated(beam=max(DEFAULT_BEAM, args.nbest)))
     return translator
 
 
-def prefix_chunks(args, chunk_lines: int):
-    """The --prefix file's lines in the chunks the input comes in, or endless None without --prefix."""
-    if not args.prefix:
-        return itertools.repeat(None)
-    return read_line_chunks(args.prefix, chunk_lines)
+class LineFile:
+    """A file of one line per input line (--prefix, --terms), read in the chunks the input comes in; a
+    one-line error where it has fewer or more lines than the input."""
+
+    def __init__(self, path: str | None, what: str, chunk_lines: int):
+        self.path, self.what = path, what
+        self.chunks = read_line_chunks(path, chunk_lines) if path else None
+
+    def lines_for(self, chunk: list[str], first_line: int) -> list[str] | None:
+        """The chunk's lines of this file (None without the flag)."""
+        if self.chunks is None:
+            return None
+        lines = next(self.chunks, None)
+        if lines is not None and len(lines) == len(chunk):
+            return lines
+        if lines is not None and len(lines) > len(chunk):
+            raise MTError(
+                f"{self.path}: more {self.what} lines than the {first_line + len(chunk)} input lines (one each)"
+            )
+        have = first_line + len(lines or [])
+        raise MTError(
+            f"{self.path}: {have} {self.what} lines for {first_line + len(chunk)} or more input lines (one each)"
+        )
+
+    def check_end(self, done: int) -> None:
+        """A one-line error where the file goes on past the input's last line."""
+        if self.chunks is not None and next(self.chunks, None):
+            raise MTError(f"{self.path}: more {self.what} lines than the {done} input lines (one each)")
 
 
-def aligned(chunk: list[str], prefixes: list[str] | None, args, first_line: int) -> list[str] | None:
-    """The chunk's prefixes, or a one-line error where the --prefix file has fewer or more lines."""
-    if not args.prefix or (prefixes is not None and len(prefixes) == len(chunk)):
-        return prefixes
-    if prefixes is not None and len(prefixes) > len(chunk):
-        raise MTError(f"{args.prefix}: more prefix lines than the {first_line + len(chunk)} input lines (one each)")
-    have = first_line + len(prefixes or [])
-    raise MTError(f"{args.prefix}: {have} prefix lines for {first_line + len(chunk)} or more input lines (one each)")
+def terms_of(lines: list[str] | None) -> list[list[str]] | None:
+    """A --terms chunk as each line's terms: tab-separated, blank ones left out."""
+    return None if lines is None else [[t for t in line.split("\t") if t.strip()] for line in lines]
 
 
 def run(args) -> None:
@@ -245,8 +280,15 @@ def run(args) -> None:
     else:
         chunks = read_line_chunks(args.input, args.chunk_lines)
     first = next(chunks, None)  # a bad first chunk fails before any output exists
-    prefixes = prefix_chunks(args, args.chunk_lines)
-    first_prefixes = aligned(first, next(prefixes, None), args, 0) if first is not None else None
+    prefix_file = LineFile(args.prefix, "prefix", args.chunk_lines)
+    terms_file = LineFile(args.terms, "terms", args.chunk_lines)
+
+    def per_line(chunk: list[str], first_line: int) -> dict:
+        """The chunk's prefixes and terms, from their files."""
+        terms = terms_of(terms_file.lines_for(chunk, first_line))
+        return dict(prefixes=prefix_file.lines_for(chunk, first_line), terms=terms)
+
+    side = per_line(first, 0) if first is not None else {}  # their first chunks, too, fail before any output
     out = open_for_writing(args.output) if args.output else sys.stdout
     done, noted, writing = 0, False, False
     shown = not (interactive or args.quiet) and sys.stderr.isatty()
@@ -254,8 +296,8 @@ def run(args) -> None:
     bar = tqdm(total=total, unit="line", disable=None if shown else True)
     try:
         for chunk in itertools.chain([first] if first is not None else [], chunks):
-            chunk_prefixes = first_prefixes if done == 0 else aligned(chunk, next(prefixes, None), args, done)
-            results = translator.translate_nbest(chunk, prefixes=chunk_prefixes, first_line=done, **options)
+            side = side if done == 0 else per_line(chunk, done)
+            results = translator.translate_nbest(chunk, first_line=done, **side, **options)
             if args.attention_dir:
                 write_heatmaps(results, args.attention_dir, done)
             try:
@@ -272,8 +314,8 @@ def run(args) -> None:
             if interactive and translator.several_sentences and not noted:  # said once, as it happens
                 print(several_sentences_note(1, 1), file=sys.stderr)
                 noted = True
-        if args.prefix and next(prefixes, None):
-            raise MTError(f"{args.prefix}: more prefix lines than the {done} input lines (one each)")
+        prefix_file.check_end(done)
+        terms_file.check_end(done)
     except KeyboardInterrupt:
         raise StoppedAfter(done, "line", args.output, writing) from None
     finally:
@@ -291,5 +333,12 @@ def run(args) -> None:
     if translator.truncated:
         noun = "sentence" if settings.split_sentences else "line"  # what was cut: what was decoded
         print(truncation_warning(translator.truncated, noun, args.max_src_len), file=sys.stderr)
+    if translator.terms_missed:
+        lines = "line lacks" if translator.terms_missed == 1 else "lines lack"
+        print(
+            f"warning: the translation of {translator.terms_missed} {lines} a required term: no hypothesis held "
+            "them all by the length limit (a larger --beam or --max-len-b may)",
+            file=sys.stderr,
+        )
     if translator.several_sentences and not (args.quiet or interactive):
         print(several_sentences_note(translator.several_sentences, done), file=sys.stderr)

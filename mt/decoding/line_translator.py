@@ -27,14 +27,25 @@ class LineTranslator:
 
     languages: tuple[str, str] = ("", "")  # (source, target) language codes, where the model's config names them
     several_sentences: int = 0  # lines of several sentences translated whole, for the caller's note
+    truncated: int = 0  # lines cut to max_src_len, for the caller's warning
+    terms_missed: int = 0  # lines translated without one of their required terms, for the caller's warning
 
-    def translate(self, lines: list[str] | str, tgt_lang: str | None = None, **settings) -> list[str] | str:
+    def translate(
+        self, lines: list[str] | str, tgt_lang: str | None = None, terms: list | None = None, **settings
+    ) -> list[str] | str:
         """The best translation of every line, in order (an empty line gives an empty one). One string in,
-        one string out. tgt_lang: the language to translate into, for a model of several; settings: any of
-        DecodeSettings' fields, for this call (beam=5, strategy="sample", ...)."""
+        one string out. tgt_lang: the language to translate into, for a model of several; terms: the phrases
+        each line's translation must hold (a list of str a line; for one string in, its list); settings: any
+        of DecodeSettings' fields, for this call (beam=5, strategy="sample", ...)."""
         translator = self.for_call(tgt_lang=tgt_lang, **settings)
         before = translator.several_sentences
-        found = [hyps[0].text for hyps in translator.translate_nbest([lines] if isinstance(lines, str) else lines)]
+        one = isinstance(lines, str)
+        found = [
+            hyps[0].text
+            for hyps in translator.translate_nbest(
+                [lines] if one else lines, terms=[terms] if one and terms is not None else terms
+            )
+        ]
         if translator.several_sentences > before:  # said where a Python caller sees it: a warning logged
             note = several_sentences_note(
                 translator.several_sentences - before, len(found), flag="split_sentences=True"
@@ -61,6 +72,9 @@ class LineTranslator:
         lines = checked_lines(lines)
         if options.get("prefixes") is not None:
             options["prefixes"] = checked_lines(options["prefixes"], "prefixes")
+        if options.get("terms") is not None:
+            options["terms"] = checked_terms(options["terms"])
+            check_terms_use(translator.settings, options)
         if translator.settings.split_sentences:
             return translate_by_sentence(translator._decode, translator.settings, lines, **options)
         self.several_sentences += several_sentences(lines)
@@ -74,7 +88,9 @@ class LineTranslator:
             return self._translate_nbest(lines, **options)
         if options.get("attention_layer") is not None:
             raise MTError("attention maps and alignments show the search's best translation: not with mbr")
-        found = self.with_settings(s.for_candidates())._translate_nbest(lines, **options)
+        candidates = self.with_settings(s.for_candidates())
+        found = candidates._translate_nbest(lines, **options)
+        self.truncated, self.terms_missed = candidates.truncated, candidates.terms_missed  # counted on the copy
         tokenize = bleu_words(s.tgt_lang or self.languages[1]) if s.mbr_utility == "bleu" else None
         return [[hyps[mbr_order([h.text for h in hyps], s.mbr_utility, tokenize)[0]]] for hyps in found]
 
@@ -148,6 +164,28 @@ class LineTranslator:
         other = copy.copy(self)
         other.settings = settings
         return other
+
+
+def checked_terms(terms) -> list[list[str]]:
+    """Required terms as a list of str per line (a str alone: one term, "" none), or a one-line MTError."""
+    if isinstance(terms, str) or not hasattr(terms, "__iter__"):
+        raise MTError(f"terms: one entry per line (a str or a list of str), not {type(terms).__name__}")
+    return [
+        ([entry] if entry.strip() else []) if isinstance(entry, str) else checked_lines(entry, f"terms[{i}]")
+        for i, entry in enumerate(terms)
+    ]
+
+
+def check_terms_use(settings: DecodeSettings, options: dict) -> None:
+    """Required terms are placed by beam search, on whole lines, with no forced prefix: else one line."""
+    if not any(options["terms"]):
+        return
+    if settings.sampling or settings.beam < 2:
+        raise MTError("terms are placed by beam search: use a beam of 2 or more (beam=5), not sampling or greedy")
+    if settings.split_sentences:
+        raise MTError("terms hold for a whole line: not with split_sentences")
+    if options.get("prefixes") is not None and any(options["prefixes"]):
+        raise MTError("terms and prefixes: one or the other")
 
 
 def checked_lines(lines, name: str = "lines") -> list[str]:

@@ -33,6 +33,7 @@ from mt.decoding.settings import (
     line_seed,
     verbatim,
 )
+from mt.decoding.terms import Phrases, missing, terms_beam_search
 from mt.errors import MTError
 from mt.fastpath.cuda_graphs import Replays
 from mt.precision import autocast, low_precision_copy
@@ -52,6 +53,7 @@ class Translator(LineTranslator):
         self.tokenizer = tokenizer
         self.max_src_len = max_src_len
         self.truncated = 0  # lines cut to max_src_len, reported by the caller
+        self.terms_missed = 0  # lines translated without one of their required terms, reported by the caller
         # Fixed-slot searches by padded batch shape and settings, and their captured steps (decode.cuda_graphs).
         self._searches: dict[tuple, FixedSlotSearch] = {}
         self._replays = Replays(self.device, capture=self.device.type == "cuda", what="decoding")
@@ -68,40 +70,45 @@ class Translator(LineTranslator):
         prefixes: list[str] | None = None,
         seeds: list[int] | None = None,
         first_line: int = 0,
+        terms: list[list[str]] | None = None,
     ) -> list[list[Translation]]:
         """settings.nbest translations for every line, in input order. An empty line gives empty translations.
 
         prefixes: one target prefix per line ("" for none), forced at the start of its translations and
         kept there verbatim. seeds (sampling): each line's seed; by default line_seed(settings.seed, its
         number), lines numbered from first_line (a file read in chunks numbers its lines across them).
+        terms: the phrases each line's translations must hold (mt/decoding/terms.py); lines with none are
+        searched as they would be without.
         With attention_layer set, each translation carries that decoder layer's cross-attention
         (one head, or the mean over heads), from a forced pass over the chosen hypothesis.
         """
         s = self.settings
         check_aligned(lines, prefixes, "prefixes")
         check_aligned(lines, seeds, "seeds")
+        check_aligned(lines, terms, "terms")
         if attention_layer is not None:
             check_attention_choice(self.model, attention_layer, attention_head)
         ids, cut = self.tokenizer.encode_src_truncated(self._sources(lines), self.max_src_len)
         self.truncated += cut
         tag = self._tag_pieces()
         prefix_ids = self.tokenizer.encode_tgt(prefixes) if prefixes else [[] for _ in lines]
+        phrases = [self._phrases(line_terms) for line_terms in terms] if terms else [[] for _ in lines]
         if s.sampling and seeds is None:
             seeds = [line_seed(s.seed, first_line + i) for i in range(len(lines))]
         results: list[list[Translation] | None] = [None] * len(lines)
         todo = [i for i, seq in enumerate(ids) if seq]
         for i in set(range(len(lines))) - set(todo):
             results[i] = [Translation("", 0.0, [], [])] * s.nbest
-        lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
         # Beam search and sampling decode several rows per sentence: keep the rows per batch constant.
         budget = max(1, s.batch_tokens // s.rows_per_line)
-        batches = token_batches(lengths, lengths, budget) if todo else []
         bar = tqdm(total=len(todo), unit="sent", disable=None if progress else True, leave=False)
-        for batch in batches:
-            rows = [todo[j] for j in batch]
+        for rows in batches_of(todo, ids, phrases, budget):
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)
             forced = Prefixes.of([prefix_ids[r] for r in rows], self.device)
-            found = self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None)
+            required = [phrases[r] for r in rows] if phrases[rows[0]] else None
+            found = self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None, required)
+            if required:
+                self.terms_missed += sum(missing(hyps[0].tokens, need) > 0 for hyps, need in zip(found, required))
             for row, hyps in zip(rows, found):
                 prefix = (prefixes[row], self.tokenizer.decode_tgt([prefix_ids[row]])[0]) if prefixes else None
                 results[row] = [self._finish(ids[row][tag:], h, prefix) for h in hyps]
@@ -130,9 +137,19 @@ class Translator(LineTranslator):
             return autocast(self.device, self.settings.precision)
         return contextlib.nullcontext()
 
-    def _search(self, src, prefixes: Prefixes | None, seeds: list[int] | None) -> list[list[Hypothesis]]:
+    def _phrases(self, terms: list[str]) -> Phrases:
+        """A line's required terms as target pieces, the blank ones left out."""
+        return [pieces for pieces in self.tokenizer.encode_tgt([t.strip() for t in terms]) if pieces]
+
+    def _search(
+        self, src, prefixes: Prefixes | None, seeds: list[int] | None, phrases: list[Phrases] | None = None
+    ) -> list[list[Hypothesis]]:
         s = self.settings
         with torch.inference_mode(), self._autocast():
+            if phrases:
+                return terms_beam_search(
+                    self.model, src, phrases, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, s.constraints
+                )
             if s.sampling:
                 steps = int(max_output_lengths(src, s.max_len_a, s.max_len_b).max()) + s.max_len_b
                 if prefixes is not None:
@@ -198,6 +215,15 @@ class Translator(LineTranslator):
         return Translation(
             text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]), self.tokenizer.tgt_pieces(hyp.tokens + [EOS])
         )
+
+
+def batches_of(todo: list[int], ids: list[list[int]], phrases: list[Phrases], budget: int):
+    """The lines at todo in batches of about `budget` source tokens, similar lengths together; lines with
+    required terms in batches of their own."""
+    for group in ([i for i in todo if not phrases[i]], [i for i in todo if phrases[i]]):
+        lengths = np.array([len(ids[i]) for i in group], dtype=np.int64)
+        for batch in token_batches(lengths, lengths, budget) if group else []:
+            yield [group[j] for j in batch]
 
 
 def check_attention_choice(model, layer: int, head: int | None) -> None:

@@ -118,10 +118,13 @@ class CTranslate2Translator(LineTranslator):
         prefixes: list[str] | None = None,
         seeds: list[int] | None = None,
         first_line: int = 0,
+        terms: list[list[str]] | None = None,
     ) -> list[list[Translation]]:
         """settings.nbest translations for every line, in input order; an empty line gives empty ones.
         prefixes: one target prefix per line ("" for none). seeds and first_line are the torch engine's
         (per-line sampling seeds); CTranslate2's sampler takes no seed that holds (see above)."""
+        if terms is not None and any(terms):
+            raise MTError("required terms need the torch engine (CTranslate2 has no lexically constrained search)")
         if attention_layer is not None:
             raise MTError("--alignments and --attention-dir need the torch engine (CTranslate2 exports no attention)")
         check_aligned(lines, prefixes, "prefixes")

@@ -1,0 +1,203 @@
+"""Required terms (lexically constrained decoding): phrases each translation must contain, such as a
+glossary's rendering of a name or a term of art ("Vertrag" -> "contract", not "treaty").
+
+Beam search with dynamic beam allocation (Post & Vilar 2018, "Fast Lexically Constrained Decoding with
+Dynamic Beam Allocation for Neural Machine Translation"). Each hypothesis keeps its Progress: the phrases
+it has written, and how far it is into the one it is writing. Each step it may continue with its own best
+pieces, as in plain beam search, or with the next piece of a phrase (of the one it is in, or the first of
+any it has not written). The candidates fall into banks by how many phrase pieces they hold, and the beam
+is shared out among the banks round-robin, the fullest bank first: hypotheses that place a phrase at once
+do not crowd out those that will place it later, where it fits. A hypothesis ends (EOS among its best
+pieces) only once it holds every phrase. A line where none does by the length limit keeps the best
+translation that ended without them (`missing` tells such lines).
+
+Phrases are piece sequences as the target side's tokenizer writes them standalone, so a phrase matches at
+a word's start, as it would follow a space.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mt.data.tokenizer import BOS, EOS
+from mt.decoding.constraints import Constraints
+from mt.decoding.search import Hypothesis, length_penalty, max_output_lengths, on_host
+
+Phrases = list[list[int]]  # one sentence's required phrases, each a list of target piece ids
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Which phrases a hypothesis has written, and (phrase, pieces written) while it is inside one."""
+
+    met: frozenset[int] = frozenset()
+    inside: tuple[int, int] | None = None
+
+    def after(self, token: int, phrases: Phrases) -> Progress:
+        """The progress once `token` is written: one piece further into the phrase it is in, or, where the
+        token breaks off that phrase or is written outside one, at the first piece of a phrase not yet met
+        that starts with it (a phrase is counted however the hypothesis comes to write it)."""
+        if self.inside is not None:
+            phrase, done = self.inside
+            if phrases[phrase][done] == token:
+                return (
+                    self._written(phrase)
+                    if done + 1 == len(phrases[phrase])
+                    else Progress(self.met, (phrase, done + 1))
+                )
+        for phrase, pieces in enumerate(phrases):
+            if phrase not in self.met and pieces[0] == token:
+                return self._written(phrase) if len(pieces) == 1 else Progress(self.met, (phrase, 1))
+        return Progress(self.met) if self.inside is not None else self
+
+    def _written(self, phrase: int) -> Progress:
+        return Progress(self.met | {phrase})
+
+    def wanted(self, phrases: Phrases) -> list[int]:
+        """The pieces that take it further: the next of the phrase it is in, else each unmet phrase's first."""
+        if self.inside is not None:
+            phrase, done = self.inside
+            return [phrases[phrase][done]]
+        return sorted({pieces[0] for phrase, pieces in enumerate(phrases) if phrase not in self.met})
+
+    def pieces(self, phrases: Phrases) -> int:
+        """Phrase pieces written so far: its bank."""
+        return sum(len(phrases[p]) for p in self.met) + (self.inside[1] if self.inside is not None else 0)
+
+    def complete(self, phrases: Phrases) -> bool:
+        return len(self.met) == len(phrases)
+
+
+@dataclass(frozen=True)
+class Live:
+    """A hypothesis in the beam: its pieces, their log-probability and its progress through the phrases."""
+
+    tokens: tuple[int, ...]
+    lp: float
+    progress: Progress
+
+
+def holds(tokens: list[int], phrase: list[int]) -> bool:
+    """Whether the phrase's pieces occur in tokens, in a row."""
+    n = len(phrase)
+    return any(tokens[i : i + n] == phrase for i in range(len(tokens) - n + 1))
+
+
+def missing(tokens: list[int], phrases: Phrases) -> int:
+    """How many of the phrases the tokens lack."""
+    return sum(not holds(tokens, phrase) for phrase in phrases)
+
+
+def allocate(candidates: list[tuple[float, int, int, Progress]], phrases: Phrases, beam: int) -> list:
+    """The `beam` candidates (score, hypothesis, token, progress) kept: the banks (by phrase pieces written)
+    take turns, fullest first, each giving its best remaining candidate, until the beam is full."""
+    banks: dict[int, list] = {}
+    for candidate in sorted(candidates, key=lambda c: -c[0]):
+        banks.setdefault(candidate[3].pieces(phrases), []).append(candidate)
+    queues = [banks[bank] for bank in sorted(banks, reverse=True)]
+    kept, turn = [], 0
+    while len(kept) < beam and any(queues):
+        queue = queues[turn % len(queues)]
+        if queue:
+            kept.append(queue.pop(0))
+        turn += 1
+    return sorted(kept, key=lambda c: -c[0])
+
+
+@torch.no_grad()
+def terms_beam_search(
+    model,
+    src: torch.Tensor,
+    phrases: list[Phrases],
+    beam: int = 5,
+    alpha: float = 0.6,
+    max_len_a: float = 1.2,
+    max_len_b: int = 10,
+    nbest: int = 1,
+    constraints: Constraints | None = None,
+) -> list[list[Hypothesis]]:
+    """Beam search in which every translation of sentence i holds each of phrases[i] (where the search
+    finds one that does by the length limit; else the best that ended without). The model steps on the
+    device for every live hypothesis at once; the choice is made on the host, a sentence at a time.
+    Returns nbest hypotheses per sentence, best first, scored with the GNMT length penalty."""
+    batch, device = src.size(0), src.device
+    limits = max_output_lengths(src, max_len_a, max_len_b).tolist()
+    state = model.start_state(src, copies=beam)
+    tokens = torch.full((batch * beam,), BOS, dtype=torch.long, device=device)
+    live = list(range(batch))  # the sentences still searching, in batch order
+    beams = [[Live((), 0.0, Progress())] for _ in range(batch)]  # each sentence's hypotheses (up to `beam`)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]  # ended holding every phrase
+    stand_ins: list[list[Hypothesis]] = [[] for _ in range(batch)]  # ended without them
+
+    for t in range(max(limits, default=0)):
+        logits, state = model.step(tokens, state)
+        if constraints is not None:
+            history = None
+            if constraints.needs_history:
+                history = torch.tensor([h.tokens for s in live for h in padded(beams[s], beam)], device=device)
+            constraints.apply(logits, t, None if history is None else history.view(len(live) * beam, t), None)
+        wanted = [h.progress.wanted(phrases[s]) for s in live for h in padded(beams[s], beam)]
+        width = max(1, max(map(len, wanted)))
+        index = torch.tensor([w + [EOS] * (width - len(w)) for w in wanted], device=device)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        top_lp, top_tok = log_probs.topk(beam, dim=-1)
+        top_lp, top_tok, wanted_lp = on_host(top_lp, top_tok, log_probs.gather(1, index))
+        top_lp, top_tok, wanted_lp = top_lp.tolist(), top_tok.tolist(), wanted_lp.tolist()
+        penalty = float(length_penalty(torch.tensor(t + 1), alpha))
+        rows, next_live = [], []
+        for i, s in enumerate(live):
+            last = t + 1 >= limits[s]
+            candidates = {}
+            for k, hyp in enumerate(beams[s]):
+                row = i * beam + k
+                done = hyp.progress.complete(phrases[s])
+                for token, lp in [*zip(top_tok[row], top_lp[row]), *zip(wanted[row], wanted_lp[row])]:
+                    if lp == float("-inf"):  # ruled out (a minimum length, a repeated n-gram)
+                        continue
+                    if token == EOS:
+                        ended = Hypothesis(list(hyp.tokens), (hyp.lp + lp) / penalty)
+                        (finished if done else stand_ins)[s].append(ended)
+                    elif (k, token) not in candidates:
+                        candidates[k, token] = (hyp.lp + lp, k, token, hyp.progress.after(token, phrases[s]))
+            if last:  # every candidate ends at the length limit
+                for lp, k, token, progress in candidates.values():
+                    ended = Hypothesis([*beams[s][k].tokens, token], lp / penalty)
+                    (finished if progress.complete(phrases[s]) else stand_ins)[s].append(ended)
+                continue
+            kept = allocate(list(candidates.values()), phrases[s], beam)
+            if not kept or search_over(finished[s], kept[0][0], limits[s], alpha, nbest):
+                continue
+            beams[s] = [Live((*beams[s][k].tokens, token), lp, progress) for lp, k, token, progress in kept]
+            rows += [i * beam + k for _, k, _, _ in padded(kept, beam)]
+            next_live.append(s)
+        if not next_live:
+            break
+        index = torch.tensor(rows, device=device)
+        state = state.select(index)
+        tokens = torch.tensor([h.tokens[-1] for s in next_live for h in padded(beams[s], beam)], device=device)
+        live = next_live
+
+    return [best(finished[s], stand_ins[s], nbest) for s in range(batch)]
+
+
+def padded(items: list, size: int) -> list:
+    """items with its first repeated up to `size`: every sentence fills `beam` decoder rows, the extra
+    ones copies that are never chosen from (a sentence's first step has one hypothesis)."""
+    return items + [items[0]] * (size - len(items))
+
+
+def search_over(finished: list[Hypothesis], best_lp: float, limit: int, alpha: float, nbest: int) -> bool:
+    """Whether nbest finished hypotheses are kept that the best live one (best_lp), even with the most
+    favourable length penalty it could reach, cannot beat."""
+    if len(finished) < nbest:
+        return False
+    worst_kept = sorted((h.score for h in finished), reverse=True)[nbest - 1]
+    return best_lp / float(length_penalty(torch.tensor(limit), alpha)) <= worst_kept
+
+
+def best(finished: list[Hypothesis], stand_ins: list[Hypothesis], nbest: int) -> list[Hypothesis]:
+    """The nbest translations holding every phrase, best first, topped up with the best of those without."""
+    ranked = sorted(finished, key=lambda h: -h.score) + sorted(stand_ins, key=lambda h: -h.score)
+    return ranked[:nbest] or [Hypothesis([], float("-inf"))]
