@@ -116,7 +116,7 @@ def test_prefixes_and_sampling_pass_through_to_ctranslate2(trained):
 
 def test_mbr_chooses_among_ctranslate2s_candidates(trained):
     """MBR runs on either engine's candidates (LineTranslator): CTranslate2's 4 best of a beam of 4, the one
-    mbr_order puts first; its sampler has no epsilon cut, refused in one line."""
+    mbr_order puts first; its sampler has no epsilon cut, and it has no required terms: each refused in one line."""
     checkpoint, exported, sentences = trained
     _, _, cfg = load_for_inference([str(checkpoint)])
     engine = CTranslate2Translator(str(exported), DecodeSettings.from_config(cfg.decode), compute_type="fp32")
@@ -125,6 +125,8 @@ def test_mbr_chooses_among_ctranslate2s_candidates(trained):
     assert engine.translate(sentences, mbr=4) == chosen
     with pytest.raises(MTError, match="^epsilon sampling needs the torch engine"):
         engine.translate(sentences, strategy="sample", epsilon=0.02)
+    with pytest.raises(MTError, match="^required terms need the torch engine"):
+        engine.translate(sentences, beam=4, terms=[["dog"]] * len(sentences))
 
 
 def test_translate_with_the_ctranslate2_engine_keeps_line_alignment(trained):

@@ -1,0 +1,158 @@
+"""Required terms (lexically constrained decoding): every translation holds its line's phrases, with the
+score the model gives it; lines without terms translate as before; what cannot be placed is counted."""
+
+import pytest
+import torch
+
+import mt
+from mt.data.tokenizer import BOS, EOS
+from mt.decoding.search import beam_search, length_penalty
+from mt.decoding.terms import Progress, allocate, holds, missing, terms_beam_search
+from mt.errors import MTError
+from mt.model import Transformer
+
+from conftest import overfit, pad_ids, reversal_task, run_cli
+
+VOCAB = 20
+
+
+@pytest.fixture(scope="module")
+def half_trained():
+    """A model half-way to reversing its input: confident enough to have preferences, not to be right."""
+    torch.manual_seed(0)
+    model = Transformer(VOCAB, VOCAB, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2, dropout=0.0)
+    return overfit(model, reversal_task(64, VOCAB), steps=60)
+
+
+@torch.no_grad()
+def model_score(model, src_ids: list[int], tokens: list[int], alpha: float, max_len_b: int) -> float:
+    """The model's log-probability of tokens and EOS, re-run whole (no cache), over the GNMT length penalty
+    of their length; an output cut at the length limit (1.0 * |x| + max_len_b) has no EOS, as in beam search."""
+    at_limit = len(tokens) == len(src_ids) + 1 + max_len_b
+    written = tokens if at_limit else tokens + [EOS]
+    memory, mask = model.encode(torch.tensor([src_ids + [EOS]]))
+    logits = model.logits(model.decode(torch.tensor([[BOS] + written[:-1]]), memory, mask))[0]
+    lp = logits.log_softmax(-1).gather(1, torch.tensor([written]).T).sum()
+    return float(lp / length_penalty(torch.tensor(len(written)), alpha))
+
+
+def test_progress_follows_a_phrase_and_starts_again_where_it_breaks_off():
+    phrases = [[5, 6, 7], [9], [5, 8]]
+    p = Progress()
+    assert p.wanted(phrases) == [5, 9] and p.pieces(phrases) == 0
+    p = p.after(5, phrases)  # the first piece of [5, 6, 7] (the first phrase that starts with it)
+    assert p.inside == (0, 1) and p.wanted(phrases) == [6] and p.pieces(phrases) == 1
+    p = p.after(5, phrases)  # breaks off [5, 6, 7] and starts it again
+    assert p.inside == (0, 1)
+    p = p.after(8, phrases)  # breaks off: 8 starts nothing, so the count falls back to the phrases met
+    assert p.inside is None and p.met == frozenset() and p.pieces(phrases) == 0
+    for token in (9, 5, 6, 7):
+        p = p.after(token, phrases)
+    assert p.met == {0, 1} and p.pieces(phrases) == 4 and p.wanted(phrases) == [5] and not p.complete(phrases)
+    p = p.after(5, phrases).after(8, phrases)  # [5, 6, 7] is met: 5 now starts [5, 8]
+    assert p.complete(phrases) and p.pieces(phrases) == 6 and p.wanted(phrases) == []
+    assert holds([1, 5, 6, 7], [5, 6, 7]) and not holds([5, 6, 1, 7], [5, 6, 7])
+    assert missing([9, 5, 8], phrases) == 1
+
+
+def test_the_beam_is_shared_among_the_banks_fullest_first():
+    phrases = [[5, 6]]
+    none, one, two = Progress(), Progress(inside=(0, 1)), Progress(frozenset({0}))
+    candidates = [(-1.0, 0, 1, none), (-1.5, 0, 2, none), (-2.0, 0, 3, none), (-9.0, 0, 5, one), (-7.0, 1, 6, two)]
+    kept = allocate(candidates, phrases, beam=4)
+    # one from each bank (2 pieces, then 1, then 0), then the next of bank 2 (empty), 1 (empty), 0
+    assert [c[2] for c in kept] == [1, 2, 6, 5]
+    assert [c[2] for c in allocate(candidates, phrases, beam=2)] == [6, 5]  # hypotheses holding none wait
+    assert [c[2] for c in allocate(candidates[:3], phrases, beam=2)] == [1, 2]  # one bank: plain beam search
+
+
+def test_every_translation_holds_its_phrases_with_the_models_own_score(half_trained):
+    sources = [s for s, _ in reversal_task(10, VOCAB, seed=4)]
+    src = pad_ids(sources, suffix=[EOS])
+    free = beam_search(half_trained, src, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=3)
+    # for each sentence a phrase the free search does not write: two pieces it lacks, and one it lacks
+    absent = [[t for t in range(4, VOCAB) if t not in hyps[0].tokens] for hyps in free]
+    phrases = [[[a[0], a[1]], [a[2]]] for a in absent]
+    found = terms_beam_search(half_trained, src, phrases, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=3, nbest=3)
+    for source, need, hyps in zip(sources, phrases, found):
+        assert len(hyps) == 3
+        for hyp in hyps:
+            assert missing(hyp.tokens, need) == 0, (need, hyp.tokens)
+            assert hyp.score == pytest.approx(model_score(half_trained, source, hyp.tokens, 0.6, 3), abs=1e-4)
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+    assert all(found[i][0].tokens != free[i][0].tokens for i in range(len(free)))
+
+
+def test_what_cannot_be_placed_gives_the_best_translation_without_it(half_trained):
+    sources = [s for s, _ in reversal_task(4, VOCAB, seed=9)]
+    src = pad_ids(sources, suffix=[EOS])
+    too_long = [[list(range(4, VOCAB))] for _ in sources]  # 16 pieces: over every sentence's length limit
+    found = terms_beam_search(half_trained, src, too_long, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=3)
+    for source, hyps in zip(sources, found):
+        assert hyps[0].tokens and missing(hyps[0].tokens, too_long[0]) == 1
+        assert hyps[0].score == pytest.approx(model_score(half_trained, source, hyps[0].tokens, 0.6, 3), abs=1e-4)
+
+
+def test_translate_and_the_api_hold_the_terms(trained_run, tiny_corpus, tmp_path):
+    checkpoint = trained_run / "checkpoints" / "final.pt"
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:6]
+    translator = mt.load_translator(checkpoint, device="cpu", beam=4)
+    plain = translator.translate(lines)
+    words = ["dog", "cat", "red", "blue", "quickly", "here"]
+    terms = [[next(w for w in words if w not in p.split())] for p in plain]  # a word each line lacks
+    terms[1] = []  # a line without terms
+    terms[2] = [terms[2][0], "big small"]  # two, one of two words
+    got = translator.translate(lines, terms=terms)
+    for line_terms, text in zip(terms, got):
+        assert all(term in text for term in line_terms), (line_terms, text)
+    assert got[1] == plain[1] and translator.terms_missed == 0  # searched as without terms
+    assert translator.translate(lines[0], terms=terms[0]) == got[0]  # one line, its list
+
+    (tmp_path / "in.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "terms").write_text("".join("\t".join(t) + "\n" for t in terms), encoding="utf-8")
+    out = run_cli("translate", "-c", str(checkpoint), "-i", str(tmp_path / "in.de"), "--terms", str(tmp_path / "terms"))
+    assert out.stdout.splitlines() == got  # the checkpoint decodes greedily: --terms takes a beam of 5 itself
+    (tmp_path / "short").write_text("dog\n", encoding="utf-8")
+    short = run_cli(
+        "translate",
+        "-c",
+        str(checkpoint),
+        "-i",
+        str(tmp_path / "in.de"),
+        "--terms",
+        str(tmp_path / "short"),
+        check=False,
+    )
+    assert (
+        short.returncode == 2
+        and short.stderr.strip() == f"error: {tmp_path / 'short'}: 1 terms lines for 6 or more input lines (one each)"
+    )
+    unplaceable = run_cli(
+        "translate", "-c", str(checkpoint), "-i", str(tmp_path / "in.de"), "--terms", str(tmp_path / "terms"),
+        "--max-len-a", "0", "--max-len-b", "2",
+    )  # fmt: skip
+    cut = unplaceable.stdout.splitlines()
+    lacking = sum(not all(term in text.split() for term in " ".join(t).split()) for t, text in zip(terms, cut))
+    assert len(cut) == 6 and lacking and f"the translation of {lacking} line" in unplaceable.stderr
+    refused = run_cli(
+        "translate",
+        "-c",
+        str(checkpoint),
+        "-i",
+        str(tmp_path / "in.de"),
+        "--terms",
+        str(tmp_path / "terms"),
+        "--beam",
+        "1",
+        check=False,
+    )
+    assert refused.returncode == 2 and "--terms are placed by beam search" in refused.stderr
+
+    with pytest.raises(MTError, match="beam search"):
+        translator.translate(lines, terms=terms, beam=1)
+    with pytest.raises(MTError, match="split_sentences"):
+        translator.translate(lines, terms=terms, split_sentences=True)
+    with pytest.raises(MTError, match="one entry per line"):
+        translator.translate(lines, terms="dog")
+    with pytest.raises(MTError, match=r"terms\[0\]\[0\]: a str is expected"):
+        translator.translate(lines, terms=[[1]] + [[]] * 5)
