@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from mt.data.languages import cjk_language
+from mt.data.languages import UNSPACED_CODES, cjk_language
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,6 @@ DEFAULT_TOKENIZE = "13a"
 # `pip install "sacrebleu[ja]"` or `"sacrebleu[ko]"`, and char (every character a word) stands in without it
 BY_LANGUAGE = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
 STAND_IN = "char"
-# Thai, Lao, Khmer and Burmese, by ISO 639-1 and 639-2/3 code: written without spaces between words
-UNSPACED = {"th", "tha", "lo", "lao", "km", "khm", "my", "mya", "bur"}
 
 
 @dataclass
@@ -52,7 +50,7 @@ def bleu_tokenize(language: str | None, setting: str | None = None) -> str:
     carry a script or region (zh-Hant, zh_TW, th-TH)."""
     if setting:
         return setting
-    if re.split(r"[-_]", str(language or "").lower())[0] in UNSPACED:
+    if re.split(r"[-_]", str(language or "").lower())[0] in UNSPACED_CODES:  # Thai, Lao, Khmer, Burmese
         return STAND_IN
     chosen = BY_LANGUAGE.get(cjk_language(language), DEFAULT_TOKENIZE)
     return chosen if chosen == DEFAULT_TOKENIZE or _installed(chosen) else STAND_IN

@@ -7,7 +7,7 @@ import torch
 import mt
 from mt.data.tokenizer import BOS, EOS
 from mt.decoding.search import beam_search, length_penalty
-from mt.decoding.terms import Progress, allocate, holds, missing, terms_beam_search
+from mt.decoding.terms import Need, Progress, allocate, holds, missing, terms_beam_search
 from mt.errors import MTError
 from mt.model import Transformer
 
@@ -36,34 +36,41 @@ def model_score(model, src_ids: list[int], tokens: list[int], alpha: float, max_
     return float(lp / length_penalty(torch.tensor(len(written)), alpha))
 
 
-def test_progress_follows_a_phrase_and_starts_again_where_it_breaks_off():
-    phrases = [[5, 6, 7], [9], [5, 8]]
+def test_progress_follows_a_phrase_as_whole_words_and_starts_again_where_it_breaks_off():
+    need = Need([[5, 6, 7], [9], [5, 8]], joins=frozenset({15}))  # 15 continues a word
     p = Progress()
-    assert p.wanted(phrases) == [5, 9] and p.pieces(phrases) == 0
-    p = p.after(5, phrases)  # the first piece of [5, 6, 7] (the first phrase that starts with it)
-    assert p.inside == (0, 1) and p.wanted(phrases) == [6] and p.pieces(phrases) == 1
-    p = p.after(5, phrases)  # breaks off [5, 6, 7] and starts it again
+    assert p.wanted(need) == [5, 9] and p.pieces(need) == 0
+    p = p.after(5, need)  # the first piece of [5, 6, 7] (the first phrase that starts with it)
+    assert p.inside == (0, 1) and p.wanted(need) == [6] and p.pieces(need) == 1
+    p = p.after(5, need)  # breaks off [5, 6, 7] and starts it again
     assert p.inside == (0, 1)
-    p = p.after(8, phrases)  # breaks off: 8 starts nothing, so the count falls back to the phrases met
-    assert p.inside is None and p.met == frozenset() and p.pieces(phrases) == 0
-    for token in (9, 5, 6, 7):
-        p = p.after(token, phrases)
-    assert p.met == {0, 1} and p.pieces(phrases) == 4 and p.wanted(phrases) == [5] and not p.complete(phrases)
-    p = p.after(5, phrases).after(8, phrases)  # [5, 6, 7] is met: 5 now starts [5, 8]
-    assert p.complete(phrases) and p.pieces(phrases) == 6 and p.wanted(phrases) == []
+    p = p.after(4, need)  # breaks off: 4 starts nothing, so the count falls back to the phrases met
+    assert p == Progress() and p.pieces(need) == 0
+    p = p.after(9, need)  # [9] written whole: met once the next piece starts a word, or the output ends
+    assert p.inside == (1, 1) and not p.met and p.wanted(need) == [5]
+    assert Progress().after(9, Need([[9]], need.joins)).complete(Need([[9]], need.joins))
+    assert p.after(15, need) == Progress()  # "9" went on as a longer word: not met
+    for token in (5, 6, 7):
+        p = p.after(token, need)
+    assert p.met == {1} and p.inside == (0, 3) and p.pieces(need) == 4 and p.wanted(need) == [5]
+    p = p.after(5, need).after(8, need)  # [5, 6, 7] met as 5 starts a word, and [5, 8]
+    assert p.met == {0, 1} and p.complete(need) and p.pieces(need) == 6 and p.wanted(need) == []
+    assert not p.after(15, need).complete(need) and p.after(4, need).complete(need)
     assert holds([1, 5, 6, 7], [5, 6, 7]) and not holds([5, 6, 1, 7], [5, 6, 7])
-    assert missing([9, 5, 8], phrases) == 1
+    assert holds([5, 6, 7, 4], [5, 6, 7], need.joins) and not holds([5, 6, 7, 15], [5, 6, 7], need.joins)
+    assert holds([5, 6, 7, 15, 5, 6, 7], [5, 6, 7], need.joins)  # the second occurrence ends the output
+    assert missing([9, 5, 8], need.phrases) == 1
 
 
 def test_the_beam_is_shared_among_the_banks_fullest_first():
-    phrases = [[5, 6]]
-    none, one, two = Progress(), Progress(inside=(0, 1)), Progress(frozenset({0}))
+    need = Need([[5, 6]])
+    none, one, two = Progress(), Progress(inside=(0, 1)), Progress(inside=(0, 2))
     candidates = [(-1.0, 0, 1, none), (-1.5, 0, 2, none), (-2.0, 0, 3, none), (-9.0, 0, 5, one), (-7.0, 1, 6, two)]
-    kept = allocate(candidates, phrases, beam=4)
+    kept = allocate(candidates, need, beam=4)
     # one from each bank (2 pieces, then 1, then 0), then the next of bank 2 (empty), 1 (empty), 0
     assert [c[2] for c in kept] == [1, 2, 6, 5]
-    assert [c[2] for c in allocate(candidates, phrases, beam=2)] == [6, 5]  # hypotheses holding none wait
-    assert [c[2] for c in allocate(candidates[:3], phrases, beam=2)] == [1, 2]  # one bank: plain beam search
+    assert [c[2] for c in allocate(candidates, need, beam=2)] == [6, 5]  # hypotheses holding none wait
+    assert [c[2] for c in allocate(candidates[:3], need, beam=2)] == [1, 2]  # one bank: plain beam search
 
 
 def test_every_translation_holds_its_phrases_with_the_models_own_score(half_trained):
@@ -104,7 +111,7 @@ def test_translate_and_the_api_hold_the_terms(trained_run, tiny_corpus, tmp_path
     terms[2] = [terms[2][0], "big small"]  # two, one of two words
     got = translator.translate(lines, terms=terms)
     for line_terms, text in zip(terms, got):
-        assert all(term in text for term in line_terms), (line_terms, text)
+        assert all(f" {term} " in f" {text.rstrip('.')} " for term in line_terms), (line_terms, text)  # as words
     assert got[1] == plain[1] and translator.terms_missed == 0  # searched as without terms
     assert translator.translate(lines[0], terms=terms[0]) == got[0]  # one line, its list
 

@@ -24,6 +24,17 @@ def cjk_language(code) -> str | None:
     return CJK_CODES.get(re.split(r"[-_]", str(code or "").lower())[0])
 
 
+# Thai, Lao, Khmer and Burmese, by ISO 639-1 and 639-2/3 code: written without spaces between words, as
+# Chinese and Japanese are
+UNSPACED_CODES = {"th", "tha", "lo", "lao", "km", "khm", "my", "mya", "bur"}
+
+
+def written_without_spaces(code) -> bool:
+    """Whether text in this language puts no spaces between words (Chinese, Japanese, Thai, Lao, Khmer,
+    Burmese), with or without a script or region (zh-Hant, th_TH)."""
+    return cjk_language(code) in ("zh", "ja") or re.split(r"[-_]", str(code or "").lower())[0] in UNSPACED_CODES
+
+
 def language_list(value) -> list[str]:
     """data.src_lang or data.tgt_lang as a list: one code, or several."""
     return [value] if isinstance(value, str) else list(value) if isinstance(value, Sequence) else [value]

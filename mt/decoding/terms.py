@@ -29,45 +29,58 @@ Phrases = list[list[int]]  # one sentence's required phrases, each a list of tar
 
 
 @dataclass(frozen=True)
+class Need:
+    """One sentence's phrases, and the pieces that continue a word (no word boundary before them): a phrase
+    counts once the piece after it, if any, starts a new word ("dog" is not met inside "dogs")."""
+
+    phrases: Phrases
+    joins: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
 class Progress:
-    """Which phrases a hypothesis has written, and (phrase, pieces written) while it is inside one."""
+    """Which phrases a hypothesis has written, and (phrase, pieces written) while it is inside one; a phrase
+    written whole waits there, inside, until the next piece shows that its word ends."""
 
     met: frozenset[int] = frozenset()
     inside: tuple[int, int] | None = None
 
-    def after(self, token: int, phrases: Phrases) -> Progress:
-        """The progress once `token` is written: one piece further into the phrase it is in, or, where the
-        token breaks off that phrase or is written outside one, at the first piece of a phrase not yet met
-        that starts with it (a phrase is counted however the hypothesis comes to write it)."""
+    def after(self, token: int, need: Need) -> Progress:
+        """The progress once `token` is written: one piece further into the phrase it is in (the phrase met
+        where it was whole and the token starts a word), or, where the token breaks off that phrase or is
+        written outside one, at the first piece of a phrase not yet met that starts with it (a phrase counts
+        however the hypothesis comes to write it)."""
+        met = self.met
         if self.inside is not None:
             phrase, done = self.inside
-            if phrases[phrase][done] == token:
-                return (
-                    self._written(phrase)
-                    if done + 1 == len(phrases[phrase])
-                    else Progress(self.met, (phrase, done + 1))
-                )
-        for phrase, pieces in enumerate(phrases):
-            if phrase not in self.met and pieces[0] == token:
-                return self._written(phrase) if len(pieces) == 1 else Progress(self.met, (phrase, 1))
-        return Progress(self.met) if self.inside is not None else self
+            pieces = need.phrases[phrase]
+            if done < len(pieces) and pieces[done] == token:
+                return Progress(met, (phrase, done + 1))
+            if done == len(pieces) and token not in need.joins:
+                met = met | {phrase}
+        for phrase, pieces in enumerate(need.phrases):
+            if phrase not in met and pieces[0] == token:
+                return Progress(met, (phrase, 1))
+        return Progress(met)
 
-    def _written(self, phrase: int) -> Progress:
-        return Progress(self.met | {phrase})
-
-    def wanted(self, phrases: Phrases) -> list[int]:
+    def wanted(self, need: Need) -> list[int]:
         """The pieces that take it further: the next of the phrase it is in, else each unmet phrase's first."""
-        if self.inside is not None:
+        if self.inside is not None and self.inside[1] < len(need.phrases[self.inside[0]]):
             phrase, done = self.inside
-            return [phrases[phrase][done]]
-        return sorted({pieces[0] for phrase, pieces in enumerate(phrases) if phrase not in self.met})
+            return [need.phrases[phrase][done]]
+        waiting = {self.inside[0]} if self.inside is not None else set()
+        return sorted({p[0] for i, p in enumerate(need.phrases) if i not in self.met and i not in waiting})
 
-    def pieces(self, phrases: Phrases) -> int:
+    def pieces(self, need: Need) -> int:
         """Phrase pieces written so far: its bank."""
-        return sum(len(phrases[p]) for p in self.met) + (self.inside[1] if self.inside is not None else 0)
+        return sum(len(need.phrases[p]) for p in self.met) + (self.inside[1] if self.inside is not None else 0)
 
-    def complete(self, phrases: Phrases) -> bool:
-        return len(self.met) == len(phrases)
+    def complete(self, need: Need) -> bool:
+        """Whether every phrase is met, should the output end here (an end is a word boundary)."""
+        met = self.met
+        if self.inside is not None and self.inside[1] == len(need.phrases[self.inside[0]]):
+            met = met | {self.inside[0]}
+        return len(met) == len(need.phrases)
 
 
 @dataclass(frozen=True)
@@ -79,23 +92,24 @@ class Live:
     progress: Progress
 
 
-def holds(tokens: list[int], phrase: list[int]) -> bool:
-    """Whether the phrase's pieces occur in tokens, in a row."""
+def holds(tokens: list[int], phrase: list[int], joins: frozenset[int] = frozenset()) -> bool:
+    """Whether the phrase's pieces occur in tokens, in a row, and no piece that continues a word follows."""
     n = len(phrase)
-    return any(tokens[i : i + n] == phrase for i in range(len(tokens) - n + 1))
+    ends = [i + n for i in range(len(tokens) - n + 1) if tokens[i : i + n] == phrase]
+    return any(end == len(tokens) or tokens[end] not in joins for end in ends)
 
 
-def missing(tokens: list[int], phrases: Phrases) -> int:
+def missing(tokens: list[int], phrases: Phrases, joins: frozenset[int] = frozenset()) -> int:
     """How many of the phrases the tokens lack."""
-    return sum(not holds(tokens, phrase) for phrase in phrases)
+    return sum(not holds(tokens, phrase, joins) for phrase in phrases)
 
 
-def allocate(candidates: list[tuple[float, int, int, Progress]], phrases: Phrases, beam: int) -> list:
+def allocate(candidates: list[tuple[float, int, int, Progress]], need: Need, beam: int) -> list:
     """The `beam` candidates (score, hypothesis, token, progress) kept: the banks (by phrase pieces written)
     take turns, fullest first, each giving its best remaining candidate, until the beam is full."""
     banks: dict[int, list] = {}
     for candidate in sorted(candidates, key=lambda c: -c[0]):
-        banks.setdefault(candidate[3].pieces(phrases), []).append(candidate)
+        banks.setdefault(candidate[3].pieces(need), []).append(candidate)
     queues = [banks[bank] for bank in sorted(banks, reverse=True)]
     kept, turn = [], 0
     while len(kept) < beam and any(queues):
@@ -117,11 +131,14 @@ def terms_beam_search(
     max_len_b: int = 10,
     nbest: int = 1,
     constraints: Constraints | None = None,
+    joins: frozenset[int] = frozenset(),
 ) -> list[list[Hypothesis]]:
     """Beam search in which every translation of sentence i holds each of phrases[i] (where the search
     finds one that does by the length limit; else the best that ended without). The model steps on the
     device for every live hypothesis at once; the choice is made on the host, a sentence at a time.
-    Returns nbest hypotheses per sentence, best first, scored with the GNMT length penalty."""
+    joins: the target pieces that continue a word, so that a phrase counts only as whole words. Returns
+    nbest hypotheses per sentence, best first, scored with the GNMT length penalty."""
+    needs = [Need(p, joins) for p in phrases]
     batch, device = src.size(0), src.device
     limits = max_output_lengths(src, max_len_a, max_len_b).tolist()
     state = model.start_state(src, copies=beam)
@@ -138,7 +155,7 @@ def terms_beam_search(
             if constraints.needs_history:
                 history = torch.tensor([h.tokens for s in live for h in padded(beams[s], beam)], device=device)
             constraints.apply(logits, t, None if history is None else history.view(len(live) * beam, t), None)
-        wanted = [h.progress.wanted(phrases[s]) for s in live for h in padded(beams[s], beam)]
+        wanted = [h.progress.wanted(needs[s]) for s in live for h in padded(beams[s], beam)]
         width = max(1, max(map(len, wanted)))
         index = torch.tensor([w + [EOS] * (width - len(w)) for w in wanted], device=device)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
@@ -152,7 +169,7 @@ def terms_beam_search(
             candidates = {}
             for k, hyp in enumerate(beams[s]):
                 row = i * beam + k
-                done = hyp.progress.complete(phrases[s])
+                done = hyp.progress.complete(needs[s])
                 for token, lp in [*zip(top_tok[row], top_lp[row]), *zip(wanted[row], wanted_lp[row])]:
                     if lp == float("-inf"):  # ruled out (a minimum length, a repeated n-gram)
                         continue
@@ -160,13 +177,13 @@ def terms_beam_search(
                         ended = Hypothesis(list(hyp.tokens), (hyp.lp + lp) / penalty)
                         (finished if done else stand_ins)[s].append(ended)
                     elif (k, token) not in candidates:
-                        candidates[k, token] = (hyp.lp + lp, k, token, hyp.progress.after(token, phrases[s]))
+                        candidates[k, token] = (hyp.lp + lp, k, token, hyp.progress.after(token, needs[s]))
             if last:  # every candidate ends at the length limit
                 for lp, k, token, progress in candidates.values():
                     ended = Hypothesis([*beams[s][k].tokens, token], lp / penalty)
-                    (finished if progress.complete(phrases[s]) else stand_ins)[s].append(ended)
+                    (finished if progress.complete(needs[s]) else stand_ins)[s].append(ended)
                 continue
-            kept = allocate(list(candidates.values()), phrases[s], beam)
+            kept = allocate(list(candidates.values()), needs[s], beam)
             if not kept or search_over(finished[s], kept[0][0], limits[s], alpha, nbest):
                 continue
             beams[s] = [Live((*beams[s][k].tokens, token), lp, progress) for lp, k, token, progress in kept]

@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from mt import fastpath
 from mt.data.batching import pad_sequences, token_batches
+from mt.data.languages import written_without_spaces
 from mt.data.tokenizer import BOS, EOS, PAD
 from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, FixedSlotSearch
 from mt.decoding.fixed_slots import run as run_search
@@ -54,6 +55,7 @@ class Translator(LineTranslator):
         self.max_src_len = max_src_len
         self.truncated = 0  # lines cut to max_src_len, reported by the caller
         self.terms_missed = 0  # lines translated without one of their required terms, reported by the caller
+        self._joins: dict[str, frozenset[int]] = {}  # by target language: pieces that continue a word
         # Fixed-slot searches by padded batch shape and settings, and their captured steps (decode.cuda_graphs).
         self._searches: dict[tuple, FixedSlotSearch] = {}
         self._replays = Replays(self.device, capture=self.device.type == "cuda", what="decoding")
@@ -108,7 +110,8 @@ class Translator(LineTranslator):
             required = [phrases[r] for r in rows] if phrases[rows[0]] else None
             found = self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None, required)
             if required:
-                self.terms_missed += sum(missing(hyps[0].tokens, need) > 0 for hyps, need in zip(found, required))
+                joins = self._word_joins()
+                self.terms_missed += sum(missing(h[0].tokens, need, joins) > 0 for h, need in zip(found, required))
             for row, hyps in zip(rows, found):
                 prefix = (prefixes[row], self.tokenizer.decode_tgt([prefix_ids[row]])[0]) if prefixes else None
                 results[row] = [self._finish(ids[row][tag:], h, prefix) for h in hyps]
@@ -141,6 +144,17 @@ class Translator(LineTranslator):
         """A line's required terms as target pieces, the blank ones left out."""
         return [pieces for pieces in self.tokenizer.encode_tgt([t.strip() for t in terms]) if pieces]
 
+    def _word_joins(self) -> frozenset[int]:
+        """The target pieces that continue a word (a letter or digit first, no ▁), so that a required term
+        is met only as whole words; none in a language written without spaces between words."""
+        target = self.settings.tgt_lang or self.languages[1]
+        language = target if isinstance(target, str) else "+".join(map(str, target))
+        if language not in self._joins:
+            pieces = map(self.tokenizer.tgt.id_to_piece, range(self.tokenizer.tgt.get_piece_size()))
+            joins = {i for i, piece in enumerate(pieces) if piece[:1].isalnum()}
+            self._joins[language] = frozenset() if written_without_spaces(language) else frozenset(joins)
+        return self._joins[language]
+
     def _search(
         self, src, prefixes: Prefixes | None, seeds: list[int] | None, phrases: list[Phrases] | None = None
     ) -> list[list[Hypothesis]]:
@@ -148,8 +162,9 @@ class Translator(LineTranslator):
         with torch.inference_mode(), self._autocast():
             if phrases:
                 return terms_beam_search(
-                    self.model, src, phrases, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, s.constraints
-                )
+                    self.model, src, phrases, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, s.constraints,
+                    self._word_joins(),
+                )  # fmt: skip
             if s.sampling:
                 steps = int(max_output_lengths(src, s.max_len_a, s.max_len_b).max()) + s.max_len_b
                 if prefixes is not None:
