@@ -3,8 +3,10 @@
 import bz2
 import gzip
 import lzma
+import os
 import re
 import sys
+import threading
 
 import pytest
 
@@ -92,6 +94,21 @@ def test_a_compressed_file_is_read_as_its_text_and_text_that_begins_as_one_is_te
     monkeypatch.setattr(lines, "decompressor", lambda kind: None)  # zstd before Python 3.14, without zstandard
     with pytest.raises(MTError, match=r"z: zstd-compressed, which this Python cannot read: decompress it first"):
         read_lines(write(tmp_path / "z", b"\x28\xb5\x2f\xfd\x00\xff\xfe"))
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["text", "gzip"])
+def test_a_pipe_is_read_as_a_file_is(tmp_path, packed):
+    """A named pipe (the shell's <(command) gives one): sniffed for compression without seeking."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    text = "Bienen summen.\n\nZwei Zeilen\n" * 3000  # more than one read's worth
+    data = gzip.compress(text.encode()) if packed else text.encode()
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    try:
+        assert [line for chunk in read_line_chunks(fifo, 1000) for line in chunk] == text.split("\n")[:-1]
+    finally:
+        writer.join(timeout=30)
 
 
 def test_an_output_is_compressed_as_its_name_says_and_read_back_as_its_text(tmp_path, monkeypatch):

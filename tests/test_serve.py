@@ -85,6 +85,15 @@ def test_prefixes_scores_and_nbest(server, checkpoint, lines, tmp_path):
     assert status == 200 and [len(h) for h in scored["hypotheses"]] == [1, 1]
 
 
+def test_terms_as_translate_places_them(server, checkpoint, lines, tmp_path):
+    terms = [["dog"], [], ["red", "quickly"]] * 4
+    status, answer = server.translate({"lines": lines, "strategy": "beam", "terms": terms})
+    assert status == 200
+    (tmp_path / "terms").write_text("".join("\t".join(t) + "\n" for t in terms), encoding="utf-8")
+    assert answer["translations"] == translate_cli(checkpoint, lines, "--beam", "5", "--terms", str(tmp_path / "terms"))
+    assert all(set(t) <= set(text.rstrip(".").split()) for t, text in zip(terms, answer["translations"]))
+
+
 def test_sentence_by_sentence(server, checkpoint):
     paragraphs = ["hund läuft rot. Katze schläft hier.", "blau klein? Groß rot langsam.", "", "ein kind isst."]
     status, answer = server.translate({"lines": paragraphs, "split_sentences": True})
@@ -140,6 +149,20 @@ BAD_REQUESTS = [
     ("mbr with nbest", b'{"lines": ["a"], "mbr": 3, "nbest": 2}', 422, "mbr=3: must be 0 with nbest > 1"),
     ("epsilon alone", b'{"lines": ["a"], "epsilon": 0.02}', 422, 'epsilon: a sampling setting; add "strategy"'),
     ("prefixes not aligned", b'{"lines": ["a", "b"], "prefixes": ["x"]}', 422, "prefixes: 1 for 2 lines"),
+    ("terms not aligned", b'{"lines": ["a", "b"], "strategy": "beam", "terms": [["x"]]}', 422, "terms: 1 for 2 lines"),
+    (
+        "terms not lists",
+        b'{"lines": ["a"], "strategy": "beam", "terms": ["x"]}',
+        422,
+        "terms.0: Input should be a valid list",
+    ),
+    ("terms greedy", b'{"lines": ["a"], "terms": [["x"]]}', 422, "terms are placed by beam search"),
+    (
+        "terms and prefixes",
+        b'{"lines": ["a"], "strategy": "beam", "terms": [["x"]], "prefixes": ["y"]}',
+        422,
+        "one or the other",
+    ),
 ]
 
 
@@ -313,7 +336,7 @@ class SlowEcho:
     def with_settings(self, settings):
         return self
 
-    def translate_nbest(self, lines, prefixes=None, seeds=None):
+    def translate_nbest(self, lines, prefixes=None, seeds=None, terms=None):
         import threading
 
         from mt.decoding.settings import Translation

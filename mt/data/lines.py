@@ -107,10 +107,9 @@ def open_text_file(path: Path):
         raise MTError(f"{path}: is a directory, expected a text file")
     try:
         f = path.open("rb")
-        head = f.read(8192)
-        f.seek(0)
+        head = f.peek(8192)[:8192]  # the bytes a read would give first, without taking them: a pipe works too
     except OSError as err:
-        raise MTError(f"{path}: cannot read ({err.strerror})") from None
+        raise MTError(f"{path}: cannot read ({err.strerror or err})") from None
     kind = _compression(head)
     if kind is not None:
         return Decompressing(f, path, kind)

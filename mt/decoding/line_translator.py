@@ -29,6 +29,7 @@ class LineTranslator:
     several_sentences: int = 0  # lines of several sentences translated whole, for the caller's note
     truncated: int = 0  # lines cut to max_src_len, for the caller's warning
     terms_missed: int = 0  # lines translated without one of their required terms, for the caller's warning
+    places_terms: bool = False  # whether _translate_nbest takes required terms (mt/decoding/terms.py)
 
     def translate(
         self, lines: list[str] | str, tgt_lang: str | None = None, terms: list | None = None, **settings
@@ -74,7 +75,7 @@ class LineTranslator:
             options["prefixes"] = checked_lines(options["prefixes"], "prefixes")
         if options.get("terms") is not None:
             options["terms"] = checked_terms(options["terms"])
-            check_terms_use(translator.settings, options)
+            check_terms_use(translator, options)
         if translator.settings.split_sentences:
             return translate_by_sentence(translator._decode, translator.settings, lines, **options)
         self.several_sentences += several_sentences(lines)
@@ -176,10 +177,14 @@ def checked_terms(terms) -> list[list[str]]:
     ]
 
 
-def check_terms_use(settings: DecodeSettings, options: dict) -> None:
-    """Required terms are placed by beam search, on whole lines, with no forced prefix: else one line."""
+def check_terms_use(translator: LineTranslator, options: dict) -> None:
+    """Required terms are placed by the torch engine's beam search, on whole lines, with no forced prefix:
+    else one line."""
     if not any(options["terms"]):
         return
+    if not translator.places_terms:
+        raise MTError("required terms need the torch engine (CTranslate2 has no lexically constrained search)")
+    settings = translator.settings
     if settings.sampling or settings.beam < 2:
         raise MTError("terms are placed by beam search: use a beam of 2 or more (beam=5), not sampling or greedy")
     if settings.split_sentences:

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 
 class Translator(LineTranslator):
+    places_terms = True
+
     def __init__(
         self, model, tokenizer, settings: DecodeSettings, device: torch.device | str = "cpu", max_src_len: int = 1024
     ):

@@ -122,9 +122,8 @@ class CTranslate2Translator(LineTranslator):
     ) -> list[list[Translation]]:
         """settings.nbest translations for every line, in input order; an empty line gives empty ones.
         prefixes: one target prefix per line ("" for none). seeds and first_line are the torch engine's
-        (per-line sampling seeds); CTranslate2's sampler takes no seed that holds (see above)."""
-        if terms is not None and any(terms):
-            raise MTError("required terms need the torch engine (CTranslate2 has no lexically constrained search)")
+        (per-line sampling seeds); CTranslate2's sampler takes no seed that holds (see above). terms are
+        refused before this is called (places_terms is False)."""
         if attention_layer is not None:
             raise MTError("--alignments and --attention-dir need the torch engine (CTranslate2 exports no attention)")
         check_aligned(lines, prefixes, "prefixes")

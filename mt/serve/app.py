@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.data.languages import into
-from mt.decoding.line_translator import LineTranslator
+from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
@@ -59,6 +59,14 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
         return base.updated(**choices)
     except MTError as err:
         raise RequestError(422, str(err).removeprefix("decode setting ")) from None
+
+
+def terms_usable(translator: LineTranslator, request: TranslateRequest) -> None:
+    """A RequestError (422) unless the request's terms can be placed as it asks to decode."""
+    try:
+        check_terms_use(translator, {"terms": request.terms, "prefixes": request.prefixes})
+    except MTError as err:
+        raise RequestError(422, str(err)) from None
 
 
 def known_language(tgt_lang: str, languages: tuple) -> None:
@@ -135,11 +143,13 @@ def create_app(
             ask = parse_request(body, limits)
             settings = request_settings(translator.settings, ask)
             known_language(settings.tgt_lang, translator.languages)
+            if ask.terms is not None:
+                terms_usable(translator.with_settings(settings), ask)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)
         seeds = [line_seed(settings.seed, i) for i in range(len(ask.lines))] if settings.sampling else None
-        future = batcher.submit(ask.lines, settings, ask.prefixes, seeds, pieces)
+        future = batcher.submit(ask.lines, settings, ask.prefixes, seeds, pieces, ask.terms)
         try:
             results = await answer_or_hang_up(request, future)
         except Exception as err:  # noqa: BLE001 - one request fails, the server goes on

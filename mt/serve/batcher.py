@@ -37,6 +37,7 @@ class Job:
     seeds: list[int] | None  # sampling: each line's seed
     pieces: int  # source pieces (and target pieces, to score), against the batch budget and for sharing work out
     targets: list[str] | None = None  # a scoring job: the translations to score, one per line
+    terms: list[list[str]] | None = None  # the phrases each line's translation must hold
     future: Future = field(default_factory=Future)
     arrived: float = field(default_factory=time.monotonic)
 
@@ -64,8 +65,8 @@ class Batcher:
         for thread in self.threads:
             thread.start()
 
-    def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0) -> Future:
-        return self._queue(Job(lines, settings, prefixes, seeds, pieces))
+    def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0, terms=None) -> Future:
+        return self._queue(Job(lines, settings, prefixes, seeds, pieces, terms=terms))
 
     def submit_scoring(self, lines: list[str], targets: list[str], pieces: int = 0, tgt_lang: str = "") -> Future:
         """A future of the pairs' PairScores (pieces: source and target pieces, against the budget; tgt_lang:
@@ -137,10 +138,12 @@ class Batcher:
         prefixes = None
         if any(job.prefixes for job in jobs):
             prefixes = [p for job in jobs for p in (job.prefixes or [""] * len(job.lines))]
+        terms = None
+        if any(job.terms for job in jobs):
+            terms = [t for job in jobs for t in (job.terms or [[]] * len(job.lines))]
         seeds = [s for job in jobs for s in job.seeds] if settings.sampling else None
-        self._answer(
-            jobs, lambda: self.translator.with_settings(settings).translate_nbest(lines, prefixes=prefixes, seeds=seeds)
-        )
+        translator = self.translator.with_settings(settings)
+        self._answer(jobs, lambda: translator.translate_nbest(lines, prefixes=prefixes, seeds=seeds, terms=terms))
 
     def _score(self, jobs: list[Job]) -> None:
         lines = [line for job in jobs for line in job.lines]

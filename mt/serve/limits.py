@@ -27,6 +27,9 @@ class TranslateRequest(BaseModel):
 
     lines: list[str] = Field(description="source lines; one translation comes back for each, in order")
     prefixes: list[str] | None = Field(None, description="a target prefix per line (empty: none), kept verbatim")
+    terms: list[list[str]] | None = Field(
+        None, description="the phrases each line's translation must hold (beam search), a list per line"
+    )
     strategy: Literal["greedy", "beam", "sample"] | None = None
     beam: int | None = Field(None, ge=1)
     alpha: float | None = Field(None, ge=0, le=5)
@@ -99,6 +102,14 @@ def check_limits(request: TranslateRequest | ScoreRequest, limits: ServeLimits) 
                 )
     if isinstance(request, ScoreRequest):
         return
+    if request.terms is not None:
+        if len(request.terms) != len(request.lines):
+            raise RequestError(422, f"terms: {len(request.terms)} for {len(request.lines)} lines (one list per line)")
+        for i, line_terms in enumerate(request.terms):
+            if sum(map(len, line_terms)) > limits.max_line_chars:
+                raise RequestError(
+                    422, f"terms.{i}: over this server's limit of {limits.max_line_chars} characters a line"
+                )
     for field, most in (
         ("beam", limits.max_beam),
         ("mbr", limits.max_beam),  # a beam of that many, or that many samples
