@@ -20,6 +20,7 @@ _LAZY = {
     "Translator": "mt.decoding.translator",
     "DecodeSettings": "mt.decoding.settings",
     "Translation": "mt.decoding.settings",
+    "Glossary": "mt.decoding.glossary",
     "PairScore": "mt.decoding.settings",
     "MTError": "mt.errors",
     "Interrupted": "mt.errors",

@@ -12,11 +12,13 @@ from mt.serve.limits import ServeLimits
 
 
 class RunningServer:
-    def __init__(self, translator, limits: ServeLimits | None = None, max_wait: float = 0.005, workers: int = 1):
+    def __init__(
+        self, translator, limits: ServeLimits | None = None, max_wait: float = 0.005, workers: int = 1, glossary=None
+    ):
         import uvicorn
 
         app = create_app(translator, limits or ServeLimits(), {"engine": "torch", "device": "cpu", "model": "test"},
-                         max_wait, workers)  # fmt: skip
+                         max_wait, workers, glossary)  # fmt: skip
         self.batcher = app.state.batcher
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)

@@ -94,6 +94,26 @@ def test_terms_as_translate_places_them(server, checkpoint, lines, tmp_path):
     assert all(set(t) <= set(text.rstrip(".").split()) for t, text in zip(terms, answer["translations"]))
 
 
+def test_a_glossary_server_adds_its_terms_to_every_request(checkpoint, lines, tmp_path):
+    (tmp_path / "glossary.tsv").write_text("hund\tcat\n", encoding="utf-8")
+    translator = mt.load_translator(checkpoint, device="cpu", beam=5)
+    server = RunningServer(translator, LIMITS, glossary=mt.Glossary.load(tmp_path / "glossary.tsv", "de"))
+    try:
+        status, answer = server.translate({"lines": lines, "terms": [["red"]] + [[]] * (len(lines) - 1)})
+        assert status == 200
+        expected = translate_cli(checkpoint, lines, "--beam", "5", "--glossary", str(tmp_path / "glossary.tsv"))
+        assert answer["translations"][1:] == expected[1:]
+        wanted = {"red", "cat"} if "hund" in lines[0].split() else {"red"}  # the request's term, the glossary's
+        assert wanted <= set(answer["translations"][0].rstrip(".").split())
+        assert server.request("GET", "/health")[1]["glossary_entries"] == 1
+        with_entry = [line for line in lines if "hund" in line.split()]
+        status, answer = server.translate({"lines": with_entry, "strategy": "greedy"})
+        assert with_entry
+        assert status == 422 and "terms are placed by beam search" in answer["error"]
+    finally:
+        server.stop()
+
+
 def test_sentence_by_sentence(server, checkpoint):
     paragraphs = ["hund läuft rot. Katze schläft hier.", "blau klein? Groß rot langsam.", "", "ein kind isst."]
     status, answer = server.translate({"lines": paragraphs, "split_sentences": True})

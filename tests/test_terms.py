@@ -1,11 +1,14 @@
 """Required terms (lexically constrained decoding): every translation holds its line's phrases, with the
 score the model gives it; lines without terms translate as before; what cannot be placed is counted."""
 
+import re
+
 import pytest
 import torch
 
 import mt
 from mt.data.tokenizer import BOS, EOS
+from mt.decoding.glossary import Glossary
 from mt.decoding.search import beam_search, length_penalty
 from mt.decoding.terms import Need, Progress, allocate, holds, missing, terms_beam_search
 from mt.errors import MTError
@@ -163,3 +166,37 @@ def test_translate_and_the_api_hold_the_terms(trained_run, tiny_corpus, tmp_path
         translator.translate(lines, terms="dog")
     with pytest.raises(MTError, match=r"terms\[0\]\[0\]: a str is expected"):
         translator.translate(lines, terms=[[1]] + [[]] * 5)
+
+
+def test_a_glossary_names_the_targets_of_the_source_entries_a_line_holds(tmp_path):
+    path = tmp_path / "glossary.tsv"
+    path.write_text("# source<TAB>target\nVertrag\tcontract\n\nNew York\tNew York City\nYork\tYork town\n", "utf-8")
+    glossary = Glossary.load(path, "en")
+    lines = ["Der Vertrag gilt.", "Verträge, Vertrags", "in New York and York", "Vertrag Vertrag", "nichts"]
+    assert glossary.terms(lines) == [["contract"], [], ["New York City", "York town"], ["contract"], []]
+    assert Glossary({"汽车": "car"}, "zh").terms(["我的汽车很好"]) == [["car"]]  # no spaces between words
+    assert Glossary({"汽车": "car"}, "de").terms(["我的汽车很好"]) == [[]]
+    for text, message in [
+        ("Vertrag\n", r"glossary.tsv:1: expected source<TAB>target, got 'Vertrag'"),
+        ("a\tb\tc\n", r"glossary.tsv:1: expected source<TAB>target"),
+        ("a\tb\n# x\na\tc\n", r"glossary.tsv:3: 'a' is given two targets \('b', 'c'\)"),
+        ("# nothing\n\n", r"glossary.tsv: no entries"),
+    ]:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(MTError, match=f"^{re.escape(str(tmp_path))}/{message}"):
+            Glossary.load(path)
+
+
+def test_translate_applies_a_glossary_to_the_lines_that_hold_its_entries(trained_run, tiny_corpus, tmp_path):
+    checkpoint = trained_run / "checkpoints" / "final.pt"
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:10]
+    (tmp_path / "in.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "glossary.tsv").write_text("hund\tcat\n", encoding="utf-8")
+    out = run_cli(
+        "translate", "-c", str(checkpoint), "-i", str(tmp_path / "in.de"), "--glossary", str(tmp_path / "glossary.tsv")
+    )
+    plain = mt.load_translator(checkpoint, device="cpu", beam=5).translate(lines)
+    got = out.stdout.splitlines()
+    assert any("hund" in line.split() for line in lines) and any("hund" not in line.split() for line in lines)
+    for line, text, before in zip(lines, got, plain):
+        assert ("cat" in text.rstrip(".").split()) if "hund" in line.split() else text == before

@@ -164,6 +164,11 @@ def translate_parser() -> argparse.ArgumentParser:
         help="file of required terms, one line per input line, tab-separated (empty: none): each translation "
         "holds them (beam search; lexically constrained decoding)",
     )
+    rules.add_argument(
+        "--glossary",
+        help="tab-separated file of source<TAB>target entries: a line holding a source entry (as whole words) "
+        "must translate it as its target (required terms, as --terms)",
+    )
     limits = p.add_argument_group("batches and lengths")
     limits.add_argument("--batch-tokens", type=int, help="source tokens per batch (default: the checkpoint's)")
     limits.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")
@@ -376,6 +381,11 @@ def serve_parser() -> argparse.ArgumentParser:
     constraint_options(p)
     split_option(p)
     mbr_options(p)
+    p.add_argument(
+        "--glossary",
+        help="tab-separated source<TAB>target entries: a line holding a source entry must translate it as its "
+        "target (required terms, beam search), in every request",
+    )
     p.add_argument("--batch-tokens", type=int, help="source tokens a batch of requests holds at most")
     p.add_argument(
         "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its batch"

@@ -11,7 +11,8 @@ import logging
 import sys
 
 from mt.data.languages import languages_label
-from mt.decoding.settings import MBR_FIELDS, RULE_FIELDS
+from mt.decoding.glossary import load_glossary
+from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError
 from mt.serve.limits import ServeLimits
 
@@ -48,6 +49,10 @@ def check_args(args) -> None:
             raise MTError(f"{flag} must be >= {least}")
     if args.port > 65535:
         raise MTError("--port must be <= 65535")
+    if args.glossary and args.export:
+        raise MTError("--glossary needs a checkpoint (CTranslate2 has no lexically constrained search)")
+    if args.glossary and args.beam == 1:
+        raise MTError("--glossary terms are placed by beam search: not with --beam 1")
 
 
 def check_address(host: str, port: int) -> None:
@@ -89,6 +94,8 @@ def load(args):
     device = decoding_device(args.device)
     workers = serving_layout(device, args.decoding_threads)
     translator = load_translator(args.checkpoint, device, precision=args.dtype, **choices)
+    if args.glossary and translator.settings.beam == 1:  # a checkpoint that decodes greedily
+        translator = translator.with_settings(translator.settings.updated(beam=DEFAULT_BEAM))
     about = {"engine": "torch", "device": str(device), "model": " ".join(args.checkpoint)}
     return translator, {**about, "decoding_threads": workers}
 
@@ -106,7 +113,8 @@ def run(args) -> None:
         max_beam=args.max_beam,
         max_nbest=args.max_beam,
     )
-    app = create_app(translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"])
+    glossary = load_glossary(args.glossary, translator.languages)
+    app = create_app(translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"], glossary)
     print(
         f"mt-serve: {about['model']} ({languages_label(translator.languages)}, {about['engine']} on {about['device']}) "
         f"at http://{args.host}:{args.port}/ (Ctrl-C to stop)",

@@ -11,7 +11,8 @@ Output formats:
 Strategies: greedy, beam search, and sampling (--strategy sample --temperature T --topk K --topp P
 --epsilon E --seed S; --nbest N draws N samples a line, ranked in the order drawn). --prefix FILE forces a
 target prefix per line with any of them. --terms FILE names phrases each line's translation must hold,
-tab-separated (beam search). --mbr N draws N candidates a line (beam search's N best, or N samples) and
+tab-separated (beam search); --glossary FILE, source<TAB>target entries, names them for every line that holds
+a source entry. --mbr N draws N candidates a line (beam search's N best, or N samples) and
 writes the one that agrees most with the others (minimum Bayes risk).
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
+from mt.decoding.glossary import load_glossary, with_glossary
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError, StoppedAfter, check_output_file, truncation_warning
@@ -77,7 +79,13 @@ def check_args(args) -> None:
     check_output_file(
         args.output,
         "--output",
-        {"--input": args.input, "--prefix": args.prefix, "--terms": args.terms, "--checkpoint": args.checkpoint},
+        {
+            "--input": args.input,
+            "--prefix": args.prefix,
+            "--terms": args.terms,
+            "--glossary": args.glossary,
+            "--checkpoint": args.checkpoint,
+        },
     )
     if args.attention_dir and Path(args.attention_dir).exists() and not Path(args.attention_dir).is_dir():
         raise MTError(f"--attention-dir {args.attention_dir}: is a file, expected a folder")
@@ -145,15 +153,16 @@ def check_mbr_args(args) -> None:
 
 
 def check_terms_args(args) -> None:
-    """--terms: placed by beam search, on whole lines, without a forced prefix."""
-    if not args.terms:
+    """--terms and --glossary: placed by beam search, on whole lines, without a forced prefix."""
+    flag = "--terms" if args.terms else "--glossary" if args.glossary else None
+    if flag is None:
         return
     if args.strategy in ("greedy", "sample") or args.beam == 1:
-        raise MTError("--terms are placed by beam search: not with --strategy greedy or sample, or --beam 1")
+        raise MTError(f"{flag} terms are placed by beam search: not with --strategy greedy or sample, or --beam 1")
     if args.prefix or args.split_sentences:
-        raise MTError("--terms hold for a whole line: not with --prefix or --split-sentences")
+        raise MTError(f"{flag} terms hold for a whole line: not with --prefix or --split-sentences")
     if args.engine == "ctranslate2":
-        raise MTError("--terms needs --engine torch (CTranslate2 has no lexically constrained search)")
+        raise MTError(f"{flag} needs --engine torch (CTranslate2 has no lexically constrained search)")
 
 
 def check_engine_args(args) -> None:
@@ -224,7 +233,9 @@ def load_translator(args):
             cuda_graphs=args.cuda_graphs,
             **choices,
         )
-    if (args.strategy == "beam" or args.terms) and translator.settings.beam == 1:  # a checkpoint that decodes greedily
+    if (
+        args.strategy == "beam" or args.terms or args.glossary
+    ) and translator.settings.beam == 1:  # a checkpoint that decodes greedily
         translator = translator.with_settings(translator.settings.updated(beam=max(DEFAULT_BEAM, args.nbest)))
     return translator
 
@@ -282,10 +293,11 @@ def run(args) -> None:
     first = next(chunks, None)  # a bad first chunk fails before any output exists
     prefix_file = LineFile(args.prefix, "prefix", args.chunk_lines)
     terms_file = LineFile(args.terms, "terms", args.chunk_lines)
+    glossary = load_glossary(args.glossary, translator.languages)
 
     def per_line(chunk: list[str], first_line: int) -> dict:
         """The chunk's prefixes and terms, from their files."""
-        terms = terms_of(terms_file.lines_for(chunk, first_line))
+        terms = with_glossary(terms_of(terms_file.lines_for(chunk, first_line)), chunk, glossary)
         return dict(prefixes=prefix_file.lines_for(chunk, first_line), terms=terms)
 
     side = per_line(first, 0) if first is not None else {}  # their first chunks, too, fail before any output

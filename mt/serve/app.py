@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.data.languages import into
+from mt.decoding.glossary import Glossary, with_glossary
 from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
 from mt.errors import MTError
@@ -92,9 +93,15 @@ async def answer_or_hang_up(request: Request, future, every: float = 0.05):
 
 
 def create_app(
-    translator: LineTranslator, limits: ServeLimits, about: dict, max_wait: float = 0.005, workers: int = 1
+    translator: LineTranslator,
+    limits: ServeLimits,
+    about: dict,
+    max_wait: float = 0.005,
+    workers: int = 1,
+    glossary: Glossary | None = None,
 ) -> FastAPI:
-    """about: what /health reports of the model (engine, device, checkpoint); workers: decoding threads."""
+    """about: what /health reports of the model (engine, device, checkpoint); workers: decoding threads;
+    glossary: the target each line's source entries must get (required terms), added to a request's own."""
     batcher = Batcher(translator, max_wait, budget_pieces=translator.settings.batch_tokens, workers=workers)
 
     @contextlib.asynccontextmanager
@@ -123,6 +130,7 @@ def create_app(
             **about,
             "settings": asdict(translator.settings),
             "limits": asdict(limits),
+            "glossary_entries": len(glossary.entries) if glossary is not None else 0,
             "batches": batcher.batches,
             "lines_translated": batcher.lines_decoded,
             "pairs_scored": batcher.pairs_scored,
@@ -143,6 +151,7 @@ def create_app(
             ask = parse_request(body, limits)
             settings = request_settings(translator.settings, ask)
             known_language(settings.tgt_lang, translator.languages)
+            ask.terms = with_glossary(ask.terms, ask.lines, glossary)
             if ask.terms is not None:
                 terms_usable(translator.with_settings(settings), ask)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))

@@ -1,0 +1,68 @@
+"""A glossary: source words or phrases and the target rendering each must get. Where a line holds a source
+entry (as written, as whole words), its target becomes one of the line's required terms
+(mt/decoding/terms.py), so that `translate --glossary FILE` and `mt-serve --glossary FILE` keep a
+terminology without a terms file per input.
+
+The file is tab-separated, one entry a line, `source<TAB>target` (blank lines and lines that start with #
+are skipped). Where entries overlap in a line ("New York" and "York"), the longest match wins, as a
+tokenizer's would: one rendering per stretch of source.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mt.data.languages import written_without_spaces
+from mt.data.lines import read_lines
+from mt.errors import MTError
+
+
+class Glossary:
+    def __init__(self, entries: dict[str, str], src_lang: str = ""):
+        """entries: source -> target, both as written; src_lang: a language written without spaces between
+        words (Chinese, Japanese, Thai) matches anywhere, any other only as whole words."""
+        self.entries = entries
+        bounds = ("", "") if written_without_spaces(src_lang) else (r"(?<!\w)", r"(?!\w)")
+        longest_first = sorted(entries, key=len, reverse=True)
+        self.pattern = (
+            re.compile("|".join(bounds[0] + re.escape(s) + bounds[1] for s in longest_first)) if entries else None
+        )
+
+    @classmethod
+    def load(cls, path: str | Path, src_lang: str = "") -> Glossary:
+        """The glossary of a tab-separated file, or a one-line error naming the file and line."""
+        entries: dict[str, str] = {}
+        for number, line in enumerate(read_lines(Path(path)), start=1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            fields = line.split("\t")
+            if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
+                raise MTError(f"{path}:{number}: expected source<TAB>target, got {line[:60]!r}")
+            source, target = fields[0].strip(), fields[1].strip()
+            if entries.get(source, target) != target:
+                raise MTError(f"{path}:{number}: {source!r} is given two targets ({entries[source]!r}, {target!r})")
+            entries[source] = target
+        if not entries:
+            raise MTError(f"{path}: no entries (expected source<TAB>target lines)")
+        return cls(entries, src_lang)
+
+    def terms(self, lines: list[str]) -> list[list[str]]:
+        """For each line, the targets of the entries it holds, in the order they occur, each once."""
+        if self.pattern is None:
+            return [[] for _ in lines]
+        return [list(dict.fromkeys(self.entries[m.group(0)] for m in self.pattern.finditer(line))) for line in lines]
+
+
+def load_glossary(path: str | None, languages: tuple) -> Glossary | None:
+    """The glossary file's Glossary, matched as the model's source language (languages[0]) is written;
+    None without a path."""
+    return Glossary.load(path, languages[0] if isinstance(languages[0], str) else "") if path else None
+
+
+def with_glossary(terms: list[list[str]] | None, lines: list[str], glossary: Glossary | None) -> list[list[str]] | None:
+    """Each line's terms (None: none given) and then those the glossary (None: none) gives it, each once."""
+    if glossary is None:
+        return terms
+    found = glossary.terms(lines)
+    return found if terms is None else [list(dict.fromkeys(a + b)) for a, b in zip(terms, found)]
