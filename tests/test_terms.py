@@ -106,7 +106,7 @@ def test_what_cannot_be_placed_gives_the_best_translation_without_it(half_traine
 def test_translate_and_the_api_hold_the_terms(trained_run, tiny_corpus, tmp_path):
     checkpoint = trained_run / "checkpoints" / "final.pt"
     lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:6]
-    translator = mt.load_translator(checkpoint, device="cpu", beam=4)
+    translator = mt.load_translator(checkpoint, device="cpu", beam=5)
     plain = translator.translate(lines)
     words = ["dog", "cat", "red", "blue", "quickly", "here"]
     terms = [[next(w for w in words if w not in p.split())] for p in plain]  # a word each line lacks
@@ -120,43 +120,25 @@ def test_translate_and_the_api_hold_the_terms(trained_run, tiny_corpus, tmp_path
 
     (tmp_path / "in.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (tmp_path / "terms").write_text("".join("\t".join(t) + "\n" for t in terms), encoding="utf-8")
-    out = run_cli("translate", "-c", str(checkpoint), "-i", str(tmp_path / "in.de"), "--terms", str(tmp_path / "terms"))
-    assert out.stdout.splitlines() == got  # the checkpoint decodes greedily: --terms takes a beam of 5 itself
     (tmp_path / "short").write_text("dog\n", encoding="utf-8")
-    short = run_cli(
-        "translate",
-        "-c",
-        str(checkpoint),
-        "-i",
-        str(tmp_path / "in.de"),
-        "--terms",
-        str(tmp_path / "short"),
-        check=False,
-    )
-    assert (
-        short.returncode == 2
-        and short.stderr.strip() == f"error: {tmp_path / 'short'}: 1 terms lines for 6 or more input lines (one each)"
-    )
-    unplaceable = run_cli(
-        "translate", "-c", str(checkpoint), "-i", str(tmp_path / "in.de"), "--terms", str(tmp_path / "terms"),
-        "--max-len-a", "0", "--max-len-b", "2",
-    )  # fmt: skip
+
+    def translate(terms_file: str, *flags: str, check: bool = True):
+        """translate's answer on the lines with this terms file."""
+        return run_cli(
+            "translate", "-c", str(checkpoint), "-i", str(tmp_path / "in.de"), "--terms", str(tmp_path / terms_file),
+            *flags, check=check,
+        )  # fmt: skip
+
+    assert translate("terms").stdout.splitlines() == got  # the checkpoint decodes greedily: --terms takes beam 5
+    short = translate("short", check=False)
+    said = f"error: {tmp_path / 'short'}: 1 terms lines for 6 or more input lines (one each)"
+    assert short.returncode == 2 and short.stderr.strip() == said
+    unplaceable = translate("terms", "--max-len-a", "0", "--max-len-b", "2")
     cut = unplaceable.stdout.splitlines()
     lacking = sum(not all(term in text.split() for term in " ".join(t).split()) for t, text in zip(terms, cut))
     assert len(cut) == 6 and lacking and f"the translation of {lacking} line" in unplaceable.stderr
-    refused = run_cli(
-        "translate",
-        "-c",
-        str(checkpoint),
-        "-i",
-        str(tmp_path / "in.de"),
-        "--terms",
-        str(tmp_path / "terms"),
-        "--beam",
-        "1",
-        check=False,
-    )
-    assert refused.returncode == 2 and "--terms are placed by beam search" in refused.stderr
+    refused = translate("terms", "--beam", "1", check=False)
+    assert refused.returncode == 2 and "--terms needs beam search" in refused.stderr
 
     with pytest.raises(MTError, match="beam search"):
         translator.translate(lines, terms=terms, beam=1)

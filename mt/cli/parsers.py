@@ -79,6 +79,14 @@ def mbr_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def glossary_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--glossary",
+        help="file of source<TAB>target entries: a line that holds a source entry (as whole words) must translate "
+        "it as its target (required terms, placed by beam search)",
+    )
+
+
 def split_option(p: argparse.ArgumentParser) -> None:
     """--split-sentences (mt/decoding/sentences.py), as translate, mt-evaluate and mt-serve take it."""
     p.add_argument(
@@ -155,20 +163,11 @@ def translate_parser() -> argparse.ArgumentParser:
     sampling.add_argument("--seed", type=int, help="seed (default 0); each line's draws come from it and its number")
     mbr_options(p.add_argument_group("minimum Bayes risk"))
     rules = p.add_argument_group("what a translation may be")
+    rules.add_argument("--prefix", help="file of target prefixes, one per input line: each translation's start")
     rules.add_argument(
-        "--prefix",
-        help="file of target prefixes, one per input line (empty: none): each translation starts with its prefix",
+        "--terms", help="file of terms, a line per input line, tab-separated: each translation holds them"
     )
-    rules.add_argument(
-        "--terms",
-        help="file of required terms, one line per input line, tab-separated (empty: none): each translation "
-        "holds them (beam search; lexically constrained decoding)",
-    )
-    rules.add_argument(
-        "--glossary",
-        help="tab-separated file of source<TAB>target entries: a line holding a source entry (as whole words) "
-        "must translate it as its target (required terms, as --terms)",
-    )
+    glossary_option(rules)
     limits = p.add_argument_group("batches and lengths")
     limits.add_argument("--batch-tokens", type=int, help="source tokens per batch (default: the checkpoint's)")
     limits.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")
@@ -381,11 +380,7 @@ def serve_parser() -> argparse.ArgumentParser:
     constraint_options(p)
     split_option(p)
     mbr_options(p)
-    p.add_argument(
-        "--glossary",
-        help="tab-separated source<TAB>target entries: a line holding a source entry must translate it as its "
-        "target (required terms, beam search), in every request",
-    )
+    glossary_option(p)
     p.add_argument("--batch-tokens", type=int, help="source tokens a batch of requests holds at most")
     p.add_argument(
         "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its batch"

@@ -52,7 +52,7 @@ def check_args(args) -> None:
     if args.glossary and args.export:
         raise MTError("--glossary needs a checkpoint (CTranslate2 has no lexically constrained search)")
     if args.glossary and args.beam == 1:
-        raise MTError("--glossary terms are placed by beam search: not with --beam 1")
+        raise MTError("--glossary needs beam search, which places the terms: not --beam 1")
 
 
 def check_address(host: str, port: int) -> None:

@@ -158,9 +158,9 @@ def check_terms_args(args) -> None:
     if flag is None:
         return
     if args.strategy in ("greedy", "sample") or args.beam == 1:
-        raise MTError(f"{flag} terms are placed by beam search: not with --strategy greedy or sample, or --beam 1")
+        raise MTError(f"{flag} needs beam search, which places the terms: not --strategy greedy or sample, or --beam 1")
     if args.prefix or args.split_sentences:
-        raise MTError(f"{flag} terms hold for a whole line: not with --prefix or --split-sentences")
+        raise MTError(f"{flag}: terms hold for a whole line: not with --prefix or --split-sentences")
     if args.engine == "ctranslate2":
         raise MTError(f"{flag} needs --engine torch (CTranslate2 has no lexically constrained search)")
 
