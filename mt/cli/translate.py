@@ -233,9 +233,8 @@ def load_translator(args):
             cuda_graphs=args.cuda_graphs,
             **choices,
         )
-    if (
-        args.strategy == "beam" or args.terms or args.glossary
-    ) and translator.settings.beam == 1:  # a checkpoint that decodes greedily
+    searches = args.strategy == "beam" or args.terms or args.glossary  # terms are placed by beam search
+    if searches and translator.settings.beam == 1:  # a checkpoint that decodes greedily
         translator = translator.with_settings(translator.settings.updated(beam=max(DEFAULT_BEAM, args.nbest)))
     return translator
 
