@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from mt.data.languages import UNSPACED_CODES, cjk_language
+from mt.data.languages import UNSPACED_CODES, base_code, cjk_language
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,7 @@ def bleu_tokenize(language: str | None, setting: str | None = None) -> str:
     carry a script or region (zh-Hant, zh_TW, th-TH)."""
     if setting:
         return setting
-    if re.split(r"[-_]", str(language or "").lower())[0] in UNSPACED_CODES:  # Thai, Lao, Khmer, Burmese
+    if base_code(language) in UNSPACED_CODES:  # Thai, Lao, Khmer, Burmese
         return STAND_IN
     chosen = BY_LANGUAGE.get(cjk_language(language), DEFAULT_TOKENIZE)
     return chosen if chosen == DEFAULT_TOKENIZE or _installed(chosen) else STAND_IN

@@ -18,10 +18,15 @@ CJK_CODES = {"zh": "zh", "zho": "zh", "chi": "zh", "cmn": "zh", "yue": "zh"}
 CJK_CODES |= {"ja": "ja", "jpn": "ja", "ko": "ko", "kor": "ko"}
 
 
+def base_code(code) -> str:
+    """A language code without its script or region, lowercased: zh-Hant, zh_TW -> zh; None -> ""."""
+    return re.split(r"[-_]", str(code or "").lower())[0]
+
+
 def cjk_language(code) -> str | None:
     """zh, ja or ko for a code of Chinese, Japanese or Korean, with or without a script or region (zh-Hant,
     zh_TW, jpn); None for any other language."""
-    return CJK_CODES.get(re.split(r"[-_]", str(code or "").lower())[0])
+    return CJK_CODES.get(base_code(code))
 
 
 # Thai, Lao, Khmer and Burmese, by ISO 639-1 and 639-2/3 code: written without spaces between words, as
@@ -32,7 +37,7 @@ UNSPACED_CODES = {"th", "tha", "lo", "lao", "km", "khm", "my", "mya", "bur"}
 def written_without_spaces(code) -> bool:
     """Whether text in this language puts no spaces between words (Chinese, Japanese, Thai, Lao, Khmer,
     Burmese), with or without a script or region (zh-Hant, th_TH)."""
-    return cjk_language(code) in ("zh", "ja") or re.split(r"[-_]", str(code or "").lower())[0] in UNSPACED_CODES
+    return cjk_language(code) in ("zh", "ja") or base_code(code) in UNSPACED_CODES
 
 
 def language_list(value) -> list[str]:
