@@ -8,6 +8,9 @@ splitting follows the target language, as sacreBLEU's own command does for these
 Thai, Lao, Khmer and Burmese have no spaces between words either, and sacreBLEU no splitting of its own for
 them short of a downloaded sentencepiece model (flores200): each character is a word there (char).
 chrF compares characters and needs none.
+
+Required terms (a glossary's, or a terms file's) are counted apart: how many of them the translations hold
+(term_use), the exact-match term accuracy of terminology evaluations.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from mt.data.languages import UNSPACED_CODES, base_code, cjk_language
+from mt.data.languages import UNSPACED_CODES, base_code, cjk_language, phrase_pattern
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -133,6 +136,39 @@ def _scores(bleu: BLEU, hypotheses: list[str], streams: list[list[str]], chrf_on
         chrf_signature=str(chrf.get_signature()),
         bleu_detail=str(bleu_result),
     )
+
+
+@dataclass(frozen=True)
+class TermUse:
+    held: int  # terms the translations hold
+    asked: int  # terms asked for, over all lines
+    lines: int  # lines with one term or more
+    lines_lacking: int  # of those, lines whose translation lacks one or more
+
+    def as_dict(self) -> dict:
+        accuracy = round(100 * self.held / self.asked, 2) if self.asked else None
+        return {"terms_held": self.held, "terms_asked": self.asked, "term_accuracy": accuracy}
+
+    def __str__(self) -> str:
+        if not self.asked:
+            return "terms: none asked for"
+        share = f"{100 * self.held / self.asked:.1f}%"
+        return (
+            f"terms: {self.held:,} of {self.asked:,} held ({share}); "
+            f"{self.lines_lacking:,} of {self.lines:,} lines with terms lack one or more"
+        )
+
+
+def term_use(hypotheses: list[str], terms: list[list[str]], tgt_lang) -> TermUse:
+    """How many of each line's terms its translation holds as written: as whole words, or anywhere in a
+    language written without spaces (Chinese, Thai); a term is held once however often it occurs."""
+    if len(hypotheses) != len(terms):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(terms)} lines of terms")
+    held = lacking = 0
+    for hypothesis, line_terms in zip(hypotheses, terms):
+        found = sum(bool(phrase_pattern([term], tgt_lang).search(hypothesis)) for term in line_terms)
+        held, lacking = held + found, lacking + (found < len(line_terms))
+    return TermUse(held, sum(map(len, terms)), sum(map(bool, terms)), lacking)
 
 
 def mean_over(scores: dict[str, dict]) -> dict:

@@ -19,7 +19,7 @@ import time
 
 import mt
 from mt.data.lines import read_lines
-from mt.metrics import score
+from mt.metrics import score, term_use
 
 WORD = re.compile(r"[^\W\d_]+")
 
@@ -34,12 +34,6 @@ def drawn_terms(references: list[str], plain: list[str], k: int, min_chars: int,
         chosen = sorted(rng.sample(range(len(lacking)), min(k, len(lacking))))
         terms.append([lacking[i] for i in chosen])
     return terms
-
-
-def placed(terms: list[list[str]], hyps: list[str]) -> tuple[int, int]:
-    """(terms written as whole words, terms asked for)."""
-    found = sum(bool(re.search(rf"(?<!\w){re.escape(t)}(?!\w)", h)) for ts, h in zip(terms, hyps) for t in ts)
-    return found, sum(map(len, terms))
 
 
 def main() -> None:
@@ -69,10 +63,10 @@ def main() -> None:
             start = time.perf_counter()
             hyps = translator.translate(sources, terms=terms)
             seconds = time.perf_counter() - start
-            scores, (found, asked) = score(hyps, references), placed(terms, hyps)
+            scores, use = score(hyps, references), term_use(hyps, terms, translator.languages[1])
             rows.append({
-                "beam": beam, "terms": k, "lines_with_terms": sum(map(bool, terms)), "terms_asked": asked,
-                "terms_placed": found, "lines_missed": translator.terms_missed - missed,
+                "beam": beam, "terms": k, "lines_with_terms": sum(map(bool, terms)), "terms_asked": use.asked,
+                "terms_placed": use.held, "lines_missed": translator.terms_missed - missed,
                 "bleu": scores.bleu, "chrf": scores.chrf, "seconds": round(seconds, 1),
             })  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)

@@ -293,6 +293,9 @@ def test_python_http_evaluate_and_score_name_the_target_too(one_to_many, tmp_pat
     assert missing.returncode == 2 and "--src: give --direction, one of the model's directions (de-en, de-rv)" in (
         missing.stderr
     )
+    (tmp_path / "glossary.tsv").write_text("hund\tdog\n", encoding="utf-8")
+    glossed = run_cli("mt-evaluate", "-c", str(one_to_many), f"--glossary={tmp_path / 'glossary.tsv'}", check=False)
+    assert glossed.returncode == 2 and "give --direction, one of the model's (de-en, de-rv)" in glossed.stderr
     src, tgt = tmp_path / "src", tmp_path / "tgt"
     src.write_text(line + "\n")
     tgt.write_text(by_flag)

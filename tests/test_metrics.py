@@ -12,7 +12,15 @@ from sacrebleu.metrics import BLEU
 from mt.cli.evaluate import language_of
 from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
-from mt.metrics import bleu_tokenize, check_bleu_tokenize, paired_test, pooled_score, score, score_references
+from mt.metrics import (
+    bleu_tokenize,
+    check_bleu_tokenize,
+    paired_test,
+    pooled_score,
+    score,
+    score_references,
+    term_use,
+)
 
 from conftest import LEXICON, make_pairs, run_cli, train_tiny
 
@@ -158,3 +166,20 @@ def test_several_references_each_line_matches_any_of_them(tmp_path):
     assert (
         bad.returncode == 2 and f"--ref {files['short.en']} has 39 lines but --ref {files['a.en']} has 40" in bad.stderr
     )
+
+
+def test_term_use_counts_the_terms_a_translation_holds_as_whole_words():
+    hyps = ["the dog sat on the mat.", "hot dogs, a cat and a dog-cat", "a New York hotel", "nothing asked"]
+    terms = [["dog", "mat"], ["dog", "cat"], ["New York", "Boston"], []]
+    use = term_use(hyps, terms, "en")  # "dogs" holds no "dog"; "dog-cat" holds both, as words
+    assert (use.held, use.asked, use.lines, use.lines_lacking) == (5, 6, 3, 1)
+    assert use.as_dict() == {"terms_held": 5, "terms_asked": 6, "term_accuracy": 83.33}
+    assert str(use) == "terms: 5 of 6 held (83.3%); 1 of 3 lines with terms lack one or more"
+    assert term_use(["the dogs"], [["dog"]], "en").held == 0
+    assert term_use(["我的汽车很好"], [["汽车"]], "zh").held == 1  # no spaces between words: anywhere
+    assert term_use(["我的汽车很好"], [["汽车"]], "de").held == 0
+    assert term_use(["x"], [[]], "en").as_dict()["term_accuracy"] is None and "none asked" in str(
+        term_use([], [], "en")
+    )
+    with pytest.raises(ValueError, match="2 hypotheses for 1 lines of terms"):
+        term_use(["a", "b"], [["a"]], "en")

@@ -1,6 +1,7 @@
 """Required terms (lexically constrained decoding): every translation holds its line's phrases, with the
 score the model gives it; lines without terms translate as before; what cannot be placed is counted."""
 
+import json
 import re
 
 import pytest
@@ -182,3 +183,39 @@ def test_translate_applies_a_glossary_to_the_lines_that_hold_its_entries(trained
     assert any("hund" in line.split() for line in lines) and any("hund" not in line.split() for line in lines)
     for line, text, before in zip(lines, got, plain):
         assert ("cat" in text.rstrip(".").split()) if "hund" in line.split() else text == before
+
+
+def test_mt_evaluate_places_the_terms_and_counts_those_translations_hold(trained_run, tiny_corpus, tmp_path):
+    glossary, every_line = tmp_path / "glossary.tsv", tmp_path / "terms.tsv"
+    glossary.write_text("hund\tcat\n", encoding="utf-8")
+    sources = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()
+    every_line.write_text("red\n" * len(sources), encoding="utf-8")
+    asked = sum("hund" in line.split() for line in sources)
+    placed, plain = tmp_path / "placed.en", tmp_path / "plain.en"
+    refs = ["--ref", str(tiny_corpus / "test.en")]
+
+    def evaluate(*flags: str, check: bool = True):
+        """mt-evaluate's answer, and the JSON it wrote."""
+        said = run_cli("mt-evaluate", *flags, "--json", str(tmp_path / "scores.json"), check=check)
+        return said, json.loads((tmp_path / "scores.json").read_text()) if said.returncode == 0 else None
+
+    said, scores = evaluate("-c", str(trained_run), "--split", "test", "--glossary", str(glossary), "-o", str(placed))
+    assert asked and scores["terms_asked"] == scores["terms_held"] == asked and scores["term_accuracy"] == 100
+    assert scores["beam"] == 5 and f"terms: {asked} of {asked} held (100.0%)" in said.stdout  # greedy checkpoint
+    run_cli("translate", "-c", str(trained_run), "-i", str(tiny_corpus / "test.de"), "-o", str(plain))
+    glossed = ["--src", str(tiny_corpus / "test.de"), "--glossary", str(glossary)]
+    said, compared = evaluate("--hyp", str(plain), str(placed), *glossed, *refs)
+    without = sum("cat" in re.findall(r"\w+", hyp) for line, hyp in zip(sources, plain.read_text().splitlines())
+                  if "hund" in line.split())  # fmt: skip
+    held = [(row["terms_held"], row["terms_asked"]) for row in compared["systems"]]
+    assert held == [(without, asked), (asked, asked)] and without < asked, said.stdout  # hund is "dog" unless placed
+    _, scores = evaluate("-c", str(trained_run), "--split", "test", "--terms", str(every_line), "--beam", "3")
+    assert scores["terms_held"] == scores["terms_asked"] == len(sources) and scores["beam"] == 3
+    every_line.write_text("red\n", encoding="utf-8")
+    for flags, message in [
+        (["-c", str(trained_run), "--split", "test", "--terms", str(every_line)], f"{every_line} has 1 lines but "),
+        (["-c", str(trained_run), "--split", "test", "--glossary", str(glossary), "--beam", "1"], "needs beam search"),
+        (["--hyp", str(plain), "--glossary", str(glossary), *refs], "--glossary with --hyp needs --src"),
+    ]:
+        refused, _ = evaluate(*flags, check=False)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr

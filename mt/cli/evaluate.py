@@ -8,6 +8,8 @@
     mt-evaluate --checkpoint CKPT --split valid --beam 4 5 --alpha 0.6 1.0 1.4   # tune decoding
     mt-evaluate --checkpoint CKPT --split test2016 --alpha 0.6 1.0 1.2 --choose-on valid
     mt-evaluate --checkpoint runs/m30k.de+fr+cs-en/smoke      # each direction's test pairs, then the mean
+    mt-evaluate --checkpoint CKPT --src test.de --ref test.en --glossary terms.tsv   # terms placed, and counted
+    mt-evaluate --hyp output.en --ref test.en --src test.de --glossary terms.tsv     # terms counted
 
 It prints the scores with their sacreBLEU signatures (--json writes them to a file too). Several
 --beam or --alpha values decode every combination with the model loaded once, a line each, then
@@ -15,6 +17,9 @@ name the best: tune them on a validation split, then score the test split once w
 --choose-on SPLIT does both in one call: the grid on SPLIT, then the scored split once with its best.
 Several --hyp files are each compared with the first on the same references (paired bootstrap
 resampling): is a difference in BLEU larger than another sample of test sentences could give by chance?
+--terms FILE (tab-separated, a line per source line) or --glossary FILE (source<TAB>target entries) name
+the terms each translation must hold: beam search places them, and the report counts those the
+translations hold (exact-match term accuracy); with --hyp, it counts them in the given translations.
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import COMPRESSED, open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
+from mt.decoding.glossary import Glossary, terms_of, with_glossary
 from mt.decoding.sentences import several_sentences_note
-from mt.decoding.settings import MBR_FIELDS, RULE_FIELDS
+from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.fastpath import decode_precision
 from mt.inference import decoding_device, load_for_decoding
-from mt.metrics import bleu_tokenize, check_bleu_tokenize, mean_over, paired_test, score_references
+from mt.metrics import bleu_tokenize, check_bleu_tokenize, mean_over, paired_test, score_references, term_use
 
 
 def settings_grid(args) -> list[tuple[int | None, float | None]]:
@@ -45,6 +51,7 @@ def settings_grid(args) -> list[tuple[int | None, float | None]]:
 
 def check_args(args) -> None:
     inputs = {"--src": args.src, "--ref": args.ref, "--hyp": args.hyp, "--checkpoint": args.checkpoint}
+    inputs |= {"--terms": args.terms, "--glossary": args.glossary}
     check_output_file(args.output, "--output", inputs)
     check_output_file(args.json, "--json", {**inputs, "--output": args.output})
     check_bleu_tokenize(args.bleu_tokenize, "--bleu-tokenize")
@@ -55,6 +62,10 @@ def check_args(args) -> None:
             raise MTError("--choose-on decodes with a model: give --checkpoint instead of --hyp")
         if args.samples < 0:
             raise MTError("--samples must be >= 0 (0: sacreBLEU's default)")
+        if args.glossary and not args.src:
+            raise MTError("--glossary with --hyp needs --src: the source lines its entries are found in")
+        if args.src and not args.glossary:
+            raise MTError("--src with --hyp is read for --glossary alone: the translations are given (--hyp)")
         return
     if not args.checkpoint:
         raise MTError("give --checkpoint (with --split, or --src and --ref), or --hyp and --ref")
@@ -76,6 +87,31 @@ def check_args(args) -> None:
         raise MTError("--output takes the translations of one setting: give one --beam and one --alpha")
     if args.choose_on and not several:
         raise MTError("--choose-on needs several --beam or --alpha values to choose from")
+    check_terms_args(args)
+
+
+def check_terms_args(args) -> None:
+    """--terms and --glossary with a model: placed by beam search, in whole lines."""
+    flag = "--terms" if args.terms else "--glossary" if args.glossary else None
+    if flag is None:
+        return
+    if 1 in (args.beam or []):
+        raise MTError(f"{flag} needs beam search, which places the terms: not --beam 1")
+    if args.split_sentences:
+        raise MTError(f"{flag}: terms hold for a whole line: not with --split-sentences")
+    if args.terms and args.choose_on:
+        raise MTError("--terms are the scored lines': --choose-on tunes on another split (--glossary serves both)")
+
+
+def read_terms(path: str | None, count: int, name: str) -> list[list[str]] | None:
+    """The --terms file's terms, a list per line (None without one), refused unless it has a line for each of
+    the count lines of name."""
+    if not path:
+        return None
+    lines = read_lines(path)
+    if len(lines) != count:
+        raise MTError(f"--terms {path} has {len(lines)} lines but {name} has {count}")
+    return terms_of(lines)
 
 
 def read_references(paths: list[str]) -> list[list[str]]:
@@ -121,22 +157,23 @@ def chosen_directions(data_cfg, args) -> list[tuple[str, str]]:
 
 
 def decode_grid(
-    model, tokenizer, cfg, grid, sources: list[str], name: str, args, device
+    model, tokenizer, cfg, grid, sources: list[str], name: str, args, device, terms=None
 ) -> list[tuple[str, dict, list]]:
     """Per (beam, alpha) of grid (None = the checkpoint's): its label, its settings, its translations; in
-    the precision asked for, else the one the model's run scored in (fastpath.decode_precision)."""
+    the precision asked for, else the one the model's run scored in (fastpath.decode_precision). terms:
+    each line's required terms (None: none), placed by beam search (beam 5 for a greedy checkpoint's)."""
     outputs, precision = [], args.dtype or decode_precision(device, cfg.train.precision)
     for beam, alpha in grid:
         settings = DecodeSettings.from_config(
             cfg.decode,
             strategy="search",
-            beam=beam,
+            beam=beam or (DEFAULT_BEAM if terms and cfg.decode.beam == 1 else None),
             alpha=alpha,
             precision=precision,
             **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
         )
         translator = Translator(model, tokenizer, settings, device)
-        results = translator.translate_nbest(sources, progress=sys.stderr.isatty())
+        results = translator.translate_nbest(sources, terms=terms, progress=sys.stderr.isatty())
         rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k)}
         if settings.mbr:
             rules.update(mbr=settings.mbr, mbr_utility=settings.mbr_utility)
@@ -150,15 +187,20 @@ def decode_grid(
     return outputs
 
 
-def report(outputs, streams: list[list[str]], tokenize: str) -> list[dict]:
+def report(outputs, streams: list[list[str]], tokenize: str, terms=None, tgt_lang=None) -> list[dict]:
     """Print each output's scores against the references (one list, or several: streams), BLEU splitting words
-    by tokenize; one row per output: its settings and scores."""
+    by tokenize, and with terms (each line's), how many the output holds; one row per output: its settings and
+    scores."""
     rows = []
     for label, chosen, hypotheses in outputs:
         scores = score_references(hypotheses, streams, tokenize)
         print(f"{label}: BLEU {scores.bleu:.2f} | chrF {scores.chrf:.2f}")
         print(scores.bleu_detail)
         rows.append({**chosen, **scores.as_dict()})
+        if terms is not None:
+            use = term_use(hypotheses, terms, tgt_lang)
+            print(use)
+            rows[-1].update(use.as_dict())
     return rows
 
 
@@ -173,23 +215,35 @@ def run(args) -> None:
     if args.hyp:
         streams = read_references(args.ref)
         systems = [(path, paired_lines(path, "--hyp", args.ref, streams)[0]) for path in args.hyp]
-        tokenize = bleu_tokenize(language_of(args.ref[0]), args.bleu_tokenize)
-        rows = report([(path, {}, hypotheses) for path, hypotheses in systems], streams, tokenize)
+        target = language_of(args.ref[0])
+        tokenize = bleu_tokenize(target, args.bleu_tokenize)
+        terms = read_terms(args.terms, len(streams[0]), f"--ref {args.ref[0]}")
+        if args.glossary:
+            sources = paired_lines(args.src, "--src", args.ref, streams)[0]
+            terms = with_glossary(terms, sources, Glossary.load(args.glossary, language_of(args.src)))
+        rows = report([(path, {}, hypotheses) for path, hypotheses in systems], streams, tokenize, terms, target)
         result = summary(rows, [], args) if len(systems) == 1 else compared(systems, streams, args, tokenize)
+        if len(systems) > 1 and terms is not None:  # each file's term counts beside its paired test
+            for row, counted in zip(result["systems"], rows):
+                row.update({k: v for k, v in counted.items() if k.startswith("term")})
     else:
         device = decoding_device(args.device)
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
         chosen = chosen_directions(cfg.data, args)
+        if (args.terms or args.glossary) and len(chosen) > 1:
+            raise MTError(f"--terms and --glossary hold for one direction's lines: give --direction, one of the "
+                          f"model's ({', '.join(direction for direction, _ in chosen)})")  # fmt: skip
         scored = scored_pairs(cfg, args, chosen)  # every file read and checked before any decoding
         check_outputs_against_splits(cfg.data, args)
         tuning = load_split(cfg.data, args.choose_on) if args.choose_on else {}
+        sources_of = {direction_name(s, t): s for s, t in directions(cfg.data)}
         results = {}
         for direction, target in chosen:
             if len(chosen) > 1:
                 print(f"direction {direction}:")
-            tokenize = bleu_tokenize(target, args.bleu_tokenize or cfg.decode.bleu_tokenize)
+            glossary = Glossary.load(args.glossary, sources_of[direction]) if args.glossary else None
             rows, tuning_rows = evaluate_direction(
-                model, tokenizer, cfg, args, device, scored[direction], tokenize, tuning.get(direction)
+                model, tokenizer, cfg, args, device, scored[direction], target, tuning.get(direction), glossary
             )
             results[direction] = summary(rows, tuning_rows, args)
         result = results[chosen[0][0]] if len(chosen) == 1 else over_directions(results)
@@ -232,23 +286,28 @@ def read_paths(data_cfg, split: str) -> list:
     return split_paths(data_cfg, split)
 
 
-def evaluate_direction(model, tokenizer, cfg, args, device, pairs: tuple, tokenize: str, tuning=None):
+def evaluate_direction(
+    model, tokenizer, cfg, args, device, pairs: tuple, target: str, tuning=None, glossary: Glossary | None = None
+):
     """One direction's scored rows (one per setting of the grid) and, with --choose-on, its tuning rows;
-    BLEU splitting words by tokenize."""
+    BLEU splitting words as the target language is written; --terms and the glossary's terms placed and
+    counted."""
     sources, streams, name = pairs
     grid, tuning_rows = settings_grid(args), []
+    tokenize = bleu_tokenize(target, args.bleu_tokenize or cfg.decode.bleu_tokenize)
+    terms = with_glossary(read_terms(args.terms, len(sources), name), sources, glossary)
     if tuning is not None:
-        tuning_rows = report(
-            decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device), [tuning.tgt], tokenize
-        )
+        tuned_terms = with_glossary(None, tuning.src, glossary)
+        outputs = decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device, tuned_terms)
+        tuning_rows = report(outputs, [tuning.tgt], tokenize, tuned_terms, target)
         best = best_row(tuning_rows)
         print(f"chosen on {args.choose_on}: beam {best['beam']}, alpha {best['alpha']:g} (BLEU {best['bleu']:.2f})")
         grid = [(best["beam"], best["alpha"])]
-    outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device)
+    outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device, terms)
     if args.output:
         with open_for_writing(args.output) as f:
             f.write("".join(h + "\n" for h in outputs[0][2]))
-    return report(outputs, streams, tokenize), tuning_rows
+    return report(outputs, streams, tokenize, terms, target), tuning_rows
 
 
 def summary(rows: list[dict], tuning_rows: list[dict], args):

@@ -8,6 +8,7 @@ import difflib
 
 from mt.decoding.settings import SCORE_BATCH_TOKENS
 
+CHECKPOINTS_HELP = "checkpoint file(s) or run directories; several are averaged"
 ENSEMBLE_HELP = (
     "decode with the ensemble of the checkpoints (the mean of their next-token probabilities) instead of "
     "averaging their weights: for models trained apart (other seeds or settings) that share a tokenizer"
@@ -87,6 +88,13 @@ def glossary_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def terms_options(p: argparse.ArgumentParser, lines: str) -> None:
+    """--terms and --glossary (mt/decoding/terms.py, glossary.py), as translate and mt-evaluate take them."""
+    said = f"file of terms, a line per {lines} line, tab-separated: each translation holds them"
+    p.add_argument("--terms", help=said)
+    glossary_option(p)
+
+
 def split_option(p: argparse.ArgumentParser) -> None:
     """--split-sentences (mt/decoding/sentences.py), as translate, mt-evaluate and mt-serve take it."""
     p.add_argument(
@@ -164,10 +172,7 @@ def translate_parser() -> argparse.ArgumentParser:
     mbr_options(p.add_argument_group("minimum Bayes risk"))
     rules = p.add_argument_group("what a translation may be")
     rules.add_argument("--prefix", help="file of target prefixes, one per input line: each translation's start")
-    rules.add_argument(
-        "--terms", help="file of terms, a line per input line, tab-separated: each translation holds them"
-    )
-    glossary_option(rules)
+    terms_options(rules, "input")
     limits = p.add_argument_group("batches and lengths")
     limits.add_argument("--batch-tokens", type=int, help="source tokens per batch (default: the checkpoint's)")
     limits.add_argument("--max-len-a", type=float, help="output at most a*|source|+b pieces")
@@ -267,6 +272,8 @@ def evaluate_parser() -> argparse.ArgumentParser:
     constraint_options(decoding)
     split_option(decoding)
     mbr_options(decoding)
+    terms = p.add_argument_group("required terms (counted in the translations; with --hyp, give --src)")
+    terms_options(terms, "source")
     device = p.add_argument_group("device")
     device.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     device.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help=DTYPE_HELP)
@@ -317,13 +324,7 @@ def export_parser() -> argparse.ArgumentParser:
         ],
         "docs/deploy.md",
     )
-    p.add_argument(
-        "--checkpoint",
-        "-c",
-        nargs="+",
-        required=True,
-        help="checkpoint file(s) or run directories; several are averaged",
-    )
+    p.add_argument("--checkpoint", "-c", nargs="+", required=True, help=CHECKPOINTS_HELP)
     p.add_argument("--output", "-o", required=True, help="the export directory to write")
     p.add_argument(
         "--quantization",
@@ -366,9 +367,7 @@ def serve_parser() -> argparse.ArgumentParser:
         "docs/serve.md",
     )
     model = p.add_mutually_exclusive_group(required=True)
-    model.add_argument(
-        "--checkpoint", "-c", nargs="+", help="checkpoint file(s) or run directories; several are averaged"
-    )
+    model.add_argument("--checkpoint", "-c", nargs="+", help=CHECKPOINTS_HELP)
     model.add_argument("--export", help="a directory written by mt-export: served by CTranslate2, without torch")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument("--port", type=int, default=8000)

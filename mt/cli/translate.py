@@ -26,7 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
-from mt.decoding.glossary import load_glossary, with_glossary
+from mt.decoding.glossary import load_glossary, terms_of, with_glossary
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError, StoppedAfter, check_output_file, truncation_warning
@@ -267,11 +267,6 @@ class LineFile:
         """A one-line error where the file goes on past the input's last line."""
         if self.chunks is not None and next(self.chunks, None):
             raise MTError(f"{self.path}: more {self.what} lines than the {done} input lines (one each)")
-
-
-def terms_of(lines: list[str] | None) -> list[list[str]] | None:
-    """A --terms chunk as each line's terms: tab-separated, blank ones left out."""
-    return None if lines is None else [[t for t in line.split("\t") if t.strip()] for line in lines]
 
 
 def run(args) -> None:

@@ -10,10 +10,9 @@ tokenizer's would: one rendering per stretch of source.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from mt.data.languages import written_without_spaces
+from mt.data.languages import phrase_pattern
 from mt.data.lines import read_lines
 from mt.errors import MTError
 
@@ -23,11 +22,7 @@ class Glossary:
         """entries: source -> target, both as written; src_lang: a language written without spaces between
         words (Chinese, Japanese, Thai) matches anywhere, any other only as whole words."""
         self.entries = entries
-        bounds = ("", "") if written_without_spaces(src_lang) else (r"(?<!\w)", r"(?!\w)")
-        longest_first = sorted(entries, key=len, reverse=True)
-        self.pattern = (
-            re.compile("|".join(bounds[0] + re.escape(s) + bounds[1] for s in longest_first)) if entries else None
-        )
+        self.pattern = phrase_pattern(list(entries), src_lang) if entries else None
 
     @classmethod
     def load(cls, path: str | Path, src_lang: str = "") -> Glossary:
@@ -52,6 +47,12 @@ class Glossary:
         if self.pattern is None:
             return [[] for _ in lines]
         return [list(dict.fromkeys(self.entries[m.group(0)] for m in self.pattern.finditer(line))) for line in lines]
+
+
+def terms_of(lines: list[str] | None) -> list[list[str]] | None:
+    """The lines of a terms file (translate --terms, mt-evaluate --terms) as each line's terms: tab-separated,
+    blank ones left out; None for None."""
+    return None if lines is None else [[t for t in line.split("\t") if t.strip()] for line in lines]
 
 
 def load_glossary(path: str | None, languages: tuple) -> Glossary | None:
