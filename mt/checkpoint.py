@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from mt.errors import MTError
+from mt.hub import local_model
 
 FORMAT = "mt-checkpoint"
 VERSION = 1
@@ -130,9 +131,10 @@ def why_unreadable(path: Path, err: Exception) -> str:
 
 
 def load_parent(path: str | os.PathLike, mmap: bool = True) -> dict:
-    """The checkpoint a fine-tune starts from (train.init_from); an error names the key it came from."""
+    """The checkpoint a fine-tune starts from (train.init_from: a file, a run directory or a Hub model,
+    mt/hub.py); an error names the key it came from."""
     try:
-        return load_checkpoint(path, mmap=mmap)
+        return load_checkpoint(local_model(path), mmap=mmap)
     except MTError as err:
         raise MTError(f"train.init_from: {err}") from None
 

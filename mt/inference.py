@@ -24,17 +24,19 @@ from mt.decoding.translator import Translator
 from mt.errors import MTError
 from mt.export.engine import CTranslate2Translator, is_export, load_export_translator
 from mt.fastpath import decode_precision, tune_process
+from mt.hub import local_model
 from mt.model.ensemble import Ensemble
 
 Checkpoints = str | os.PathLike | Sequence[str | os.PathLike]
 
 
 def checkpoint_paths(checkpoints: Checkpoints) -> list[str]:
-    """One path or several, as a list of strings (a single string is one path, not its characters)."""
+    """One path or several, as a list of strings (a single string is one path, not its characters); a Hub
+    model (hf:OWNER/NAME) as its local folder (mt/hub.py)."""
     paths = [checkpoints] if isinstance(checkpoints, str | os.PathLike) else list(checkpoints)
     if not paths:
         raise MTError("no checkpoint given")
-    return [os.fspath(p) for p in paths]
+    return [os.fspath(local_model(p)) for p in paths]
 
 
 def decoding_device(requested: str | torch.device | None = None) -> torch.device:

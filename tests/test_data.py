@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from mt import hub
 from mt.config.schema import DataConfig
 from mt.data import compressed, lines
 from mt.data import sources as data
@@ -178,7 +179,7 @@ def test_missing_data_dir(tmp_path, loader):
 
 
 def test_hub_offline_fails_fast_with_a_hint(monkeypatch):
-    monkeypatch.setattr(data, "_hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(hub, "reachable", lambda timeout=3.0: False)
     monkeypatch.setattr(data, "_hub_cache", {})
     cfg = DataConfig(source="hub", name="someone/not-cached-anywhere-xyz")
     with pytest.raises(MTError, match="data=files data.dir="):

@@ -11,16 +11,22 @@ import sys
 
 from mt.cli.parsers import evaluate_parser, export_parser, info_parser, score_parser, serve_parser, translate_parser
 from mt.errors import enable_debug, report_errors, take_debug_flag, warnings_as_lines
+from mt.hub import local_model
 
 # Hydra's flags that print and exit before any task runs (help, the composed config, search path).
 HYDRA_INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve", "-p", "--package")
 
 
 def parsed(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    """The arguments; --debug turns tracebacks on for the rest of the command (report_errors reads it)."""
+    """The arguments; --debug turns tracebacks on for the rest of the command (report_errors reads it). A
+    model named on the Hub (hf:OWNER/NAME) is downloaded, or found in the cache, and named by its folder."""
     args = parser.parse_args(argv)
     if args.debug:
         enable_debug()
+    if getattr(args, "checkpoint", None):
+        args.checkpoint = [local_model(name) for name in args.checkpoint]
+    if getattr(args, "export", None):
+        args.export = local_model(args.export)
     return args
 
 

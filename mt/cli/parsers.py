@@ -8,7 +8,9 @@ import difflib
 
 from mt.decoding.settings import SCORE_BATCH_TOKENS
 
-CHECKPOINTS_HELP = "checkpoint file(s) or run directories; several are averaged"
+CHECKPOINTS_HELP = (
+    "checkpoint file(s), run directories (their final.pt) or Hub models (hf:OWNER/NAME); several are averaged"
+)
 ENSEMBLE_HELP = (
     "decode with the ensemble of the checkpoints (the mean of their next-token probabilities) instead of "
     "averaging their weights: for models trained apart (other seeds or settings) that share a tokenizer"
@@ -22,7 +24,7 @@ def checkpoint_options(p: argparse.ArgumentParser) -> None:
         "-c",
         nargs="+",
         required=True,
-        help="checkpoint file(s) or run directories (their final.pt); several are averaged into one model",
+        help=CHECKPOINTS_HELP,
     )
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
 
@@ -222,9 +224,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
         "docs/translate.md",
     )
     scored = p.add_argument_group("what to score")
-    scored.add_argument(
-        "--checkpoint", "-c", nargs="+", help="checkpoint(s) or run directories to translate with; several are averaged"
-    )
+    scored.add_argument("--checkpoint", "-c", nargs="+", help=CHECKPOINTS_HELP)
     scored.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     scored.add_argument(
         "--split", help="a split of the checkpoint's training data (default: its test split, e.g. test2016)"
@@ -350,7 +350,7 @@ def info_parser() -> argparse.ArgumentParser:
         "docs/training.md",
     )
     p.add_argument(
-        "checkpoint", nargs="+", help="checkpoint files, run directories, export directories or sweep folders"
+        "checkpoint", nargs="+", help="checkpoint files, run, export or sweep directories, Hub models (hf:OWNER/NAME)"
     )
     p.add_argument("--json", action="store_true", help="print JSON (a list for several) instead of text")
     return p
@@ -368,7 +368,7 @@ def serve_parser() -> argparse.ArgumentParser:
     )
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument("--checkpoint", "-c", nargs="+", help=CHECKPOINTS_HELP)
-    model.add_argument("--export", help="a directory written by mt-export: served by CTranslate2, without torch")
+    model.add_argument("--export", help="an mt-export directory (or Hub model): served by CTranslate2, without torch")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from pathlib import Path
 
+from mt import hub
 from mt.data.compressed import compressed_form, plain_texts
 from mt.data.corpus import ParallelCorpus
 from mt.data.languages import direction_name, directions, pair_subset, source_tag, tagged
@@ -94,14 +94,6 @@ def load_files(folder: str, split: str, src_lang: str, tgt_lang: str, columns=No
     return ParallelCorpus(src, tgt, origin)
 
 
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
 def _offline_hint(name: str) -> str:
     return (
         f"cannot load dataset {name!r} from the Hugging Face hub (offline?). "
@@ -117,7 +109,7 @@ def _load_hub_dataset(name: str, subset: str | None):
     so a cached copy still loads and a missing one fails fast with a hint.
     """
     local = Path(name)
-    offline = not local.is_dir() and not _hub_reachable()
+    offline = not local.is_dir() and not hub.reachable()
     if offline:
         os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
     import datasets
