@@ -1,6 +1,7 @@
 """Models named on the Hugging Face Hub (hf:OWNER/NAME): found in the Hub's cache as its client lays it out,
 offline, and decoded exactly as the checkpoint they hold; a name that cannot be had is one line."""
 
+import json
 import shutil
 
 import pytest
@@ -75,3 +76,20 @@ def test_a_hub_model_may_hold_an_export_for_ctranslate2(trained_run, tiny_corpus
     source = ["--engine", "ctranslate2", "-i", str(tiny_corpus / "test.de"), "-q"]
     local = run_cli("translate", "-c", str(exported), *source).stdout
     assert run_cli("translate", "-c", "hf:someone/ct2", *source).stdout == local and local.strip()
+
+
+def test_a_model_card_tags_the_languages_and_names_the_model_by_its_hub_name(trained_run, tiny_corpus):
+    card = run_cli("mt-info", str(trained_run), "--card", "someone/tiny").stdout
+    header = card.split("\n---\n")[0].splitlines()
+    assert header == ["---", "language:", "- de", "- en", "tags:", "- translation", "pipeline_tag: translation"]
+    assert "# de → en translation" in card and "| translates | de -> en |" in card
+    results = json.loads((trained_run / "results.json").read_text())
+    assert f"| test score | {results['split']}: BLEU {results['bleu']}, chrF {results['chrf']} |" in card
+    assert "translate -c hf:someone/tiny < input.txt" in card and "data.src_lang=de data.tgt_lang=en" in card
+    assert f"| data | {tiny_corpus.name} (files)" in card and str(tiny_corpus.parent) not in card  # no local path
+    for flags, message in [
+        ([str(trained_run), str(trained_run), "--card", "someone/tiny"], "--card describes one model"),
+        ([str(trained_run), "--card", "someone"], "--card someone: name the Hub repository the card is for"),
+    ]:
+        refused = run_cli("mt-info", *flags, check=False)
+        assert refused.returncode == 2 and refused.stderr.startswith(f"error: {message}"), refused.stderr

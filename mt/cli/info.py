@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from mt.checkpoint import load_checkpoint, run_model, training_summary
+from mt.cli.model_card import model_card
 from mt.cli.sweep import describe_sweep
 from mt.data.languages import language_list
 from mt.export.engine import is_export, load_export
@@ -124,11 +125,21 @@ def test_score(path: Path) -> dict | None:
 
 def as_text(info: dict) -> str:
     """The description as a few aligned lines."""
+    rows = described(info)
+    size = f"{info['bytes'] / 1e6:.1f} MB" if info["bytes"] >= 1e5 else f"{info['bytes']:,} bytes"
+    width = max(len(label) for label, _ in rows)
+    head = f"{info['path']}  ({size}, written {info['modified'].replace('T', ' ')[:16]})"
+    return "\n".join([head] + [f"  {label:<{width}}  {text}" for label, text in rows])
+
+
+def described(info: dict) -> list[tuple[str, str]]:
+    """The description as (label, text) rows: what it translates, the model, its data, training and scores."""
     rows = [("translates", " -> ".join(", ".join(info["languages"][side]) for side in ("src", "tgt")))]
     t = info["tokenizer"]
     if "export" in info:
         e = info["export"]
-        exported = f"a CTranslate2 export ({e['arch']}, weights {e['quantization']}) of {', '.join(e['from'])}"
+        weights = "fp32" if e["quantization"] in (None, "none") else e["quantization"]
+        exported = f"a CTranslate2 export ({e['arch']}, weights {weights}) of {', '.join(e['from'])}"
         rows += [("model", exported), ("tokenizer", vocabulary(t))]
     else:
         rows += [("model", model_line(info["model"])), ("tokenizer", f"sentencepiece {t['type']}, {vocabulary(t)}")]
@@ -145,10 +156,7 @@ def as_text(info: dict) -> str:
         rows.append(
             ("test score", f"{score.get('split')}: BLEU {score.get('bleu')}{words}, chrF {score.get('chrf')}{mean}")
         )
-    size = f"{info['bytes'] / 1e6:.1f} MB" if info["bytes"] >= 1e5 else f"{info['bytes']:,} bytes"
-    width = max(len(label) for label, _ in rows)
-    head = f"{info['path']}  ({size}, written {info['modified'].replace('T', ' ')[:16]})"
-    return "\n".join([head] + [f"  {label:<{width}}  {text}" for label, text in rows])
+    return rows
 
 
 def model_line(m: dict) -> str:
@@ -222,6 +230,9 @@ def decoding(dec: dict) -> str:
 def run(args) -> None:
     """mt-info with the arguments of mt.cli.commands's parser. A sweep's folder (mt-train -m): its runs side
     by side, as the sweep reported them at its end, but as they stand now."""
+    if args.card:
+        print(model_card(args.checkpoint, args.card), end="")
+        return
     infos, texts = [], []
     for path in args.checkpoint:
         if (Path(path) / "sweep.json").is_file():

@@ -353,6 +353,7 @@ def info_parser() -> argparse.ArgumentParser:
         "checkpoint", nargs="+", help="checkpoint files, run, export or sweep directories, Hub models (hf:OWNER/NAME)"
     )
     p.add_argument("--json", action="store_true", help="print JSON (a list for several) instead of text")
+    p.add_argument("--card", metavar="OWNER/NAME", help="print a model card for the Hub repository: its README.md")
     return p
 
 
