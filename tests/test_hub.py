@@ -90,6 +90,7 @@ def test_a_model_card_tags_the_languages_and_names_the_model_by_its_hub_name(tra
     for flags, message in [
         ([str(trained_run), str(trained_run), "--card", "someone/tiny"], "--card describes one model"),
         ([str(trained_run), "--card", "someone"], "--card someone: name the Hub repository the card is for"),
+        ([str(trained_run), "--card", "someone/tiny", "--json"], "--card prints the card as Markdown: not with --json"),
     ]:
         refused = run_cli("mt-info", *flags, check=False)
         assert refused.returncode == 2 and refused.stderr.startswith(f"error: {message}"), refused.stderr

@@ -79,12 +79,13 @@ def score(argv: list[str] | None = None) -> None:
 
 @report_errors
 def info(argv: list[str] | None = None) -> None:
-    """mt-info (mt.cli.info)."""
+    """mt-info (mt.cli.info; with --card, mt.cli.model_card)."""
     args = parsed(info_parser(), argv)
     warnings_as_lines()
-    from mt.cli.info import run
+    from mt.cli import info as described
+    from mt.cli import model_card
 
-    run(args)
+    (model_card if args.card else described).run(args)
 
 
 @report_errors

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from mt.checkpoint import load_checkpoint, run_model, training_summary
-from mt.cli.model_card import model_card
 from mt.cli.sweep import describe_sweep
 from mt.data.languages import language_list
 from mt.export.engine import is_export, load_export
@@ -230,9 +229,6 @@ def decoding(dec: dict) -> str:
 def run(args) -> None:
     """mt-info with the arguments of mt.cli.commands's parser. A sweep's folder (mt-train -m): its runs side
     by side, as the sweep reported them at its end, but as they stand now."""
-    if args.card:
-        print(model_card(args.checkpoint, args.card), end="")
-        return
     infos, texts = [], []
     for path in args.checkpoint:
         if (Path(path) / "sweep.json").is_file():

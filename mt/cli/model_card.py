@@ -8,14 +8,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mt.cli.info import describe, described
 from mt.errors import MTError
+
+
+def run(args) -> None:
+    """mt-info --card with the arguments of mt.cli.commands's parser."""
+    if args.json:
+        raise MTError("--card prints the card as Markdown: not with --json")
+    print(model_card(args.checkpoint, args.card), end="")
 
 
 def model_card(paths: list[str], repo: str) -> str:
     """The card of the one model at paths[0] (a checkpoint, a run directory or an export), as Markdown, for
     the Hub repository repo (OWNER/NAME, or hf:OWNER/NAME)."""
-    from mt.cli.info import describe, described
-
     name = repo.removeprefix("hf:").removeprefix("//")
     if name.count("/") != 1 or not all(name.split("/")):
         raise MTError(f"--card {repo}: name the Hub repository the card is for, OWNER/NAME")
