@@ -35,12 +35,13 @@ from mt.data.lines import COMPRESSED, open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
 from mt.decoding.glossary import Glossary, terms_of, with_glossary
+from mt.decoding.rerank import check_reverse
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.fastpath import decode_precision
-from mt.inference import decoding_device, load_for_decoding
+from mt.inference import decoding_device, load_for_decoding, load_translator
 from mt.metrics import bleu_tokenize, check_bleu_tokenize, mean_over, paired_test, score_references, term_use
 
 
@@ -58,8 +59,9 @@ def check_args(args) -> None:
     if args.hyp:
         if not args.ref:
             raise MTError("--hyp needs --ref")
-        if args.choose_on:
-            raise MTError("--choose-on decodes with a model: give --checkpoint instead of --hyp")
+        if args.choose_on or args.reverse:
+            flag = "--choose-on" if args.choose_on else "--reverse"
+            raise MTError(f"{flag} decodes with a model: give --checkpoint instead of --hyp")
         if args.samples < 0:
             raise MTError("--samples must be >= 0 (0: sacreBLEU's default)")
         if args.glossary and not args.src:
@@ -88,6 +90,10 @@ def check_args(args) -> None:
     if args.choose_on and not several:
         raise MTError("--choose-on needs several --beam or --alpha values to choose from")
     check_terms_args(args)
+    if args.reverse and (1 in (args.beam or []) or args.mbr):
+        raise MTError("--reverse reranks a beam's candidates: not --beam 1 or --mbr")
+    if args.reverse_weight < 0:
+        raise MTError("--reverse-weight must be >= 0")
 
 
 def check_terms_args(args) -> None:
@@ -157,26 +163,29 @@ def chosen_directions(data_cfg, args) -> list[tuple[str, str]]:
 
 
 def decode_grid(
-    model, tokenizer, cfg, grid, sources: list[str], name: str, args, device, terms=None
+    model, tokenizer, cfg, grid, sources: list[str], name: str, args, device, terms=None, reverse=None
 ) -> list[tuple[str, dict, list]]:
     """Per (beam, alpha) of grid (None = the checkpoint's): its label, its settings, its translations; in
     the precision asked for, else the one the model's run scored in (fastpath.decode_precision). terms:
-    each line's required terms (None: none), placed by beam search (beam 5 for a greedy checkpoint's)."""
+    each line's required terms (None: none), placed by beam search; reverse: a target -> source translator
+    that reranks the beam (beam 5 for a greedy checkpoint's, for either)."""
     outputs, precision = [], args.dtype or decode_precision(device, cfg.train.precision)
     for beam, alpha in grid:
         settings = DecodeSettings.from_config(
             cfg.decode,
             strategy="search",
-            beam=beam or (DEFAULT_BEAM if terms and cfg.decode.beam == 1 else None),
+            beam=beam or (DEFAULT_BEAM if (terms or reverse) and cfg.decode.beam == 1 else None),
             alpha=alpha,
             precision=precision,
             **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
         )
-        translator = Translator(model, tokenizer, settings, device)
+        translator = Translator(model, tokenizer, settings, device).with_reverse(reverse, args.reverse_weight)
         results = translator.translate_nbest(sources, terms=terms, progress=sys.stderr.isatty())
         rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k)}
         if settings.mbr:
             rules.update(mbr=settings.mbr, mbr_utility=settings.mbr_utility)
+        if reverse is not None:
+            rules.update(reverse_weight=args.reverse_weight)
         chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
         said = "".join(", sentence by sentence" if v is True else f", {k} {v}" for k, v in rules.items())
         outputs.append(
@@ -230,26 +239,37 @@ def run(args) -> None:
         device = decoding_device(args.device)
         model, tokenizer, cfg = load_for_decoding(args.checkpoint, device, ensemble=args.ensemble)
         chosen = chosen_directions(cfg.data, args)
-        if (args.terms or args.glossary) and len(chosen) > 1:
-            raise MTError(f"--terms and --glossary hold for one direction's lines: give --direction, one of the "
+        if (args.terms or args.glossary or args.reverse) and len(chosen) > 1:
+            raise MTError(f"--terms, --glossary and --reverse hold for one direction: give --direction, one of the "
                           f"model's ({', '.join(direction for direction, _ in chosen)})")  # fmt: skip
         scored = scored_pairs(cfg, args, chosen)  # every file read and checked before any decoding
         check_outputs_against_splits(cfg.data, args)
         tuning = load_split(cfg.data, args.choose_on) if args.choose_on else {}
         sources_of = {direction_name(s, t): s for s, t in directions(cfg.data)}
+        reverse = load_reverse(args.reverse, device, (sources_of[chosen[0][0]], chosen[0][1]))
         results = {}
         for direction, target in chosen:
             if len(chosen) > 1:
                 print(f"direction {direction}:")
             glossary = Glossary.load(args.glossary, sources_of[direction]) if args.glossary else None
             rows, tuning_rows = evaluate_direction(
-                model, tokenizer, cfg, args, device, scored[direction], target, tuning.get(direction), glossary
+                model, tokenizer, cfg, args, device, scored[direction], target, tuning.get(direction), glossary, reverse
             )
             results[direction] = summary(rows, tuning_rows, args)
         result = results[chosen[0][0]] if len(chosen) == 1 else over_directions(results)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
+
+
+def load_reverse(path: str | None, device, languages: tuple[str, str]):
+    """The --reverse model's translator (None without one), refused unless it translates languages the other
+    way."""
+    if not path:
+        return None
+    reverse = load_translator(path, device)
+    check_reverse(languages, reverse)
+    return reverse
 
 
 def scored_pairs(cfg, args, chosen: list[tuple[str, str]]) -> dict[str, tuple[list[str], list[str], str]]:
@@ -287,23 +307,25 @@ def read_paths(data_cfg, split: str) -> list:
 
 
 def evaluate_direction(
-    model, tokenizer, cfg, args, device, pairs: tuple, target: str, tuning=None, glossary: Glossary | None = None
+    model, tokenizer, cfg, args, device, pairs: tuple, target: str, tuning=None, glossary=None, reverse=None
 ):
     """One direction's scored rows (one per setting of the grid) and, with --choose-on, its tuning rows;
     BLEU splitting words as the target language is written; --terms and the glossary's terms placed and
-    counted."""
+    counted; the beam reranked by the reverse model, where there is one."""
     sources, streams, name = pairs
     grid, tuning_rows = settings_grid(args), []
     tokenize = bleu_tokenize(target, args.bleu_tokenize or cfg.decode.bleu_tokenize)
     terms = with_glossary(read_terms(args.terms, len(sources), name), sources, glossary)
     if tuning is not None:
         tuned_terms = with_glossary(None, tuning.src, glossary)
-        outputs = decode_grid(model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device, tuned_terms)
+        outputs = decode_grid(
+            model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device, tuned_terms, reverse
+        )
         tuning_rows = report(outputs, [tuning.tgt], tokenize, tuned_terms, target)
         best = best_row(tuning_rows)
         print(f"chosen on {args.choose_on}: beam {best['beam']}, alpha {best['alpha']:g} (BLEU {best['bleu']:.2f})")
         grid = [(best["beam"], best["alpha"])]
-    outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device, terms)
+    outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device, terms, reverse)
     if args.output:
         with open_for_writing(args.output) as f:
             f.write("".join(h + "\n" for h in outputs[0][2]))

@@ -6,6 +6,14 @@ from __future__ import annotations
 import argparse
 import difflib
 
+from mt.cli.decoding_options import (
+    constraint_options,
+    glossary_option,
+    mbr_options,
+    reverse_options,
+    split_option,
+    terms_options,
+)
 from mt.decoding.settings import SCORE_BATCH_TOKENS
 
 CHECKPOINTS_HELP = (
@@ -50,60 +58,6 @@ def engine_options(p: argparse.ArgumentParser) -> None:
         choices=["torch", "ctranslate2"],
         default="torch",
         help="ctranslate2: --checkpoint is a directory written by mt-export",
-    )
-
-
-def constraint_options(p: argparse.ArgumentParser) -> None:
-    """--min-len and --no-repeat-ngram (mt/decoding/constraints.py), as translate and mt-evaluate take them."""
-    p.add_argument(
-        "--min-len", type=int, help="no end of sentence before N pieces (default: the checkpoint's decode.min_len, 0)"
-    )
-    p.add_argument(
-        "--no-repeat-ngram",
-        type=int,
-        metavar="N",
-        help="no N pieces in a row twice in one translation, against loops (default: the checkpoint's, 0: off)",
-    )
-
-
-def mbr_options(p: argparse.ArgumentParser) -> None:
-    """--mbr and --mbr-utility (mt/decoding/mbr.py), as translate, mt-evaluate and mt-serve take them."""
-    p.add_argument(
-        "--mbr",
-        type=int,
-        metavar="N",
-        help="minimum Bayes risk: draw N candidates a line (samples, or the N best of a beam) and keep the one "
-        "that agrees most with the others (default: the checkpoint's decode.mbr, 0: off)",
-    )
-    p.add_argument(
-        "--mbr-utility",
-        choices=["chrf", "bleu"],
-        help="how --mbr compares two candidates: sentence chrF or BLEU (default: the checkpoint's, chrf)",
-    )
-
-
-def glossary_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--glossary",
-        help="file of source<TAB>target entries: a line that holds a source entry (as whole words) must translate "
-        "it as its target (required terms, placed by beam search)",
-    )
-
-
-def terms_options(p: argparse.ArgumentParser, lines: str) -> None:
-    """--terms and --glossary (mt/decoding/terms.py, glossary.py), as translate and mt-evaluate take them."""
-    said = f"file of terms, a line per {lines} line, tab-separated: each translation holds them"
-    p.add_argument("--terms", help=said)
-    glossary_option(p)
-
-
-def split_option(p: argparse.ArgumentParser) -> None:
-    """--split-sentences (mt/decoding/sentences.py), as translate, mt-evaluate and mt-serve take it."""
-    p.add_argument(
-        "--split-sentences",
-        action=argparse.BooleanOptionalAction,
-        help="cut each line into sentences, translate them apart and join the translations into one line: "
-        "for paragraphs, where a model trained on single sentences drops some (default: the checkpoint's, off)",
     )
 
 
@@ -172,6 +126,7 @@ def translate_parser() -> argparse.ArgumentParser:
     )
     sampling.add_argument("--seed", type=int, help="seed (default 0); each line's draws come from it and its number")
     mbr_options(p.add_argument_group("minimum Bayes risk"))
+    reverse_options(p.add_argument_group("reranking"))
     rules = p.add_argument_group("what a translation may be")
     rules.add_argument("--prefix", help="file of target prefixes, one per input line: each translation's start")
     terms_options(rules, "input")
@@ -272,6 +227,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
     constraint_options(decoding)
     split_option(decoding)
     mbr_options(decoding)
+    reverse_options(decoding)
     terms = p.add_argument_group("required terms (counted in the translations; with --hyp, give --src)")
     terms_options(terms, "source")
     device = p.add_argument_group("device")

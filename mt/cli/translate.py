@@ -106,7 +106,10 @@ def check_args(args) -> None:
         if given and (args.interactive or (args.input is None and sys.stdin.isatty())):
             raise MTError(f"{flag} reads a line per input line: give the input as a file or a pipe, not a terminal")
     check_terms_args(args)
+    if args.reverse and (args.strategy in ("greedy", "sample") or args.beam == 1 or args.mbr):
+        raise MTError("--reverse reranks a beam's candidates: not --strategy greedy or sample, --beam 1 or --mbr")
     for flag, value, least in (
+        ("--reverse-weight", args.reverse_weight, 0),
         ("--temperature", args.temperature, 0),
         ("--topk", args.topk, 0),
         ("--seed", args.seed, 0),
@@ -233,9 +236,13 @@ def load_translator(args):
             cuda_graphs=args.cuda_graphs,
             **choices,
         )
-    searches = args.strategy == "beam" or args.terms or args.glossary  # terms are placed by beam search
+    searches = args.strategy == "beam" or args.terms or args.glossary or args.reverse  # these need a beam
     if searches and translator.settings.beam == 1:  # a checkpoint that decodes greedily
         translator = translator.with_settings(translator.settings.updated(beam=max(DEFAULT_BEAM, args.nbest)))
+    if args.reverse:
+        from mt.inference import load_translator as load_any
+
+        translator = translator.with_reverse(load_any(args.reverse, args.device), args.reverse_weight)
     return translator
 
 

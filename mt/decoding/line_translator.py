@@ -7,10 +7,11 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from mt.data.languages import into, languages_label
 from mt.decoding.mbr import bleu_words, mbr_order
+from mt.decoding.rerank import check_reverse, reranked
 from mt.decoding.sentences import several_sentences, several_sentences_note, translate_by_sentence
 from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
 from mt.errors import MTError
@@ -30,6 +31,8 @@ class LineTranslator:
     truncated: int = 0  # lines cut to max_src_len, for the caller's warning
     terms_missed: int = 0  # lines translated without one of their required terms, for the caller's warning
     places_terms: bool = False  # whether _translate_nbest takes required terms (mt/decoding/terms.py)
+    reverse: LineTranslator | None = None  # a target -> source model reranking the beam (mt/decoding/rerank.py)
+    reverse_weight: float = 1.0
 
     def translate(
         self, lines: list[str] | str, tgt_lang: str | None = None, terms: list | None = None, **settings
@@ -83,8 +86,11 @@ class LineTranslator:
 
     def _decode(self, lines: list[str], **options) -> list[list[Translation]]:
         """The engine's _translate_nbest; with settings.mbr, on that many candidates a line, of which the one
-        that agrees most with the others is kept (mt/decoding/mbr.py)."""
+        that agrees most with the others is kept (mt/decoding/mbr.py); with a reverse model, the beam's
+        candidates reranked by it (mt/decoding/rerank.py)."""
         s = self.settings
+        if self.reverse is not None:
+            return self._reranked(lines, **options)
         if not s.mbr:
             return self._translate_nbest(lines, **options)
         if options.get("attention_layer") is not None:
@@ -94,6 +100,26 @@ class LineTranslator:
         self.truncated, self.terms_missed = candidates.truncated, candidates.terms_missed  # counted on the copy
         tokenize = bleu_words(s.tgt_lang or self.languages[1]) if s.mbr_utility == "bleu" else None
         return [[hyps[mbr_order([h.text for h in hyps], s.mbr_utility, tokenize)[0]]] for hyps in found]
+
+    def _reranked(self, lines: list[str], **options) -> list[list[Translation]]:
+        """Every candidate the beam holds, reranked with the reverse model; settings.nbest of them kept."""
+        s = self.settings
+        if s.sampling or s.beam < 2 or s.mbr:
+            raise MTError("a reverse model reranks a beam's candidates: beam search with a beam of 2 or more, no mbr")
+        candidates = self.with_settings(replace(s, nbest=s.beam))
+        found = candidates._translate_nbest(lines, **options)
+        self.truncated, self.terms_missed = candidates.truncated, candidates.terms_missed  # counted on the copy
+        return [hyps[: s.nbest] for hyps in reranked(found, lines, self.reverse, self.reverse_weight)]
+
+    def with_reverse(self, reverse: LineTranslator | None, weight: float = 1.0) -> LineTranslator:
+        """A copy that reranks each line's beam candidates with reverse, a model translating the other way
+        (mt.load_translator of it): by the beam's score + weight x log P(source | candidate) per source piece.
+        None: a copy without."""
+        if reverse is not None:
+            check_reverse(self.languages, reverse)
+        other = copy.copy(self)
+        other.reverse, other.reverse_weight = reverse, weight
+        return other
 
     def for_call(self, **choices) -> LineTranslator:
         """This translator, or a copy sharing its model with these DecodeSettings fields changed (None: kept).

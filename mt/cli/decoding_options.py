@@ -1,0 +1,77 @@
+"""The decoding options several console scripts share (translate, mt-evaluate, mt-serve): each group as
+one function, so that a flag reads the same wherever it is taken."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def constraint_options(p: argparse.ArgumentParser) -> None:
+    """--min-len and --no-repeat-ngram (mt/decoding/constraints.py), as translate and mt-evaluate take them."""
+    p.add_argument(
+        "--min-len", type=int, help="no end of sentence before N pieces (default: the checkpoint's decode.min_len, 0)"
+    )
+    p.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        metavar="N",
+        help="no N pieces in a row twice in one translation, against loops (default: the checkpoint's, 0: off)",
+    )
+
+
+def mbr_options(p: argparse.ArgumentParser) -> None:
+    """--mbr and --mbr-utility (mt/decoding/mbr.py), as translate, mt-evaluate and mt-serve take them."""
+    p.add_argument(
+        "--mbr",
+        type=int,
+        metavar="N",
+        help="minimum Bayes risk: draw N candidates a line (samples, or the N best of a beam) and keep the one "
+        "that agrees most with the others (default: the checkpoint's decode.mbr, 0: off)",
+    )
+    p.add_argument(
+        "--mbr-utility",
+        choices=["chrf", "bleu"],
+        help="how --mbr compares two candidates: sentence chrF or BLEU (default: the checkpoint's, chrf)",
+    )
+
+
+def glossary_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--glossary",
+        help="file of source<TAB>target entries: a line that holds a source entry (as whole words) must translate "
+        "it as its target (required terms, placed by beam search)",
+    )
+
+
+def terms_options(p: argparse.ArgumentParser, lines: str) -> None:
+    """--terms and --glossary (mt/decoding/terms.py, glossary.py), as translate and mt-evaluate take them."""
+    said = f"file of terms, a line per {lines} line, tab-separated: each translation holds them"
+    p.add_argument("--terms", help=said)
+    glossary_option(p)
+
+
+def split_option(p: argparse.ArgumentParser) -> None:
+    """--split-sentences (mt/decoding/sentences.py), as translate, mt-evaluate and mt-serve take it."""
+    p.add_argument(
+        "--split-sentences",
+        action=argparse.BooleanOptionalAction,
+        help="cut each line into sentences, translate them apart and join the translations into one line: "
+        "for paragraphs, where a model trained on single sentences drops some (default: the checkpoint's, off)",
+    )
+
+
+def reverse_options(p: argparse.ArgumentParser) -> None:
+    """--reverse and --reverse-weight (mt/decoding/rerank.py), as translate and mt-evaluate take them."""
+    p.add_argument(
+        "--reverse",
+        metavar="CKPT",
+        help="a model that translates the other way (target -> source): the beam's candidates are reranked by how "
+        "well it gets the source back from each, against dropped or invented content",
+    )
+    p.add_argument(
+        "--reverse-weight",
+        type=float,
+        default=1.0,
+        metavar="W",
+        help="a candidate's score: the beam's + W x the reverse model's log-probability per source piece (default 1)",
+    )

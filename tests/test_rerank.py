@@ -1,0 +1,87 @@
+"""Reranking a beam's candidates with a reverse model (target -> source): the combined score decides, the
+weight 0 leaves the beam's choice, and a model that does not translate the other way is refused."""
+
+import json
+
+import pytest
+
+import mt
+from mt.decoding.rerank import check_reverse, reranked
+from mt.decoding.settings import PairScore, Translation
+from mt.errors import MTError
+
+from conftest import run_cli, train_tiny
+
+
+class Back:
+    """A stand-in reverse model: log P(source | candidate) per piece is given by the candidate's text."""
+
+    languages = ("en", "de")
+
+    def __init__(self, per_piece: dict):
+        self.per_piece, self.asked = per_piece, []
+
+    def score(self, sources, targets):
+        self.asked.append((list(sources), list(targets)))
+        return [PairScore(["x", "</s>"], [self.per_piece[s]] * 2) for s in sources]
+
+
+def candidate(text: str, score: float) -> Translation:
+    return Translation(text=text, score=score, src_pieces=[], tgt_pieces=[])
+
+
+def test_the_reverse_models_score_reorders_the_candidates_by_weight():
+    found = [[candidate("fluent", -1.0), candidate("faithful", -1.3), candidate("same", -1.3)], [candidate("x", 0.0)]]
+    back = Back({"fluent": -2.0, "faithful": -1.5, "same": -1.5, "x": -1.0})
+    best = reranked(found, ["quelle", "y"], back, weight=1.0)
+    assert [h.text for h in best[0]] == ["faithful", "same", "fluent"]  # -2.8, -2.8 (the beam's order), -3.0
+    assert [h.score for h in best[0]] == pytest.approx([-2.8, -2.8, -3.0]) and best[1][0].score == -1.0
+    assert back.asked == [(["fluent", "faithful", "same", "x"], ["quelle", "quelle", "quelle", "y"])]  # one call
+    assert [h.text for h in reranked(found, ["quelle", "y"], back, weight=0.0)[0]] == ["fluent", "faithful", "same"]
+    check_reverse(("de", "en"), back)
+    check_reverse(("", "en"), back)  # languages not named: nothing to check
+    with pytest.raises(MTError, match="the reverse model translates en-de: it must translate the other way, fr-en"):
+        check_reverse(("en", "fr"), back)
+
+
+@pytest.fixture(scope="module")
+def reverse_run(tiny_corpus, tmp_path_factory):
+    """A tiny model trained the other way: English into German."""
+    run_dir = tmp_path_factory.mktemp("reverse")
+    train_tiny(tiny_corpus, run_dir, "data.src_lang=en", "data.tgt_lang=de", "train.max_steps=300")
+    return run_dir
+
+
+def test_translate_and_mt_evaluate_keep_the_candidate_the_reverse_model_prefers(
+    trained_run, reverse_run, tiny_corpus, tmp_path
+):
+    source = tiny_corpus / "test.de"
+    lines = source.read_text(encoding="utf-8").splitlines()
+    forward, back = mt.load_translator(trained_run, device="cpu"), mt.load_translator(reverse_run, device="cpu")
+    found = forward.translate_nbest(lines, beam=4, nbest=4)
+    pairs = back.score(
+        [h.text for hyps in found for h in hyps], [line for line, hyps in zip(lines, found) for _ in hyps]
+    )
+    combined = iter(h.score + 0.5 * p.mean_log_prob for h, p in zip((h for hyps in found for h in hyps), pairs))
+    expected = []
+    for hyps in found:
+        scores = [next(combined) for _ in hyps]
+        expected.append(hyps[scores.index(max(scores))].text)
+    flags = ["-c", str(trained_run), "-i", str(source), "--beam", "4", "-q"]
+    got = run_cli("translate", *flags, "--reverse", str(reverse_run), "--reverse-weight", "0.5").stdout.splitlines()
+    assert got == expected and got != [hyps[0].text for hyps in found], "the reverse model changed no line"
+    unweighted = run_cli("translate", *flags, "--reverse", str(reverse_run), "--reverse-weight", "0").stdout
+    assert unweighted.splitlines() == [hyps[0].text for hyps in found]  # weight 0: the beam's own choice
+    assert forward.with_reverse(back, 0.5).translate(lines, beam=4) == expected  # from Python
+
+    scores_file, hyp = tmp_path / "scores.json", tmp_path / "hyp.en"
+    run_cli("mt-evaluate", "-c", str(trained_run), "--split", "test", "--beam", "4", "--reverse", str(reverse_run),
+            "--reverse-weight", "0.5", "-o", str(hyp), "--json", str(scores_file))  # fmt: skip
+    assert hyp.read_text(encoding="utf-8").splitlines() == expected
+    assert json.loads(scores_file.read_text())["reverse_weight"] == 0.5
+    for flags, message in [
+        (["--reverse", str(trained_run)], "the reverse model translates de-en: it must translate the other way, en-de"),
+        (["--reverse", str(reverse_run), "--beam", "1"], "--reverse reranks a beam's candidates: not"),
+    ]:
+        refused = run_cli("translate", "-c", str(trained_run), *flags, input_text="ein hund\n", check=False)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
