@@ -79,9 +79,17 @@ def test_translate_and_mt_evaluate_keep_the_candidate_the_reverse_model_prefers(
             "--reverse-weight", "0.5", "-o", str(hyp), "--json", str(scores_file))  # fmt: skip
     assert hyp.read_text(encoding="utf-8").splitlines() == expected
     assert json.loads(scores_file.read_text())["reverse_weight"] == 0.5
+    swept = run_cli("mt-evaluate", "-c", str(trained_run), "--split", "test", "--beam", "4", "--reverse",
+                    str(reverse_run), "--reverse-weight", "0", "0.5", "--json", str(scores_file))  # fmt: skip
+    rows = json.loads(scores_file.read_text())
+    assert [row["reverse_weight"] for row in rows] == [0, 0.5] and "reverse weight" in swept.stdout.splitlines()[-1]
     for flags, message in [
         (["--reverse", str(trained_run)], "the reverse model translates de-en: it must translate the other way, en-de"),
         (["--reverse", str(reverse_run), "--beam", "1"], "--reverse reranks a beam's candidates: not"),
     ]:
         refused = run_cli("translate", "-c", str(trained_run), *flags, input_text="ein hund\n", check=False)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+    weightless = run_cli("mt-evaluate", "-c", str(trained_run), "--reverse-weight", "0.5", check=False)
+    assert (
+        weightless.returncode == 2 and "--reverse-weight weighs the reverse model: give --reverse" in weightless.stderr
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT
+
 
 def constraint_options(p: argparse.ArgumentParser) -> None:
     """--min-len and --no-repeat-ngram (mt/decoding/constraints.py), as translate and mt-evaluate take them."""
@@ -60,8 +62,9 @@ def split_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def reverse_options(p: argparse.ArgumentParser) -> None:
-    """--reverse and --reverse-weight (mt/decoding/rerank.py), as translate and mt-evaluate take them."""
+def reverse_options(p: argparse.ArgumentParser, several: bool = False) -> None:
+    """--reverse and --reverse-weight (mt/decoding/rerank.py), as translate and mt-evaluate (several weights,
+    to tune it) take them."""
     p.add_argument(
         "--reverse",
         metavar="CKPT",
@@ -71,7 +74,9 @@ def reverse_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--reverse-weight",
         type=float,
-        default=1.0,
+        nargs="+" if several else None,
+        default=None if several else DEFAULT_REVERSE_WEIGHT,
         metavar="W",
-        help="a candidate's score: the beam's + W x the reverse model's log-probability per source piece (default 1)",
+        help="a candidate's score: the beam's + W x the reverse model's log-probability per source piece "
+        f"(default {DEFAULT_REVERSE_WEIGHT:g}){'; several: each decoded, the best named' if several else ''}",
     )

@@ -35,7 +35,7 @@ from mt.data.lines import COMPRESSED, open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
 from mt.decoding.glossary import Glossary, terms_of, with_glossary
-from mt.decoding.rerank import check_reverse
+from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
@@ -45,9 +45,18 @@ from mt.inference import decoding_device, load_for_decoding, load_translator
 from mt.metrics import bleu_tokenize, check_bleu_tokenize, mean_over, paired_test, score_references, term_use
 
 
-def settings_grid(args) -> list[tuple[int | None, float | None]]:
-    """Every (beam, alpha) combination asked for; None = the checkpoint's."""
-    return [(beam, alpha) for beam in args.beam or [None] for alpha in args.alpha or [None]]
+def settings_grid(args) -> list[tuple[int | None, float | None, float]]:
+    """Every (beam, alpha, reverse weight) combination asked for; None = the checkpoint's."""
+    weights = args.reverse_weight or [DEFAULT_REVERSE_WEIGHT]
+    return [
+        (beam, alpha, weight) for beam in args.beam or [None] for alpha in args.alpha or [None] for weight in weights
+    ]
+
+
+def chosen_label(row: dict) -> str:
+    """A row's setting in words: beam 5, alpha 1.2 (and the reverse model's weight, where it reranks)."""
+    weight = f", reverse weight {row['reverse_weight']:g}" if "reverse_weight" in row else ""
+    return f"beam {row['beam']}, alpha {row['alpha']:g}{weight}"
 
 
 def check_args(args) -> None:
@@ -92,8 +101,10 @@ def check_args(args) -> None:
     check_terms_args(args)
     if args.reverse and (1 in (args.beam or []) or args.mbr):
         raise MTError("--reverse reranks a beam's candidates: not --beam 1 or --mbr")
-    if args.reverse_weight < 0:
+    if any(weight < 0 for weight in args.reverse_weight or []):
         raise MTError("--reverse-weight must be >= 0")
+    if args.reverse_weight and not args.reverse:
+        raise MTError("--reverse-weight weighs the reverse model: give --reverse")
 
 
 def check_terms_args(args) -> None:
@@ -170,7 +181,7 @@ def decode_grid(
     each line's required terms (None: none), placed by beam search; reverse: a target -> source translator
     that reranks the beam (beam 5 for a greedy checkpoint's, for either)."""
     outputs, precision = [], args.dtype or decode_precision(device, cfg.train.precision)
-    for beam, alpha in grid:
+    for beam, alpha, weight in grid:
         settings = DecodeSettings.from_config(
             cfg.decode,
             strategy="search",
@@ -179,13 +190,13 @@ def decode_grid(
             precision=precision,
             **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
         )
-        translator = Translator(model, tokenizer, settings, device).with_reverse(reverse, args.reverse_weight)
+        translator = Translator(model, tokenizer, settings, device).with_reverse(reverse, weight)
         results = translator.translate_nbest(sources, terms=terms, progress=sys.stderr.isatty())
         rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k)}
         if settings.mbr:
             rules.update(mbr=settings.mbr, mbr_utility=settings.mbr_utility)
         if reverse is not None:
-            rules.update(reverse_weight=args.reverse_weight)
+            rules.update(reverse_weight=weight)
         chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
         said = "".join(", sentence by sentence" if v is True else f", {k} {v}" for k, v in rules.items())
         outputs.append(
@@ -323,8 +334,8 @@ def evaluate_direction(
         )
         tuning_rows = report(outputs, [tuning.tgt], tokenize, tuned_terms, target)
         best = best_row(tuning_rows)
-        print(f"chosen on {args.choose_on}: beam {best['beam']}, alpha {best['alpha']:g} (BLEU {best['bleu']:.2f})")
-        grid = [(best["beam"], best["alpha"])]
+        print(f"chosen on {args.choose_on}: {chosen_label(best)} (BLEU {best['bleu']:.2f})")
+        grid = [(best["beam"], best["alpha"], best.get("reverse_weight", DEFAULT_REVERSE_WEIGHT))]
     outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device, terms, reverse)
     if args.output:
         with open_for_writing(args.output) as f:
@@ -338,7 +349,7 @@ def summary(rows: list[dict], tuning_rows: list[dict], args):
     print(f"chrF signature: {rows[-1]['chrf_signature']}")
     if len(rows) > 1:
         best = best_row(rows)
-        print(f"best BLEU: {best['bleu']:.2f} with beam {best['beam']}, alpha {best['alpha']:g}")
+        print(f"best BLEU: {best['bleu']:.2f} with {chosen_label(best)}")
     if tuning_rows:
         return {**rows[0], "chosen_on": args.choose_on, "sweep": tuning_rows}
     return rows[0] if len(rows) == 1 else rows

@@ -227,7 +227,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
     constraint_options(decoding)
     split_option(decoding)
     mbr_options(decoding)
-    reverse_options(decoding)
+    reverse_options(decoding, several=True)
     terms = p.add_argument_group("required terms (counted in the translations; with --hyp, give --src)")
     terms_options(terms, "source")
     device = p.add_argument_group("device")

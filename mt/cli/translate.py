@@ -340,6 +340,7 @@ def run(args) -> None:
                 raise writing_failed(args.output, err) from None
     if not args.quiet and not interactive:
         models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
+        models += f", reranked by the reverse model at weight {args.reverse_weight:g}" if args.reverse else ""
         seconds = time.perf_counter() - start
         lines = "line" if done == 1 else "lines"
         print(f"translated {done} {lines} in {seconds:.1f}s ({describe(settings)}{models})", file=sys.stderr)

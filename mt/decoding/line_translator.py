@@ -11,7 +11,7 @@ from dataclasses import fields, replace
 
 from mt.data.languages import into, languages_label
 from mt.decoding.mbr import bleu_words, mbr_order
-from mt.decoding.rerank import check_reverse, reranked
+from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, reranked
 from mt.decoding.sentences import several_sentences, several_sentences_note, translate_by_sentence
 from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
 from mt.errors import MTError
@@ -32,7 +32,7 @@ class LineTranslator:
     terms_missed: int = 0  # lines translated without one of their required terms, for the caller's warning
     places_terms: bool = False  # whether _translate_nbest takes required terms (mt/decoding/terms.py)
     reverse: LineTranslator | None = None  # a target -> source model reranking the beam (mt/decoding/rerank.py)
-    reverse_weight: float = 1.0
+    reverse_weight: float = DEFAULT_REVERSE_WEIGHT
 
     def translate(
         self, lines: list[str] | str, tgt_lang: str | None = None, terms: list | None = None, **settings
@@ -111,7 +111,7 @@ class LineTranslator:
         self.truncated, self.terms_missed = candidates.truncated, candidates.terms_missed  # counted on the copy
         return [hyps[: s.nbest] for hyps in reranked(found, lines, self.reverse, self.reverse_weight)]
 
-    def with_reverse(self, reverse: LineTranslator | None, weight: float = 1.0) -> LineTranslator:
+    def with_reverse(self, reverse: LineTranslator | None, weight: float = DEFAULT_REVERSE_WEIGHT) -> LineTranslator:
         """A copy that reranks each line's beam candidates with reverse, a model translating the other way
         (mt.load_translator of it): by the beam's score + weight x log P(source | candidate) per source piece.
         None: a copy without."""

@@ -21,6 +21,10 @@ from dataclasses import replace
 from mt.decoding.settings import Translation
 from mt.errors import MTError
 
+# on Multi30k valid, 0.25 gave the best BLEU (0.25-0.5 raised BLEU and chrF; 1-2 chrF alone):
+# docs/benchmarks.md#reranking-with-a-reverse-model
+DEFAULT_REVERSE_WEIGHT = 0.25
+
 
 def reranked(found: list[list[Translation]], lines: list[str], reverse, weight: float) -> list[list[Translation]]:
     """Each line's candidates, best first by the combined score (their score now), the reverse model scoring
