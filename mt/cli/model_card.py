@@ -40,11 +40,11 @@ def model_card(paths: list[str], repo: str) -> str:
     table = ["| | |", "| --- | --- |", *(f"| {label} | {text} |" for label, text in described(info))]
     model = f"hf:{name}"
     if "export" in info:
-        kind = "a CTranslate2 export of an `mt` model (model.bin, tokenizer and decode settings)"
+        kind = "a CTranslate2 export of an `mt` model: model.bin, its tokenizer and decode settings"
         use = [f"translate --engine ctranslate2 -c {model} < input.txt > output.txt", f"mt-serve --export {model}"]
         python = f'translator = mt.load_translator("{model}")  # decoded by CTranslate2'
     else:
-        kind = "an `mt` checkpoint, `final.pt`: the weights, the sentencepiece tokenizer and the decode settings"
+        kind = "one `mt` checkpoint, `final.pt`, which holds its weights, tokenizer and decode settings"
         use = [
             f"translate -c {model} < input.txt > output.txt",
             f"mt-evaluate -c {model} --src test.src --ref test.ref   # BLEU and chrF",
@@ -54,7 +54,7 @@ def model_card(paths: list[str], repo: str) -> str:
         ]
         python = f'translator = mt.load_translator("{model}")'
     body = [
-        title, "", f"A neural machine translation model: {kind}, in one repository.", "", *table, "",
+        title, "", f"A neural machine translation model, {kind}.", "", *table, "",
         "## Use", "", f"With the `mt` toolkit installed, name it `{model}` wherever a model goes:", "",
         "```bash", *use, "```", "", "```python", "import mt", "", python,
         'print(translator.translate(["a sentence to translate"]))', "```", "",
