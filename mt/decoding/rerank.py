@@ -43,7 +43,7 @@ def check_reverse(languages: tuple, reverse) -> None:
     """reverse must translate into the forward model's source language from its target language, where both
     models name their languages (a one-line error otherwise)."""
     theirs = tuple(reverse.languages)
-    if not (all(isinstance(code, str) and code for code in (*languages, *theirs))):
+    if not all(isinstance(code, str) and code for code in (*languages, *theirs)):
         return
     if theirs != (languages[1], languages[0]):
         raise MTError(

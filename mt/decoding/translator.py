@@ -153,8 +153,8 @@ class Translator(LineTranslator):
         language = target if isinstance(target, str) else "+".join(map(str, target))
         if language not in self._joins:
             pieces = map(self.tokenizer.tgt.id_to_piece, range(self.tokenizer.tgt.get_piece_size()))
-            spaced = not written_without_spaces(language)
-            self._joins[language] = frozenset(i for i, piece in enumerate(pieces) if spaced and piece[:1].isalnum())
+            joins = (i for i, piece in enumerate(pieces) if piece[:1].isalnum())
+            self._joins[language] = frozenset() if written_without_spaces(language) else frozenset(joins)
         return self._joins[language]
 
     def _search(
