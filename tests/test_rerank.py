@@ -6,6 +6,7 @@ import json
 import pytest
 
 import mt
+from mt.cli.evaluate import decoded
 from mt.decoding.rerank import check_reverse, reranked
 from mt.decoding.settings import PairScore, Translation
 from mt.errors import MTError
@@ -24,6 +25,17 @@ class Back:
     def score(self, sources, targets):
         self.asked.append((list(sources), list(targets)))
         return [PairScore(["x", "</s>"], [self.per_piece[s]] * 2) for s in sources]
+
+
+class Counting:
+    """A reverse model that counts the calls to its score."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, 0
+
+    def score(self, sources, targets):
+        self.calls += 1
+        return self.model.score(sources, targets)
 
 
 def candidate(text: str, score: float) -> Translation:
@@ -73,23 +85,29 @@ def test_translate_and_mt_evaluate_keep_the_candidate_the_reverse_model_prefers(
     unweighted = run_cli("translate", *flags, "--reverse", str(reverse_run), "--reverse-weight", "0").stdout
     assert unweighted.splitlines() == [hyps[0].text for hyps in found]  # weight 0: the beam's own choice
     assert forward.with_reverse(back, 0.5).translate(lines, beam=4) == expected  # from Python
+    counted = Counting(back)
+    weighed = decoded(forward.with_settings(forward.settings.updated(beam=4)), lines, None, counted, [0, 0.5])
+    assert [[hyps[0].text for hyps in found] for found in weighed] == [[h[0].text for h in found], expected]
+    assert counted.calls == 1  # a sweep over weights scores the candidates once
 
     scores_file, hyp = tmp_path / "scores.json", tmp_path / "hyp.en"
     run_cli("mt-evaluate", "-c", str(trained_run), "--split", "test", "--beam", "4", "--reverse", str(reverse_run),
             "--reverse-weight", "0.5", "-o", str(hyp), "--json", str(scores_file))  # fmt: skip
     assert hyp.read_text(encoding="utf-8").splitlines() == expected
-    assert json.loads(scores_file.read_text())["reverse_weight"] == 0.5
+    single = json.loads(scores_file.read_text())
+    assert single["reverse_weight"] == 0.5
     swept = run_cli("mt-evaluate", "-c", str(trained_run), "--split", "test", "--beam", "4", "--reverse",
                     str(reverse_run), "--reverse-weight", "0", "0.5", "--json", str(scores_file))  # fmt: skip
     rows = json.loads(scores_file.read_text())
     assert [row["reverse_weight"] for row in rows] == [0, 0.5] and "reverse weight" in swept.stdout.splitlines()[-1]
+    assert rows[1]["bleu"] == single["bleu"] and rows[1]["chrf"] == single["chrf"]  # decoded once, reranked twice
     for flags, message in [
         (["--reverse", str(trained_run)], "the reverse model translates de-en: it must translate the other way, en-de"),
         (["--reverse", str(reverse_run), "--beam", "1"], "--reverse reranks a beam's candidates: not"),
     ]:
         refused = run_cli("translate", "-c", str(trained_run), *flags, input_text="ein hund\n", check=False)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
-    weightless = run_cli("mt-evaluate", "-c", str(trained_run), "--reverse-weight", "0.5", check=False)
-    assert (
-        weightless.returncode == 2 and "--reverse-weight weighs the reverse model: give --reverse" in weightless.stderr
-    )
+    for command in ("mt-evaluate", "translate"):  # a weight without the model it weighs is not ignored
+        weightless = run_cli(command, "-c", str(trained_run), "--reverse-weight", "0.5", input_text="", check=False)
+        assert weightless.returncode == 2, (command, weightless.stderr)
+        assert "--reverse-weight weighs the reverse model: give --reverse" in weightless.stderr

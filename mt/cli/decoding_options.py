@@ -75,8 +75,7 @@ def reverse_options(p: argparse.ArgumentParser, several: bool = False) -> None:
         "--reverse-weight",
         type=float,
         nargs="+" if several else None,
-        default=None if several else DEFAULT_REVERSE_WEIGHT,
         metavar="W",
         help="a candidate's score: the beam's + W x the reverse model's log-probability per source piece "
-        f"(default {DEFAULT_REVERSE_WEIGHT:g}){'; several: each decoded, the best named' if several else ''}",
+        f"(default {DEFAULT_REVERSE_WEIGHT:g}){'; several: each reranks the same candidates, the best named' if several else ''}",
     )

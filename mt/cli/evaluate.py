@@ -28,6 +28,7 @@ import json
 import sys
 from pathlib import Path
 
+from mt.cli.evaluation_report import best_row, chosen_label, compared, over_directions, report, summary
 from mt.config.validation import training_splits
 from mt.data.held_out_from_train import drawn_split
 from mt.data.languages import direction_name, directions, source_tag, tagged
@@ -35,14 +36,14 @@ from mt.data.lines import COMPRESSED, open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
 from mt.decoding.glossary import Glossary, terms_of, with_glossary
-from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse
+from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, ranked, reverse_scores
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.fastpath import decode_precision
 from mt.inference import decoding_device, load_for_decoding, load_translator
-from mt.metrics import bleu_tokenize, check_bleu_tokenize, mean_over, paired_test, score_references, term_use
+from mt.metrics import bleu_tokenize, check_bleu_tokenize
 
 
 def settings_grid(args) -> list[tuple[int | None, float | None, float]]:
@@ -51,12 +52,6 @@ def settings_grid(args) -> list[tuple[int | None, float | None, float]]:
     return [
         (beam, alpha, weight) for beam in args.beam or [None] for alpha in args.alpha or [None] for weight in weights
     ]
-
-
-def chosen_label(row: dict) -> str:
-    """A row's setting in words: beam 5, alpha 1.2 (and the reverse model's weight, where it reranks)."""
-    weight = f", reverse weight {row['reverse_weight']:g}" if "reverse_weight" in row else ""
-    return f"beam {row['beam']}, alpha {row['alpha']:g}{weight}"
 
 
 def check_args(args) -> None:
@@ -176,12 +171,16 @@ def chosen_directions(data_cfg, args) -> list[tuple[str, str]]:
 def decode_grid(
     model, tokenizer, cfg, grid, sources: list[str], name: str, args, device, terms=None, reverse=None
 ) -> list[tuple[str, dict, list]]:
-    """Per (beam, alpha) of grid (None = the checkpoint's): its label, its settings, its translations; in
-    the precision asked for, else the one the model's run scored in (fastpath.decode_precision). terms:
-    each line's required terms (None: none), placed by beam search; reverse: a target -> source translator
-    that reranks the beam (beam 5 for a greedy checkpoint's, for either)."""
+    """Per (beam, alpha, reverse weight) of grid (None = the checkpoint's): its label, its settings, its
+    translations; in the precision asked for, else the one the model's run scored in
+    (fastpath.decode_precision). terms: each line's required terms (None: none), placed by beam search;
+    reverse: a target -> source translator that reranks the beam (beam 5 for a greedy checkpoint's, for
+    either), the candidates decoded and scored once for all the weights of a (beam, alpha)."""
     outputs, precision = [], args.dtype or decode_precision(device, cfg.train.precision)
+    weights_of: dict[tuple, list[float]] = {}
     for beam, alpha, weight in grid:
+        weights_of.setdefault((beam, alpha), []).append(weight)
+    for (beam, alpha), weights in weights_of.items():
         settings = DecodeSettings.from_config(
             cfg.decode,
             strategy="search",
@@ -190,43 +189,38 @@ def decode_grid(
             precision=precision,
             **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
         )
-        translator = Translator(model, tokenizer, settings, device).with_reverse(reverse, weight)
-        results = translator.translate_nbest(sources, terms=terms, progress=sys.stderr.isatty())
+        translator = Translator(model, tokenizer, settings, device)
         rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k)}
         if settings.mbr:
             rules.update(mbr=settings.mbr, mbr_utility=settings.mbr_utility)
-        if reverse is not None:
-            rules.update(reverse_weight=weight)
-        chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
-        said = "".join(", sentence by sentence" if v is True else f", {k} {v}" for k, v in rules.items())
-        outputs.append(
-            (f"{name} (beam {settings.beam}, alpha {settings.alpha:g}{said})", chosen, [r[0].text for r in results])
-        )
+        for weight, results in zip(weights, decoded(translator, sources, terms, reverse, weights)):
+            chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
+            if reverse is not None:
+                chosen.update(reverse_weight=weight)
+            said = "".join(", sentence by sentence" if v is True else f", {k} {v}" for k, v in rules.items())
+            said += f", reverse weight {weight:g}" if reverse is not None else ""
+            label = f"{name} (beam {settings.beam}, alpha {settings.alpha:g}{said})"
+            outputs.append((label, chosen, [r[0].text for r in results]))
     if translator.several_sentences:  # counted as it decoded them whole (the same for every setting)
         print(several_sentences_note(translator.several_sentences, len(sources), name), file=sys.stderr)
     return outputs
 
 
-def report(outputs, streams: list[list[str]], tokenize: str, terms=None, tgt_lang=None) -> list[dict]:
-    """Print each output's scores against the references (one list, or several: streams), BLEU splitting words
-    by tokenize, and with terms (each line's), how many the output holds; one row per output: its settings and
-    scores."""
-    rows = []
-    for label, chosen, hypotheses in outputs:
-        scores = score_references(hypotheses, streams, tokenize)
-        print(f"{label}: BLEU {scores.bleu:.2f} | chrF {scores.chrf:.2f}")
-        print(scores.bleu_detail)
-        rows.append({**chosen, **scores.as_dict()})
-        if terms is not None:
-            use = term_use(hypotheses, terms, tgt_lang)
-            print(use)
-            rows[-1].update(use.as_dict())
-    return rows
-
-
-def best_row(rows: list[dict]) -> dict:
-    """The row of the highest BLEU (the first of equals)."""
-    return max(rows, key=lambda row: row["bleu"])
+def decoded(translator, sources: list[str], terms, reverse, weights: list[float]) -> list[list[list]]:
+    """Each weight's n-best lists: without a reverse model, the translator's (one weight: unused); with one,
+    the beam's candidates reranked at each weight, decoded and scored by the reverse model once (decoded per
+    weight where lines are cut into sentences, each reranked apart)."""
+    progress = sys.stderr.isatty()
+    if reverse is None:
+        return [translator.translate_nbest(sources, terms=terms, progress=progress)]
+    if translator.settings.split_sentences:
+        return [
+            translator.with_reverse(reverse, weight).translate_nbest(sources, terms=terms, progress=progress)
+            for weight in weights
+        ]
+    found = translator.translate_nbest(sources, terms=terms, nbest=translator.settings.beam, progress=progress)
+    back = reverse_scores(found, sources, reverse)
+    return [ranked(found, back, weight) for weight in weights]
 
 
 def run(args) -> None:
@@ -242,7 +236,7 @@ def run(args) -> None:
             sources = paired_lines(args.src, "--src", args.ref, streams)[0]
             terms = with_glossary(terms, sources, Glossary.load(args.glossary, language_of(args.src)))
         rows = report([(path, {}, hypotheses) for path, hypotheses in systems], streams, tokenize, terms, target)
-        result = summary(rows, [], args) if len(systems) == 1 else compared(systems, streams, args, tokenize)
+        result = summary(rows, []) if len(systems) == 1 else compared(systems, streams, args.samples, tokenize)
         if len(systems) > 1 and terms is not None:  # each file's term counts beside its paired test
             for row, counted in zip(result["systems"], rows):
                 row.update({k: v for k, v in counted.items() if k.startswith("term")})
@@ -266,7 +260,7 @@ def run(args) -> None:
             rows, tuning_rows = evaluate_direction(
                 model, tokenizer, cfg, args, device, scored[direction], target, tuning.get(direction), glossary, reverse
             )
-            results[direction] = summary(rows, tuning_rows, args)
+            results[direction] = summary(rows, tuning_rows, args.choose_on)
         result = results[chosen[0][0]] if len(chosen) == 1 else over_directions(results)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -341,58 +335,3 @@ def evaluate_direction(
         with open_for_writing(args.output) as f:
             f.write("".join(h + "\n" for h in outputs[0][2]))
     return report(outputs, streams, tokenize, terms, target), tuning_rows
-
-
-def summary(rows: list[dict], tuning_rows: list[dict], args):
-    """Print the signatures and the best of a sweep; what --json writes for one direction."""
-    print(f"BLEU signature: {rows[-1]['bleu_signature']}")
-    print(f"chrF signature: {rows[-1]['chrf_signature']}")
-    if len(rows) > 1:
-        best = best_row(rows)
-        print(f"best BLEU: {best['bleu']:.2f} with {chosen_label(best)}")
-    if tuning_rows:
-        return {**rows[0], "chosen_on": args.choose_on, "sweep": tuning_rows}
-    return rows[0] if len(rows) == 1 else rows
-
-
-def compared(systems: list[tuple[str, list[str]]], streams: list[list[str]], args, tokenize: str) -> dict:
-    """Every --hyp against the first by paired bootstrap resampling: printed a line each, and what --json
-    writes (the test, its resamples, the baseline, a row per file)."""
-    rows, signatures, samples = paired_test(systems, streams, args.samples, tokenize)
-    base = rows[0]
-
-    def cell(row: dict, metric: str) -> str:
-        value = f"{row[metric]:.2f} ± {row[metric + '_ci']:.2f}"
-        if metric + "_p" not in row:
-            return value
-        p = row[metric + "_p"]
-        return f"{value} ({row[metric] - base[metric]:+.2f}, p = {p:.4f}){'*' * (p < 0.05)}"
-
-    print(f"paired bootstrap resampling, {samples:,} resamples, each against {base['hyp']}:")
-    for row in rows:
-        print(f"{row['hyp']}: BLEU {cell(row, 'bleu')} | chrF {cell(row, 'chrf')}")
-    print(
-        "±: half the 95% confidence interval; p: how often systems that do not differ would differ as much; *: p < 0.05"
-    )
-    print(f"BLEU signature: {signatures[0]}")
-    print(f"chrF signature: {signatures[1]}")
-    return {"test": "paired bootstrap resampling", "samples": samples, "baseline": base["hyp"], "systems": rows}
-
-
-def over_directions(results: dict) -> dict | list[dict]:
-    """Several directions' results as a run's results.json holds them: each under directions, the mean of
-    their BLEU and chrF on top; with a sweep (a row per setting), one such result per setting."""
-    sweep = all(isinstance(r, list) for r in results.values())
-    means = []
-    for setting in zip(*(r if sweep else [r] for r in results.values())):
-        each = dict(zip(results, setting))
-        chosen = {"beam": setting[0]["beam"], "alpha": setting[0]["alpha"]} if sweep else {}
-        mean = mean_over(each)
-        said = f" (beam {chosen['beam']}, alpha {chosen['alpha']:g})" if sweep else ""
-        print(f"mean over {', '.join(each)}{said}: BLEU {mean['bleu']:.2f} | chrF {mean['chrf']:.2f}")
-        means.append({**chosen, **mean, "directions": each})
-    if not sweep:
-        return means[0]
-    best = best_row(means)
-    print(f"best mean BLEU: {best['bleu']:.2f} with beam {best['beam']}, alpha {best['alpha']:g}")
-    return means

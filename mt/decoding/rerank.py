@@ -29,12 +29,23 @@ DEFAULT_REVERSE_WEIGHT = 0.25
 def reranked(found: list[list[Translation]], lines: list[str], reverse, weight: float) -> list[list[Translation]]:
     """Each line's candidates, best first by the combined score (their score now), the reverse model scoring
     all of them in one call; equal scores keep the beam's order."""
-    flat = [(hyp, line) for hyps, line in zip(found, lines) for hyp in hyps]
-    back = reverse.score([hyp.text for hyp, _ in flat], [line for _, line in flat])
-    combined = iter(hyp.score + weight * pair.mean_log_prob for (hyp, _), pair in zip(flat, back))
+    return ranked(found, reverse_scores(found, lines, reverse), weight)
+
+
+def reverse_scores(found: list[list[Translation]], lines: list[str], reverse) -> list[list[float]]:
+    """log P(line | candidate) per piece of the line, for each line's candidates: the reverse model scoring
+    all of them in one call. Kept apart from ranked, so that several weights cost one scoring."""
+    flat = [(hyp.text, line) for hyps, line in zip(found, lines) for hyp in hyps]
+    back = iter(reverse.score([text for text, _ in flat], [line for _, line in flat]))
+    return [[next(back).mean_log_prob for _ in hyps] for hyps in found]
+
+
+def ranked(found: list[list[Translation]], back: list[list[float]], weight: float) -> list[list[Translation]]:
+    """Each line's candidates by their score + weight x their reverse score (back, as reverse_scores gives),
+    best first, that sum their score now; equal sums keep the beam's order."""
     out = []
-    for hyps in found:
-        scored = [(next(combined), i, hyp) for i, hyp in enumerate(hyps)]
+    for hyps, reverse in zip(found, back):
+        scored = [(hyp.score + weight * r, i, hyp) for i, (hyp, r) in enumerate(zip(hyps, reverse))]
         out.append([replace(hyp, score=score) for score, _, hyp in sorted(scored, key=lambda k: (-k[0], k[1]))])
     return out
 
