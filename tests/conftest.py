@@ -181,6 +181,14 @@ def trained_run(tiny_corpus, tmp_path_factory) -> Path:
     return run_dir
 
 
+@pytest.fixture(scope="session")
+def reverse_run(tiny_corpus, tmp_path_factory) -> Path:
+    """A tiny model trained the other way, English into German: trained_run's reverse model for reranking."""
+    run_dir = tmp_path_factory.mktemp("reverse")
+    train_tiny(tiny_corpus, run_dir, "data.src_lang=en", "data.tgt_lang=de", "train.max_steps=300")
+    return run_dir
+
+
 def reversal_task(n: int, vocab: int, seed: int = 0, max_len: int = 8) -> list[tuple[list[int], list[int]]]:
     """(source, reversed source) pairs of 2..max_len token ids from 4..vocab-1: a task models overfit fast."""
     g = torch.Generator().manual_seed(seed)

@@ -8,10 +8,11 @@ import pytest
 import mt
 from mt.cli.evaluate import decoded
 from mt.decoding.rerank import check_reverse, reranked
+from mt.decoding.sentences import split_sentences
 from mt.decoding.settings import PairScore, Translation
 from mt.errors import MTError
 
-from conftest import run_cli, train_tiny
+from conftest import run_cli
 
 
 class Back:
@@ -56,14 +57,6 @@ def test_the_reverse_models_score_reorders_the_candidates_by_weight():
         check_reverse(("en", "fr"), back)
 
 
-@pytest.fixture(scope="module")
-def reverse_run(tiny_corpus, tmp_path_factory):
-    """A tiny model trained the other way: English into German."""
-    run_dir = tmp_path_factory.mktemp("reverse")
-    train_tiny(tiny_corpus, run_dir, "data.src_lang=en", "data.tgt_lang=de", "train.max_steps=300")
-    return run_dir
-
-
 def test_translate_and_mt_evaluate_keep_the_candidate_the_reverse_model_prefers(
     trained_run, reverse_run, tiny_corpus, tmp_path
 ):
@@ -85,6 +78,13 @@ def test_translate_and_mt_evaluate_keep_the_candidate_the_reverse_model_prefers(
     unweighted = run_cli("translate", *flags, "--reverse", str(reverse_run), "--reverse-weight", "0").stdout
     assert unweighted.splitlines() == [hyps[0].text for hyps in found]  # weight 0: the beam's own choice
     assert forward.with_reverse(back, 0.5).translate(lines, beam=4) == expected  # from Python
+    sentences = [lines[0] + ".", lines[1].capitalize() + "."]  # sentence by sentence: each one's candidates reranked
+    paragraph = " ".join(sentences)
+    assert split_sentences(paragraph).sentences == sentences
+    reranking = ["--reverse", str(reverse_run), "--reverse-weight", "0.5", "--split-sentences"]
+    by_sentence = run_cli("translate", *flags[:2], "--beam", "4", "-q", *reranking, input_text=paragraph + "\n").stdout
+    each = forward.with_reverse(back, 0.5).translate(sentences, beam=4)
+    assert by_sentence == " ".join(each) + "\n"
     counted = Counting(back)
     weighed = decoded(forward.with_settings(forward.settings.updated(beam=4)), lines, None, counted, [0, 0.5])
     assert [[hyps[0].text for hyps in found] for found in weighed] == [[h[0].text for h in found], expected]
@@ -111,3 +111,31 @@ def test_translate_and_mt_evaluate_keep_the_candidate_the_reverse_model_prefers(
         weightless = run_cli(command, "-c", str(trained_run), "--reverse-weight", "0.5", input_text="", check=False)
         assert weightless.returncode == 2, (command, weightless.stderr)
         assert "--reverse-weight weighs the reverse model: give --reverse" in weightless.stderr
+
+
+def test_a_server_with_a_reverse_model_reranks_every_request_and_refuses_other_searches(
+    trained_run, reverse_run, tiny_corpus
+):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from serving import RunningServer
+
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:8]
+    forward, back = mt.load_translator(trained_run, device="cpu", beam=4), mt.load_translator(reverse_run, "cpu")
+    server = RunningServer(forward.with_reverse(back, 0.5))
+    try:
+        status, answer = server.translate({"lines": lines})
+        assert status == 200 and answer["translations"] == forward.with_reverse(back, 0.5).translate(lines)
+        assert answer["reverse_weight"] == 0.5 and server.request("GET", "/health")[1]["reverse_weight"] == 0.5
+        for asked in ({"strategy": "greedy"}, {"strategy": "sample"}, {"beam": 1}, {"mbr": 3}):
+            status, answer = server.translate({"lines": lines[:1], **asked})
+            assert status == 422 and "this server reranks a beam's candidates" in answer["error"], asked
+        assert server.translate({"lines": lines[:1], "strategy": "beam", "beam": 2})[0] == 200  # served after
+    finally:
+        server.stop()
+    for flags, said in (
+        (["--reverse-weight", "0.5"], "--reverse-weight weighs the reverse model: give --reverse"),
+        (["--reverse", str(reverse_run), "--beam", "1"], "--reverse reranks a beam's candidates: not --beam 1"),
+    ):
+        refused = run_cli("mt-serve", "-c", str(trained_run), *flags, check=False)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr

@@ -64,3 +64,23 @@ def test_the_page_translates_what_is_typed(browser, trained_run, tiny_corpus, tm
         assert browser.text("#result").split("\n") == mbr.translate(lines)
     finally:
         server.stop()
+
+
+def test_a_reranking_servers_page_offers_beam_search_alone(browser, trained_run, reverse_run, tiny_corpus):
+    forward = mt.load_translator(trained_run, device="cpu", beam=4)
+    reranking = forward.with_reverse(mt.load_translator(reverse_run, device="cpu"), 0.5)
+    server = RunningServer(reranking)
+    try:
+        lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:3]
+        browser.open(f"http://127.0.0.1:{server.port}/")
+        assert browser.wait_for_text("#languages") == "de → en"
+        for other in ("greedy", "sample", "mbr"):  # each answered 422 by this server: not offered
+            assert not browser.exists(f'#strategy option[value="{other}"]'), other
+        browser.type("#source", "\n".join(lines))
+        browser.click("#translate")
+        shown = browser.wait_for_text("#result")
+        assert shown.split("\n") == reranking.translate(lines, split_sentences=True)
+        assert "beam search, beam 4" in browser.text("#settings")
+        assert "reranked by a reverse model (weight 0.5)" in browser.text("#settings")
+    finally:
+        server.stop()

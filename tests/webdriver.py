@@ -69,6 +69,10 @@ class Browser:
     def find(self, css: str) -> str:
         return self._session("POST", "/element", {"using": "css selector", "value": css})[ELEMENT]
 
+    def exists(self, css: str) -> bool:
+        """Whether the page holds an element css selects."""
+        return bool(self._session("POST", "/elements", {"using": "css selector", "value": css}))
+
     def type(self, css: str, text: str) -> None:
         self._session("POST", f"/element/{self.find(css)}/value", {"text": text})
 

@@ -63,19 +63,20 @@ def split_option(p: argparse.ArgumentParser) -> None:
 
 
 def reverse_options(p: argparse.ArgumentParser, several: bool = False) -> None:
-    """--reverse and --reverse-weight (mt/decoding/rerank.py), as translate and mt-evaluate (several weights,
-    to tune it) take them."""
+    """--reverse and --reverse-weight (mt/decoding/rerank.py), as translate, mt-serve and mt-evaluate (several
+    weights, to tune it) take them."""
     p.add_argument(
         "--reverse",
         metavar="CKPT",
         help="a model that translates the other way (target -> source): the beam's candidates are reranked by how "
         "well it gets the source back from each, against dropped or invented content",
     )
+    sweep = "; several: each reranks the same candidates, the best named" if several else ""
     p.add_argument(
         "--reverse-weight",
         type=float,
         nargs="+" if several else None,
         metavar="W",
         help="a candidate's score: the beam's + W x the reverse model's log-probability per source piece "
-        f"(default {DEFAULT_REVERSE_WEIGHT:g}){'; several: each reranks the same candidates, the best named' if several else ''}",
+        f"(default {DEFAULT_REVERSE_WEIGHT:g}){sweep}",
     )

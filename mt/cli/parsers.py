@@ -337,6 +337,7 @@ def serve_parser() -> argparse.ArgumentParser:
     split_option(p)
     mbr_options(p)
     glossary_option(p)
+    reverse_options(p)
     p.add_argument("--batch-tokens", type=int, help="source tokens a batch of requests holds at most")
     p.add_argument(
         "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its batch"

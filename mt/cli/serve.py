@@ -12,6 +12,7 @@ import sys
 
 from mt.data.languages import languages_label
 from mt.decoding.glossary import load_glossary
+from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError
 from mt.serve.limits import ServeLimits
@@ -53,6 +54,12 @@ def check_args(args) -> None:
         raise MTError("--glossary needs a checkpoint (CTranslate2 has no lexically constrained search)")
     if args.glossary and args.beam == 1:
         raise MTError("--glossary needs beam search, which places the terms: not --beam 1")
+    if args.reverse and (args.beam == 1 or args.mbr):
+        raise MTError("--reverse reranks a beam's candidates: not --beam 1 or --mbr")
+    if args.reverse_weight is not None and not args.reverse:
+        raise MTError("--reverse-weight weighs the reverse model: give --reverse")
+    if args.reverse_weight is not None and args.reverse_weight < 0:
+        raise MTError("--reverse-weight must be >= 0")
 
 
 def check_address(host: str, port: int) -> None:
@@ -72,7 +79,22 @@ def check_address(host: str, port: int) -> None:
 
 
 def load(args):
-    """The translator, what /health says of it, and how many threads decode."""
+    """The translator (reranked by the --reverse model, where given), what /health says of it, and how many
+    threads decode."""
+    translator, about = load_forward(args)
+    if not args.reverse:
+        return translator, about
+    from mt.inference import load_translator
+
+    if translator.settings.beam == 1:  # a checkpoint that decodes greedily
+        translator = translator.with_settings(translator.settings.updated(beam=DEFAULT_BEAM))
+    weight = DEFAULT_REVERSE_WEIGHT if args.reverse_weight is None else args.reverse_weight
+    translator = translator.with_reverse(load_translator(args.reverse, about["device"]), weight)
+    return translator, {**about, "reverse_model": args.reverse}
+
+
+def load_forward(args):
+    """The translator of --checkpoint or --export, what /health says of it, and how many threads decode."""
     choices = dict(
         beam=args.beam,
         alpha=args.alpha,
@@ -115,9 +137,10 @@ def run(args) -> None:
     )
     glossary = load_glossary(args.glossary, translator.languages)
     app = create_app(translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"], glossary)
+    reranked = f", reranked by {args.reverse} at weight {translator.reverse_weight:g}" if args.reverse else ""
     print(
-        f"mt-serve: {about['model']} ({languages_label(translator.languages)}, {about['engine']} on {about['device']}) "
-        f"at http://{args.host}:{args.port}/ (Ctrl-C to stop)",
+        f"mt-serve: {about['model']} ({languages_label(translator.languages)}, {about['engine']} on {about['device']}"
+        f"{reranked}) at http://{args.host}:{args.port}/ (Ctrl-C to stop)",
         file=sys.stderr,
         flush=True,
     )

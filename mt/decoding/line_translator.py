@@ -106,7 +106,8 @@ class LineTranslator:
         s = self.settings
         if s.sampling or s.beam < 2 or s.mbr:
             raise MTError("a reverse model reranks a beam's candidates: beam search with a beam of 2 or more, no mbr")
-        candidates = self.with_settings(replace(s, nbest=s.beam))
+        # every candidate of a line, or of a sentence where split_sentences has split the lines already
+        candidates = self.with_settings(replace(s, nbest=s.beam, split_sentences=False))
         found = candidates._translate_nbest(lines, **options)
         self.truncated, self.terms_missed = candidates.truncated, candidates.terms_missed  # counted on the copy
         return [hyps[: s.nbest] for hyps in reranked(found, lines, self.reverse, self.reverse_weight)]

@@ -70,6 +70,16 @@ def terms_usable(translator: LineTranslator, request: TranslateRequest) -> None:
         raise RequestError(422, str(err)) from None
 
 
+def rerank_usable(translator: LineTranslator, settings: DecodeSettings) -> None:
+    """A RequestError (422) unless a server that reranks with a reverse model can rerank as the request asks
+    to decode: a beam's candidates, not a greedy search's, samples or MBR's choice."""
+    if translator.reverse is not None and (settings.sampling or settings.beam < 2 or settings.mbr):
+        raise RequestError(
+            422, "this server reranks a beam's candidates with a reverse model: beam search with a beam of 2 or "
+            "more, no mbr",
+        )  # fmt: skip
+
+
 def known_language(tgt_lang: str, languages: tuple) -> None:
     """A RequestError (422) unless the model translates into tgt_lang ("": its only target language)."""
     try:
@@ -101,7 +111,8 @@ def create_app(
     glossary: Glossary | None = None,
 ) -> FastAPI:
     """about: what /health reports of the model (engine, device, checkpoint); workers: decoding threads;
-    glossary: the target each line's source entries must get (required terms), added to a request's own."""
+    glossary: the target each line's source entries must get (required terms), added to a request's own. A
+    translator with a reverse model (with_reverse) reranks every request's beam, and refuses other searches."""
     batcher = Batcher(translator, max_wait, budget_pieces=translator.settings.batch_tokens, workers=workers)
 
     @contextlib.asynccontextmanager
@@ -131,6 +142,7 @@ def create_app(
             "settings": asdict(translator.settings),
             "limits": asdict(limits),
             "glossary_entries": len(glossary.entries) if glossary is not None else 0,
+            "reverse_weight": translator.reverse_weight if translator.reverse is not None else None,
             "batches": batcher.batches,
             "lines_translated": batcher.lines_decoded,
             "pairs_scored": batcher.pairs_scored,
@@ -151,6 +163,7 @@ def create_app(
             ask = parse_request(body, limits)
             settings = request_settings(translator.settings, ask)
             known_language(settings.tgt_lang, translator.languages)
+            rerank_usable(translator, settings)
             ask.terms = with_glossary(ask.terms, ask.lines, glossary)
             if ask.terms is not None:
                 terms_usable(translator.with_settings(settings), ask)
@@ -166,6 +179,8 @@ def create_app(
         if results is None:
             return Response(status_code=499)  # the client left; nobody reads this
         answer = {"translations": [found[0].text for found in results], "settings": asdict(settings)}
+        if translator.reverse is not None:
+            answer["reverse_weight"] = translator.reverse_weight
         if ask.scores or settings.nbest > 1:
             answer["hypotheses"] = [[{"text": t.text, "score": t.score} for t in found] for found in results]
         return answer
