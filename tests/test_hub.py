@@ -48,7 +48,10 @@ def test_a_hub_model_decodes_as_the_checkpoint_it_holds(trained_run, tiny_corpus
         assert run_cli("translate", "-c", name, "-i", source, "-q").stdout == local, name
     lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()
     assert mt.load_translator("hf:someone/whole-run", device="cpu").translate(lines) == local.splitlines()
-    assert "translates    de -> en" in run_cli("mt-info", "hf:someone/tiny@v1").stdout
+    info = run_cli("mt-info", "hf:someone/tiny@v1").stdout
+    assert "translates    de -> en" in info
+    assert info.startswith(f"hf:someone/tiny@v1  ({hub_cache / 'models--someone--tiny' / 'snapshots' / COMMIT}")
+    assert json.loads(run_cli("mt-info", "hf:someone/tiny@v1", "--json").stdout)["hub"] == "hf:someone/tiny@v1"
     assert load_parent("hf:someone/tiny@v1")["model"].keys() == load_checkpoint(final)["model"].keys()  # to fine-tune
     with pytest.raises(MTError, match=r"^train.init_from: hf:someone/absent: not in the Hub's local cache"):
         load_parent("hf:someone/absent")

@@ -23,11 +23,20 @@ def parsed(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     args = parser.parse_args(argv)
     if args.debug:
         enable_debug()
+    args.hub_names = {}  # a Hub model's folder -> its name, for what a command shows of it
     if getattr(args, "checkpoint", None):
-        args.checkpoint = [local_model(name) for name in args.checkpoint]
+        args.checkpoint = [hub_resolved(name, args.hub_names) for name in args.checkpoint]
     if getattr(args, "export", None):
-        args.export = local_model(args.export)
+        args.export = hub_resolved(args.export, args.hub_names)
     return args
+
+
+def hub_resolved(name: str, hub_names: dict) -> str:
+    """local_model(name), its Hub name kept in hub_names where it had one."""
+    folder = local_model(name)
+    if folder != name:
+        hub_names[folder] = name
+    return folder
 
 
 @report_errors

@@ -127,7 +127,9 @@ def as_text(info: dict) -> str:
     rows = described(info)
     size = f"{info['bytes'] / 1e6:.1f} MB" if info["bytes"] >= 1e5 else f"{info['bytes']:,} bytes"
     width = max(len(label) for label, _ in rows)
-    head = f"{info['path']}  ({size}, written {info['modified'].replace('T', ' ')[:16]})"
+    about = f"{size}, written {info['modified'].replace('T', ' ')[:16]}"
+    # a Hub model: its name, then the cache folder it was read from
+    head = f"{info['hub']}  ({info['path']}, {about})" if info.get("hub") else f"{info['path']}  ({about})"
     return "\n".join([head] + [f"  {label:<{width}}  {text}" for label, text in rows])
 
 
@@ -237,6 +239,8 @@ def run(args) -> None:
             texts.append("\n".join(lines))
         else:
             infos.append(describe(path))
+            if path in getattr(args, "hub_names", {}):  # named hf:OWNER/NAME: shown by that name
+                infos[-1] = {"hub": args.hub_names[path], **infos[-1]}
             texts.append(as_text(infos[-1]))
     if args.json:
         json.dump(infos[0] if len(infos) == 1 else infos, sys.stdout, indent=2)

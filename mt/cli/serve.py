@@ -106,7 +106,7 @@ def load_forward(args):
         from mt.export.engine import load_export_translator
 
         translator = load_export_translator(args.export, args.device, args.dtype, **choices)
-        about = {"engine": "ctranslate2", "device": translator.device, "model": args.export}
+        about = {"engine": "ctranslate2", "device": translator.device, "model": shown_name(args, args.export)}
         return translator, {**about, "decoding_threads": args.decoding_threads or 1}  # CTranslate2 has its own
     if args.dtype == "int8":
         raise MTError("--dtype int8 needs an export directory (--export; see mt-export)")
@@ -118,8 +118,14 @@ def load_forward(args):
     translator = load_translator(args.checkpoint, device, precision=args.dtype, **choices)
     if args.glossary and translator.settings.beam == 1:  # a checkpoint that decodes greedily
         translator = translator.with_settings(translator.settings.updated(beam=DEFAULT_BEAM))
-    about = {"engine": "torch", "device": str(device), "model": " ".join(args.checkpoint)}
+    about = {"engine": "torch", "device": str(device), "model": " ".join(shown_name(args, c) for c in args.checkpoint)}
     return translator, {**about, "decoding_threads": workers}
+
+
+def shown_name(args, path: str) -> str:
+    """How the start line and /health name a model: by its Hub name where it was given one (hf:OWNER/NAME),
+    else its path."""
+    return getattr(args, "hub_names", {}).get(path, path)
 
 
 def run(args) -> None:
