@@ -158,16 +158,24 @@ def test_a_glossary_names_the_targets_of_the_source_entries_a_line_holds(tmp_pat
     lines = ["Der Vertrag gilt.", "Verträge, Vertrags", "in New York and York", "Vertrag Vertrag", "nichts"]
     assert glossary.terms(lines) == [["contract"], [], ["New York City", "York town"], ["contract"], []]
     assert Glossary({"汽车": "car"}, "zh").terms(["我的汽车很好"]) == [["car"]]  # no spaces between words
+    ignoring = tmp_path / "any_case.tsv"
+    ignoring.write_text("vertrag\tContract\nNEW YORK\tNYC\nnew york\tNYC\nStraße\tstreet\n", encoding="utf-8")
+    any_case = Glossary.load(ignoring, "de", ignore_case=True)
+    assert any_case.terms(["Der Vertrag", "VERTRAG in New York", "vertrags", "die STRASSE, die Straße"]) == [
+        ["Contract"], ["Contract", "NYC"], [], ["street"]]  # fmt: skip
+    assert Glossary.load(ignoring, "de").terms(["Der Vertrag", "NEW YORK"]) == [[], ["NYC"]]  # as written
     assert Glossary({"汽车": "car"}, "de").terms(["我的汽车很好"]) == [[]]
     for text, message in [
         ("Vertrag\n", r"glossary.tsv:1: expected source<TAB>target, got 'Vertrag'"),
         ("a\tb\tc\n", r"glossary.tsv:1: expected source<TAB>target"),
         ("a\tb\n# x\na\tc\n", r"glossary.tsv:3: 'a' is given two targets \('b', 'c'\)"),
         ("# nothing\n\n", r"glossary.tsv: no entries"),
+        ("Bank\tbank\nbank\tbench\n", r"glossary.tsv:2: 'bank' \(as 'Bank', the case ignored\) is given two targets"),
     ]:
         path.write_text(text, encoding="utf-8")
         with pytest.raises(MTError, match=f"^{re.escape(str(tmp_path))}/{message}"):
-            Glossary.load(path)
+            Glossary.load(path, ignore_case=True)
+    assert Glossary.load(path).terms(["bank"]) == [["bench"]]  # two entries where the case counts
 
 
 def test_translate_applies_a_glossary_to_the_lines_that_hold_its_entries(trained_run, tiny_corpus, tmp_path):
@@ -183,6 +191,20 @@ def test_translate_applies_a_glossary_to_the_lines_that_hold_its_entries(trained
     assert any("hund" in line.split() for line in lines) and any("hund" not in line.split() for line in lines)
     for line, text, before in zip(lines, got, plain):
         assert ("cat" in text.rstrip(".").split()) if "hund" in line.split() else text == before
+    (tmp_path / "upper.tsv").write_text("HUND\tcat\n", encoding="utf-8")
+    upper = [
+        "translate",
+        "-c",
+        str(checkpoint),
+        "-i",
+        str(tmp_path / "in.de"),
+        "--glossary",
+        str(tmp_path / "upper.tsv"),
+    ]
+    assert run_cli(*upper, "--glossary-ignore-case").stdout == out.stdout  # HUND found as hund
+    assert run_cli(*upper).stdout.splitlines() == plain  # as written: HUND is in no line
+    alone = run_cli("translate", "-c", str(checkpoint), "--glossary-ignore-case", input_text="x\n", check=False)
+    assert alone.returncode == 2 and "--glossary-ignore-case says how --glossary's entries are found" in alone.stderr
 
 
 def test_mt_evaluate_places_the_terms_and_counts_those_translations_hold(trained_run, tiny_corpus, tmp_path):

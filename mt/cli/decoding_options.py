@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT
+from mt.errors import MTError
 
 
 def constraint_options(p: argparse.ArgumentParser) -> None:
@@ -43,6 +44,17 @@ def glossary_option(p: argparse.ArgumentParser) -> None:
         help="file of source<TAB>target entries: a line that holds a source entry (as whole words) must translate "
         "it as its target (required terms, placed by beam search)",
     )
+    p.add_argument(
+        "--glossary-ignore-case",
+        action="store_true",
+        help="find the glossary's source entries in any case (bank: also Bank, BANK); targets stay as written",
+    )
+
+
+def check_glossary_args(args) -> None:
+    """--glossary-ignore-case without --glossary: one line, not a flag silently ignored."""
+    if args.glossary_ignore_case and not args.glossary:
+        raise MTError("--glossary-ignore-case says how --glossary's entries are found: give --glossary")
 
 
 def terms_options(p: argparse.ArgumentParser, lines: str) -> None:

@@ -28,6 +28,7 @@ import json
 import sys
 from pathlib import Path
 
+from mt.cli.decoding_options import check_glossary_args
 from mt.cli.evaluation_report import best_row, chosen_label, compared, over_directions, report, summary
 from mt.config.validation import training_splits
 from mt.data.held_out_from_train import drawn_split
@@ -35,7 +36,7 @@ from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import COMPRESSED, open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
-from mt.decoding.glossary import Glossary, terms_of, with_glossary
+from mt.decoding.glossary import Glossary, load_glossary, terms_of, with_glossary
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, ranked, reverse_scores
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
@@ -60,6 +61,7 @@ def check_args(args) -> None:
     check_output_file(args.output, "--output", inputs)
     check_output_file(args.json, "--json", {**inputs, "--output": args.output})
     check_bleu_tokenize(args.bleu_tokenize, "--bleu-tokenize")
+    check_glossary_args(args)
     if args.hyp:
         if not args.ref:
             raise MTError("--hyp needs --ref")
@@ -234,7 +236,9 @@ def run(args) -> None:
         terms = read_terms(args.terms, len(streams[0]), f"--ref {args.ref[0]}")
         if args.glossary:
             sources = paired_lines(args.src, "--src", args.ref, streams)[0]
-            terms = with_glossary(terms, sources, Glossary.load(args.glossary, language_of(args.src)))
+            terms = with_glossary(
+                terms, sources, Glossary.load(args.glossary, language_of(args.src), args.glossary_ignore_case)
+            )
         rows = report([(path, {}, hypotheses) for path, hypotheses in systems], streams, tokenize, terms, target)
         result = summary(rows, []) if len(systems) == 1 else compared(systems, streams, args.samples, tokenize)
         if len(systems) > 1 and terms is not None:  # each file's term counts beside its paired test
@@ -256,7 +260,7 @@ def run(args) -> None:
         for direction, target in chosen:
             if len(chosen) > 1:
                 print(f"direction {direction}:")
-            glossary = Glossary.load(args.glossary, sources_of[direction]) if args.glossary else None
+            glossary = load_glossary(args.glossary, (sources_of[direction], target), args.glossary_ignore_case)
             rows, tuning_rows = evaluate_direction(
                 model, tokenizer, cfg, args, device, scored[direction], target, tuning.get(direction), glossary, reverse
             )

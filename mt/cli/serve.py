@@ -10,6 +10,7 @@ import errno
 import logging
 import sys
 
+from mt.cli.decoding_options import check_glossary_args
 from mt.data.languages import languages_label
 from mt.decoding.glossary import load_glossary
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT
@@ -32,6 +33,7 @@ def import_server():
 
 
 def check_args(args) -> None:
+    check_glossary_args(args)
     for flag, value, least in (
         ("--port", args.port, 0),
         ("--beam", args.beam, 1),
@@ -141,7 +143,7 @@ def run(args) -> None:
         max_beam=args.max_beam,
         max_nbest=args.max_beam,
     )
-    glossary = load_glossary(args.glossary, translator.languages)
+    glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)
     app = create_app(translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"], glossary)
     reranked = f", reranked by {args.reverse} at weight {translator.reverse_weight:g}" if args.reverse else ""
     print(

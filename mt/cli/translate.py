@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from mt.cli.decoding_options import check_glossary_args
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
 from mt.decoding.glossary import load_glossary, terms_of, with_glossary
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT
@@ -107,6 +108,7 @@ def check_args(args) -> None:
         if given and (args.interactive or (args.input is None and sys.stdin.isatty())):
             raise MTError(f"{flag} reads a line per input line: give the input as a file or a pipe, not a terminal")
     check_terms_args(args)
+    check_glossary_args(args)
     if args.reverse and (args.strategy in ("greedy", "sample") or args.beam == 1 or args.mbr):
         raise MTError("--reverse reranks a beam's candidates: not --strategy greedy or sample, --beam 1 or --mbr")
     if args.reverse_weight is not None and not args.reverse:
@@ -302,7 +304,7 @@ def run(args) -> None:
     first = next(chunks, None)  # a bad first chunk fails before any output exists
     prefix_file = LineFile(args.prefix, "prefix", args.chunk_lines)
     terms_file = LineFile(args.terms, "terms", args.chunk_lines)
-    glossary = load_glossary(args.glossary, translator.languages)
+    glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)
 
     def per_line(chunk: list[str], first_line: int) -> dict:
         """The chunk's prefixes and terms, from their files."""

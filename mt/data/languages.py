@@ -40,13 +40,14 @@ def written_without_spaces(code) -> bool:
     return cjk_language(code) in ("zh", "ja") or base_code(code) in UNSPACED_CODES
 
 
-def phrase_pattern(phrases: Sequence[str], code) -> re.Pattern:
+def phrase_pattern(phrases: Sequence[str], code, ignore_case: bool = False) -> re.Pattern:
     """A pattern that finds any of phrases where text in this language holds it: as whole words (no letter,
-    digit or _ on either side), or anywhere in a language written without spaces. Longer phrases are tried
-    first, so that of "New York" and "York" a line's "New York" is the one found."""
+    digit or _ on either side), or anywhere in a language written without spaces; as written, or in any case.
+    Longer phrases are tried first, so that of "New York" and "York" a line's "New York" is the one found."""
     before, after = ("", "") if written_without_spaces(code) else (r"(?<!\w)", r"(?!\w)")
     longest_first = sorted(phrases, key=len, reverse=True)
-    return re.compile("|".join(before + re.escape(phrase) + after for phrase in longest_first))
+    alternatives = "|".join(before + re.escape(phrase) + after for phrase in longest_first)
+    return re.compile(alternatives, re.IGNORECASE if ignore_case else 0)
 
 
 def language_list(value) -> list[str]:

@@ -1,7 +1,8 @@
 """A glossary: source words or phrases and the target rendering each must get. Where a line holds a source
 entry (as written, as whole words), its target becomes one of the line's required terms
 (mt/decoding/terms.py), so that `translate --glossary FILE` and `mt-serve --glossary FILE` keep a
-terminology without a terms file per input.
+terminology without a terms file per input. With ignore_case, a source entry is found in any case ("bank"
+in "Bank" at the start of a sentence, as Google's glossaries' ignore_case); its target stays as written.
 
 The file is tab-separated, one entry a line, `source<TAB>target` (blank lines and lines that start with #
 are skipped). Where entries overlap in a line ("New York" and "York"), the longest match wins, as a
@@ -18,16 +19,24 @@ from mt.errors import MTError
 
 
 class Glossary:
-    def __init__(self, entries: dict[str, str], src_lang: str = ""):
+    def __init__(self, entries: dict[str, str], src_lang: str = "", ignore_case: bool = False):
         """entries: source -> target, both as written; src_lang: a language written without spaces between
-        words (Chinese, Japanese, Thai) matches anywhere, any other only as whole words."""
-        self.entries = entries
-        self.pattern = phrase_pattern(list(entries), src_lang) if entries else None
+        words (Chinese, Japanese, Thai) matches anywhere, any other only as whole words; ignore_case: source
+        entries found in any case."""
+        self.entries, self.ignore_case = entries, ignore_case
+        self.targets = {self.key(source): target for source, target in entries.items()}
+        self.pattern = phrase_pattern(list(entries), src_lang, ignore_case) if entries else None
+
+    def key(self, source: str) -> str:
+        """How a source entry is looked up: as written, or case-folded where the case is ignored."""
+        return source.casefold() if self.ignore_case else source
 
     @classmethod
-    def load(cls, path: str | Path, src_lang: str = "") -> Glossary:
-        """The glossary of a tab-separated file, or a one-line error naming the file and line."""
+    def load(cls, path: str | Path, src_lang: str = "", ignore_case: bool = False) -> Glossary:
+        """The glossary of a tab-separated file, or a one-line error naming the file and line (an entry
+        given two targets, in any case where the case is ignored)."""
         entries: dict[str, str] = {}
+        seen: dict[str, str] = {}  # key -> the source entry as first written
         for number, line in enumerate(read_lines(Path(path)), start=1):
             if not line.strip() or line.startswith("#"):
                 continue
@@ -35,18 +44,22 @@ class Glossary:
             if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
                 raise MTError(f"{path}:{number}: expected source<TAB>target, got {line[:60]!r}")
             source, target = fields[0].strip(), fields[1].strip()
-            if entries.get(source, target) != target:
-                raise MTError(f"{path}:{number}: {source!r} is given two targets ({entries[source]!r}, {target!r})")
-            entries[source] = target
+            key = source.casefold() if ignore_case else source
+            first = seen.setdefault(key, source)
+            if entries.get(first, target) != target:
+                entry = repr(source) if first == source else f"{source!r} (as {first!r}, the case ignored)"
+                raise MTError(f"{path}:{number}: {entry} is given two targets ({entries[first]!r}, {target!r})")
+            entries[first] = target
         if not entries:
             raise MTError(f"{path}: no entries (expected source<TAB>target lines)")
-        return cls(entries, src_lang)
+        return cls(entries, src_lang, ignore_case)
 
     def terms(self, lines: list[str]) -> list[list[str]]:
         """For each line, the targets of the entries it holds, in the order they occur, each once."""
         if self.pattern is None:
             return [[] for _ in lines]
-        return [list(dict.fromkeys(self.entries[m.group(0)] for m in self.pattern.finditer(line))) for line in lines]
+        found = ([self.targets[self.key(m.group(0))] for m in self.pattern.finditer(line)] for line in lines)
+        return [list(dict.fromkeys(targets)) for targets in found]
 
 
 def terms_of(lines: list[str] | None) -> list[list[str]] | None:
@@ -55,10 +68,12 @@ def terms_of(lines: list[str] | None) -> list[list[str]] | None:
     return None if lines is None else [[t for t in line.split("\t") if t.strip()] for line in lines]
 
 
-def load_glossary(path: str | None, languages: tuple) -> Glossary | None:
-    """The glossary file's Glossary, matched as the model's source language (languages[0]) is written;
-    None without a path."""
-    return Glossary.load(path, languages[0] if isinstance(languages[0], str) else "") if path else None
+def load_glossary(path: str | None, languages: tuple, ignore_case: bool = False) -> Glossary | None:
+    """The glossary file's Glossary, matched as the model's source language (languages[0]) is written (in
+    any case, with ignore_case); None without a path."""
+    if not path:
+        return None
+    return Glossary.load(path, languages[0] if isinstance(languages[0], str) else "", ignore_case)
 
 
 def with_glossary(terms: list[list[str]] | None, lines: list[str], glossary: Glossary | None) -> list[list[str]] | None:
