@@ -86,7 +86,7 @@ def test_translate_and_mt_evaluate_keep_the_candidate_the_reverse_model_prefers(
     each = forward.with_reverse(back, 0.5).translate(sentences, beam=4)
     assert by_sentence == " ".join(each) + "\n"
     counted = Counting(back)
-    weighed = decoded(forward.with_settings(forward.settings.updated(beam=4)), lines, None, counted, [0, 0.5])
+    weighed = decoded(forward.with_settings(forward.settings.updated(beam=4)), lines, {}, counted, [0, 0.5])
     assert [[hyps[0].text for hyps in found] for found in weighed] == [[h[0].text for h in found], expected]
     assert counted.calls == 1  # a sweep over weights scores the candidates once
 

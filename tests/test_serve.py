@@ -110,6 +110,11 @@ def test_a_glossary_server_adds_its_terms_to_every_request(checkpoint, lines, tm
         status, answer = server.translate({"lines": with_entry, "strategy": "greedy"})
         assert with_entry
         assert status == 422 and "terms are placed by beam search" in answer["error"]
+        paragraph = f"{lines[0].capitalize()}. {with_entry[0].capitalize()}."  # the page's default: by sentence
+        status, answer = server.translate({"lines": [paragraph], "split_sentences": True})
+        by_sentence = translator.translate([paragraph], glossary=server.batcher.glossary, split_sentences=True)
+        assert status == 200 and answer["translations"] == by_sentence
+        assert "cat" in by_sentence[0].replace(".", " ").split()
     finally:
         server.stop()
 
@@ -344,6 +349,7 @@ class SlowEcho:
     """A translator that takes its time and records which thread decoded which lines."""
 
     languages = ("de", "en")
+    reverse = None  # no reverse model reranks it
 
     def __init__(self, seconds: float = 0.2):
         from mt.decoding.settings import DecodeSettings
@@ -356,7 +362,7 @@ class SlowEcho:
     def with_settings(self, settings):
         return self
 
-    def translate_nbest(self, lines, prefixes=None, seeds=None, terms=None):
+    def translate_nbest(self, lines, prefixes=None, seeds=None, terms=None, glossary=None):
         import threading
 
         from mt.decoding.settings import Translation

@@ -207,6 +207,29 @@ def test_translate_applies_a_glossary_to_the_lines_that_hold_its_entries(trained
     assert alone.returncode == 2 and "--glossary-ignore-case says how --glossary's entries are found" in alone.stderr
 
 
+def test_a_glossary_holds_sentence_by_sentence(trained_run, tiny_corpus, tmp_path):
+    """With split_sentences, a glossary's target is required of the sentence that holds its entry (terms given
+    per line are still refused: no sentence alone must hold them)."""
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()
+    with_entry = next(line for line in lines if "hund" in line.split())
+    without = next(line for line in lines if "hund" not in line.split())
+    sentences = [without.capitalize() + ".", with_entry.capitalize() + "."]
+    paragraph = " ".join(sentences)
+    translator = mt.load_translator(trained_run, device="cpu", beam=5)
+    glossary = mt.Glossary({"hund": "cat"}, "de")
+    each = translator.translate(sentences, terms=[[], ["cat"]])  # the term in the second sentence alone
+    assert translator.translate([paragraph], glossary=glossary, split_sentences=True) == [" ".join(each)]
+    assert "cat" in each[1].rstrip(".").split() and each[0] == translator.translate(sentences[:1])[0]
+    (tmp_path / "glossary.tsv").write_text("hund\tcat\n", encoding="utf-8")
+    flags = ["-c", str(trained_run), "--glossary", str(tmp_path / "glossary.tsv"), "--split-sentences", "-q"]
+    assert run_cli("translate", *flags, input_text=paragraph + "\n").stdout == " ".join(each) + "\n"
+    (tmp_path / "terms.tsv").write_text("cat\n", encoding="utf-8")
+    refused = run_cli("translate", *flags, "--terms", str(tmp_path / "terms.tsv"), input_text="x\n", check=False)
+    assert refused.returncode == 2 and "--terms hold for a whole line: not with --split-sentences" in refused.stderr
+    with pytest.raises(MTError, match="terms hold for a whole line: not with split_sentences"):
+        translator.translate([paragraph], terms=[["cat"]], glossary=glossary, split_sentences=True)
+
+
 def test_mt_evaluate_places_the_terms_and_counts_those_translations_hold(trained_run, tiny_corpus, tmp_path):
     glossary, every_line = tmp_path / "glossary.tsv", tmp_path / "terms.tsv"
     glossary.write_text("hund\tcat\n", encoding="utf-8")

@@ -41,6 +41,7 @@ def mbr_options(p: argparse.ArgumentParser) -> None:
 def glossary_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--glossary",
+        metavar="FILE",
         help="file of source<TAB>target entries: a line that holds a source entry (as whole words) must translate "
         "it as its target (required terms, placed by beam search)",
     )

@@ -105,14 +105,16 @@ def check_args(args) -> None:
 
 
 def check_terms_args(args) -> None:
-    """--terms and --glossary with a model: placed by beam search, in whole lines."""
+    """--terms and --glossary with a model: placed by beam search; --terms in whole lines."""
     flag = "--terms" if args.terms else "--glossary" if args.glossary else None
     if flag is None:
         return
     if 1 in (args.beam or []):
         raise MTError(f"{flag} needs beam search, which places the terms: not --beam 1")
-    if args.split_sentences:
-        raise MTError(f"{flag}: terms hold for a whole line: not with --split-sentences")
+    if args.terms and args.split_sentences:
+        raise MTError(
+            "--terms hold for a whole line: not with --split-sentences (--glossary's hold sentence by sentence)"
+        )
     if args.terms and args.choose_on:
         raise MTError("--terms are the scored lines': --choose-on tunes on another split (--glossary serves both)")
 
@@ -171,14 +173,16 @@ def chosen_directions(data_cfg, args) -> list[tuple[str, str]]:
 
 
 def decode_grid(
-    model, tokenizer, cfg, grid, sources: list[str], name: str, args, device, terms=None, reverse=None
+    model, tokenizer, cfg, grid, sources: list[str], name: str, args, device, placing=None, reverse=None
 ) -> list[tuple[str, dict, list]]:
     """Per (beam, alpha, reverse weight) of grid (None = the checkpoint's): its label, its settings, its
     translations; in the precision asked for, else the one the model's run scored in
-    (fastpath.decode_precision). terms: each line's required terms (None: none), placed by beam search;
-    reverse: a target -> source translator that reranks the beam (beam 5 for a greedy checkpoint's, for
-    either), the candidates decoded and scored once for all the weights of a (beam, alpha)."""
+    (fastpath.decode_precision). placing: translate_nbest's terms (each line's required terms) and glossary
+    (whose targets the lines, or sentences, holding its entries require), placed by beam search; reverse: a
+    target -> source translator that reranks the beam (beam 5 for a greedy checkpoint's, for either), the
+    candidates decoded and scored once for all the weights of a (beam, alpha)."""
     outputs, precision = [], args.dtype or decode_precision(device, cfg.train.precision)
+    placing = placing or {}
     weights_of: dict[tuple, list[float]] = {}
     for beam, alpha, weight in grid:
         weights_of.setdefault((beam, alpha), []).append(weight)
@@ -186,7 +190,7 @@ def decode_grid(
         settings = DecodeSettings.from_config(
             cfg.decode,
             strategy="search",
-            beam=beam or (DEFAULT_BEAM if (terms or reverse) and cfg.decode.beam == 1 else None),
+            beam=beam or (DEFAULT_BEAM if (any(placing.values()) or reverse) and cfg.decode.beam == 1 else None),
             alpha=alpha,
             precision=precision,
             **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
@@ -195,7 +199,7 @@ def decode_grid(
         rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k)}
         if settings.mbr:
             rules.update(mbr=settings.mbr, mbr_utility=settings.mbr_utility)
-        for weight, results in zip(weights, decoded(translator, sources, terms, reverse, weights)):
+        for weight, results in zip(weights, decoded(translator, sources, placing, reverse, weights)):
             chosen = {"beam": settings.beam, "alpha": settings.alpha, **rules}  # what decoded them, in the JSON too
             if reverse is not None:
                 chosen.update(reverse_weight=weight)
@@ -208,19 +212,19 @@ def decode_grid(
     return outputs
 
 
-def decoded(translator, sources: list[str], terms, reverse, weights: list[float]) -> list[list[list]]:
+def decoded(translator, sources: list[str], placing: dict, reverse, weights: list[float]) -> list[list[list]]:
     """Each weight's n-best lists: without a reverse model, the translator's (one weight: unused); with one,
     the beam's candidates reranked at each weight, decoded and scored by the reverse model once (decoded per
     weight where lines are cut into sentences, each reranked apart)."""
     progress = sys.stderr.isatty()
     if reverse is None:
-        return [translator.translate_nbest(sources, terms=terms, progress=progress)]
+        return [translator.translate_nbest(sources, **placing, progress=progress)]
     if translator.settings.split_sentences:
         return [
-            translator.with_reverse(reverse, weight).translate_nbest(sources, terms=terms, progress=progress)
+            translator.with_reverse(reverse, weight).translate_nbest(sources, **placing, progress=progress)
             for weight in weights
         ]
-    found = translator.translate_nbest(sources, terms=terms, nbest=translator.settings.beam, progress=progress)
+    found = translator.translate_nbest(sources, **placing, nbest=translator.settings.beam, progress=progress)
     back = reverse_scores(found, sources, reverse)
     return [ranked(found, back, weight) for weight in weights]
 
@@ -324,17 +328,19 @@ def evaluate_direction(
     sources, streams, name = pairs
     grid, tuning_rows = settings_grid(args), []
     tokenize = bleu_tokenize(target, args.bleu_tokenize or cfg.decode.bleu_tokenize)
-    terms = with_glossary(read_terms(args.terms, len(sources), name), sources, glossary)
+    given = read_terms(args.terms, len(sources), name)
+    terms = with_glossary(given, sources, glossary)  # what the translations must hold, counted
     if tuning is not None:
-        tuned_terms = with_glossary(None, tuning.src, glossary)
         outputs = decode_grid(
-            model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device, tuned_terms, reverse
+            model, tokenizer, cfg, grid, tuning.src, tuning.origin, args, device, {"glossary": glossary}, reverse
         )
-        tuning_rows = report(outputs, [tuning.tgt], tokenize, tuned_terms, target)
+        tuning_rows = report(outputs, [tuning.tgt], tokenize, with_glossary(None, tuning.src, glossary), target)
         best = best_row(tuning_rows)
         print(f"chosen on {args.choose_on}: {chosen_label(best)} (BLEU {best['bleu']:.2f})")
         grid = [(best["beam"], best["alpha"], best.get("reverse_weight", DEFAULT_REVERSE_WEIGHT))]
-    outputs = decode_grid(model, tokenizer, cfg, grid, sources, name, args, device, terms, reverse)
+    outputs = decode_grid(
+        model, tokenizer, cfg, grid, sources, name, args, device, {"terms": given, "glossary": glossary}, reverse
+    )
     if args.output:
         with open_for_writing(args.output) as f:
             f.write("".join(h + "\n" for h in outputs[0][2]))

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from mt.cli.decoding_options import check_glossary_args
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
-from mt.decoding.glossary import load_glossary, terms_of, with_glossary
+from mt.decoding.glossary import load_glossary, terms_of
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
@@ -161,14 +161,19 @@ def check_mbr_args(args) -> None:
 
 
 def check_terms_args(args) -> None:
-    """--terms and --glossary: placed by beam search, on whole lines, without a forced prefix."""
+    """--terms and --glossary: placed by beam search, without a forced prefix; --terms on whole lines (a
+    glossary's sentence by sentence, with --split-sentences)."""
     flag = "--terms" if args.terms else "--glossary" if args.glossary else None
     if flag is None:
         return
     if args.strategy in ("greedy", "sample") or args.beam == 1:
         raise MTError(f"{flag} needs beam search, which places the terms: not --strategy greedy or sample, or --beam 1")
-    if args.prefix or args.split_sentences:
-        raise MTError(f"{flag}: terms hold for a whole line: not with --prefix or --split-sentences")
+    if args.prefix:
+        raise MTError(f"{flag}: terms and a forced prefix (--prefix): one or the other")
+    if args.terms and args.split_sentences:
+        raise MTError(
+            "--terms hold for a whole line: not with --split-sentences (--glossary's hold sentence by sentence)"
+        )
     if args.engine == "ctranslate2":
         raise MTError(f"{flag} needs --engine torch (CTranslate2 has no lexically constrained search)")
 
@@ -308,7 +313,7 @@ def run(args) -> None:
 
     def per_line(chunk: list[str], first_line: int) -> dict:
         """The chunk's prefixes and terms, from their files."""
-        terms = with_glossary(terms_of(terms_file.lines_for(chunk, first_line)), chunk, glossary)
+        terms = terms_of(terms_file.lines_for(chunk, first_line))
         return dict(prefixes=prefix_file.lines_for(chunk, first_line), terms=terms)
 
     side = per_line(first, 0) if first is not None else {}  # their first chunks, too, fail before any output
@@ -320,7 +325,7 @@ def run(args) -> None:
     try:
         for chunk in itertools.chain([first] if first is not None else [], chunks):
             side = side if done == 0 else per_line(chunk, done)
-            results = translator.translate_nbest(chunk, first_line=done, **side, **options)
+            results = translator.translate_nbest(chunk, first_line=done, glossary=glossary, **side, **options)
             if args.attention_dir:
                 write_heatmaps(results, args.attention_dir, done)
             try:
@@ -358,7 +363,8 @@ def run(args) -> None:
         noun = "sentence" if settings.split_sentences else "line"  # what was cut: what was decoded
         print(truncation_warning(translator.truncated, noun, args.max_src_len), file=sys.stderr)
     if translator.terms_missed:
-        lines = "line lacks" if translator.terms_missed == 1 else "lines lack"
+        noun = "sentence" if settings.split_sentences else "line"  # what was decoded
+        lines = f"{noun} lacks" if translator.terms_missed == 1 else f"{noun}s lack"
         print(
             f"warning: the translation of {translator.terms_missed} {lines} a required term: no hypothesis held "
             "them all by the length limit (a larger --beam or --max-len-b may)",

@@ -10,6 +10,7 @@ import logging
 from dataclasses import fields, replace
 
 from mt.data.languages import into, languages_label
+from mt.decoding.glossary import Glossary, with_glossary
 from mt.decoding.mbr import bleu_words, mbr_order
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, reranked
 from mt.decoding.sentences import several_sentences, several_sentences_note, translate_by_sentence
@@ -35,19 +36,25 @@ class LineTranslator:
     reverse_weight: float = DEFAULT_REVERSE_WEIGHT
 
     def translate(
-        self, lines: list[str] | str, tgt_lang: str | None = None, terms: list | None = None, **settings
+        self,
+        lines: list[str] | str,
+        tgt_lang: str | None = None,
+        terms: list | None = None,
+        glossary: Glossary | None = None,
+        **settings,
     ) -> list[str] | str:
         """The best translation of every line, in order (an empty line gives an empty one). One string in,
         one string out. tgt_lang: the language to translate into, for a model of several; terms: the phrases
-        each line's translation must hold (a list of str a line; for one string in, its list); settings: any
-        of DecodeSettings' fields, for this call (beam=5, strategy="sample", ...)."""
+        each line's translation must hold (a list of str a line; for one string in, its list); glossary: an
+        mt.Glossary, whose targets each line (or sentence) holding its entries must hold; settings: any of
+        DecodeSettings' fields, for this call (beam=5, strategy="sample", ...)."""
         translator = self.for_call(tgt_lang=tgt_lang, **settings)
         before = translator.several_sentences
         one = isinstance(lines, str)
         found = [
             hyps[0].text
             for hyps in translator.translate_nbest(
-                [lines] if one else lines, terms=[terms] if one and terms is not None else terms
+                [lines] if one else lines, terms=[terms] if one and terms is not None else terms, glossary=glossary
             )
         ]
         if translator.several_sentences > before:  # said where a Python caller sees it: a warning logged
@@ -61,7 +68,10 @@ class LineTranslator:
         """settings.nbest Translations for every line, in input order (one string in: that line's). options:
         any of DecodeSettings' fields, for this call (nbest=3, ...), and the engine's _translate_nbest's
         (prefixes, seeds, first_line, progress, attention_layer, attention_head). With
-        settings.split_sentences, each line's sentences are translated apart and joined back."""
+        settings.split_sentences, each line's sentences are translated apart and joined back. glossary: an
+        mt.Glossary whose entries add required terms to the lines that hold them (to each sentence that holds
+        them, with settings.split_sentences)."""
+        glossary = options.pop("glossary", None)
         settings = {name: options.pop(name) for name in SETTING_NAMES & options.keys()}
         engine_options = inspect.signature(self._translate_nbest).parameters.keys() - {"lines"}
         unknown = sorted(options.keys() - engine_options)
@@ -72,15 +82,21 @@ class LineTranslator:
             )
         translator = self.for_call(**settings)
         if isinstance(lines, str):
-            return translator.translate_nbest([lines], **options)[0]
+            return translator.translate_nbest([lines], glossary=glossary, **options)[0]
         lines = checked_lines(lines)
         if options.get("prefixes") is not None:
             options["prefixes"] = checked_lines(options["prefixes"], "prefixes")
         if options.get("terms") is not None:
             options["terms"] = checked_terms(options["terms"])
             check_terms_use(translator, options)
-        if translator.settings.split_sentences:
-            return translate_by_sentence(translator._decode, translator.settings, lines, **options)
+        by_sentence = translator.settings.split_sentences
+        if glossary is not None:
+            found = glossary.terms(lines)
+            check_terms_use(translator, {**options, "terms": found}, by_sentence=by_sentence)
+            if not by_sentence:
+                options["terms"] = with_glossary(options.get("terms"), lines, glossary)
+        if by_sentence:
+            return translate_by_sentence(translator._decode, translator.settings, lines, glossary=glossary, **options)
         self.several_sentences += several_sentences(lines)
         return translator._decode(lines, **options)
 
@@ -204,9 +220,9 @@ def checked_terms(terms) -> list[list[str]]:
     ]
 
 
-def check_terms_use(translator: LineTranslator, options: dict) -> None:
-    """Required terms are placed by the torch engine's beam search, on whole lines, with no forced prefix:
-    else one line."""
+def check_terms_use(translator: LineTranslator, options: dict, by_sentence: bool = False) -> None:
+    """Required terms are placed by the torch engine's beam search, with no forced prefix, on whole lines
+    (by_sentence: terms a glossary finds in each sentence, where split_sentences splits lines): else one line."""
     if not any(options["terms"]):
         return
     if not translator.places_terms:
@@ -214,8 +230,8 @@ def check_terms_use(translator: LineTranslator, options: dict) -> None:
     settings = translator.settings
     if settings.sampling or settings.beam < 2:
         raise MTError("terms are placed by beam search: use a beam of 2 or more (beam=5), not sampling or greedy")
-    if settings.split_sentences:
-        raise MTError("terms hold for a whole line: not with split_sentences")
+    if settings.split_sentences and not by_sentence:
+        raise MTError("terms hold for a whole line: not with split_sentences (a glossary's hold sentence by sentence)")
     if options.get("prefixes") is not None and any(options["prefixes"]):
         raise MTError("terms and prefixes: one or the other")
 

@@ -132,11 +132,12 @@ def _wide(char: str) -> bool:
 
 
 def translate_by_sentence(
-    translate_nbest: Callable, settings: DecodeSettings, lines: list[str], **options
+    translate_nbest: Callable, settings: DecodeSettings, lines: list[str], glossary=None, **options
 ) -> list[list[Translation]]:
     """translate_nbest (an engine's, taking the same options) over each line's sentences, joined back
     per line. A forced prefix starts the line's first sentence; in sampling, the line's seed draws its
-    first sentence (a line of one sentence samples as without splitting) and seeds the others. A joined
+    first sentence (a line of one sentence samples as without splitting) and seeds the others; a glossary
+    (mt/decoding/glossary.py) requires its targets of each sentence that holds its entries. A joined
     translation's score is the sum of its sentences' scores."""
     if options.get("attention_layer") is not None:
         raise MTError("attention maps and alignments take one sentence a line: leave split_sentences off")
@@ -148,6 +149,10 @@ def translate_by_sentence(
     sentences = [sentence for split in splits for sentence in split.sentences]
     if prefixes:
         options["prefixes"] = [p if j == 0 else "" for p, split in zip(prefixes, splits) for j in _numbers(split)]
+    if any(options.pop("terms", None) or []):  # what the line's translation must hold: no sentence's alone
+        raise MTError("terms hold for a whole line: not with split_sentences (a glossary's hold sentence by sentence)")
+    if glossary is not None:
+        options["terms"] = glossary.terms(sentences)
     if settings.sampling:
         seeds = seeds or [line_seed(settings.seed, first_line + i) for i in range(len(lines))]
         options["seeds"] = [

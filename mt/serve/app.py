@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.data.languages import into
-from mt.decoding.glossary import Glossary, with_glossary
+from mt.decoding.glossary import Glossary
 from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
 from mt.errors import MTError
@@ -62,10 +62,15 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
         raise RequestError(422, str(err).removeprefix("decode setting ")) from None
 
 
-def terms_usable(translator: LineTranslator, request: TranslateRequest) -> None:
-    """A RequestError (422) unless the request's terms can be placed as it asks to decode."""
+def terms_usable(translator: LineTranslator, request: TranslateRequest, glossary: Glossary | None) -> None:
+    """A RequestError (422) unless the request's terms, and those the glossary finds in its lines, can be
+    placed as it asks to decode (the glossary's sentence by sentence too)."""
     try:
-        check_terms_use(translator, {"terms": request.terms, "prefixes": request.prefixes})
+        if request.terms is not None:
+            check_terms_use(translator, {"terms": request.terms, "prefixes": request.prefixes})
+        if glossary is not None:
+            found = {"terms": glossary.terms(request.lines), "prefixes": request.prefixes}
+            check_terms_use(translator, found, by_sentence=translator.settings.split_sentences)
     except MTError as err:
         raise RequestError(422, str(err)) from None
 
@@ -113,7 +118,7 @@ def create_app(
     """about: what /health reports of the model (engine, device, checkpoint); workers: decoding threads;
     glossary: the target each line's source entries must get (required terms), added to a request's own. A
     translator with a reverse model (with_reverse) reranks every request's beam, and refuses other searches."""
-    batcher = Batcher(translator, max_wait, budget_pieces=translator.settings.batch_tokens, workers=workers)
+    batcher = Batcher(translator, max_wait, translator.settings.batch_tokens, workers, glossary)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -164,9 +169,7 @@ def create_app(
             settings = request_settings(translator.settings, ask)
             known_language(settings.tgt_lang, translator.languages)
             rerank_usable(translator, settings)
-            ask.terms = with_glossary(ask.terms, ask.lines, glossary)
-            if ask.terms is not None:
-                terms_usable(translator.with_settings(settings), ask)
+            terms_usable(translator.with_settings(settings), ask, glossary)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)

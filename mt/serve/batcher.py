@@ -18,6 +18,7 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
+from mt.decoding.glossary import Glossary
 from mt.decoding.line_translator import LineTranslator
 from mt.decoding.settings import DecodeSettings
 
@@ -50,11 +51,17 @@ class Job:
 
 class Batcher:
     def __init__(
-        self, translator: LineTranslator, max_wait: float = 0.005, budget_pieces: int = 16000, workers: int = 1
+        self,
+        translator: LineTranslator,
+        max_wait: float = 0.005,
+        budget_pieces: int = 16000,
+        workers: int = 1,
+        glossary: Glossary | None = None,
     ):
         """max_wait: seconds the first waiting request waits for others; budget_pieces: source pieces a
-        batch takes at most (a bigger request is decoded alone); workers: decoding threads."""
-        self.translator = translator
+        batch takes at most (a bigger request is decoded alone); workers: decoding threads; glossary: the
+        server's, applied to every line (to each sentence, sentence by sentence)."""
+        self.translator, self.glossary = translator, glossary
         self.max_wait, self.budget = max_wait, budget_pieces
         self.changed = threading.Condition()
         self.waiting: deque[Job] = deque()
@@ -143,7 +150,12 @@ class Batcher:
             terms = [t for job in jobs for t in (job.terms or [[]] * len(job.lines))]
         seeds = [s for job in jobs for s in job.seeds] if settings.sampling else None
         translator = self.translator.with_settings(settings)
-        self._answer(jobs, lambda: translator.translate_nbest(lines, prefixes=prefixes, seeds=seeds, terms=terms))
+        self._answer(
+            jobs,
+            lambda: translator.translate_nbest(
+                lines, prefixes=prefixes, seeds=seeds, terms=terms, glossary=self.glossary
+            ),
+        )
 
     def _score(self, jobs: list[Job]) -> None:
         lines = [line for job in jobs for line in job.lines]
