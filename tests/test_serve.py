@@ -330,10 +330,11 @@ def test_an_export_is_served_without_torch(checkpoint, tmp_path):
     run_cli("mt-export", "-c", str(checkpoint), "-o", str(exported))
     code = (
         "import sys\n"
+        "from mt.cli.commands import parsed\n"
         "from mt.cli.parsers import serve_parser\n"
         "from mt.cli.serve import import_server, load\n"
         "from mt.serve.limits import ServeLimits\n"
-        f"args = serve_parser().parse_args(['--export', {str(exported)!r}, '--beam', '1'])\n"
+        f"args = parsed(serve_parser(), ['--export', {str(exported)!r}, '--beam', '1'])\n"
         "translator, about = load(args)\n"
         "app = import_server()[1](translator, ServeLimits(), about)\n"
         "print(translator.translate(['ein hund']))\n"

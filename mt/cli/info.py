@@ -239,7 +239,7 @@ def run(args) -> None:
             texts.append("\n".join(lines))
         else:
             infos.append(describe(path))
-            if path in getattr(args, "hub_names", {}):  # named hf:OWNER/NAME: shown by that name
+            if path in args.hub_names:  # named hf:OWNER/NAME: shown by that name
                 infos[-1] = {"hub": args.hub_names[path], **infos[-1]}
             texts.append(as_text(infos[-1]))
     if args.json:

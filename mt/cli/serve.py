@@ -127,7 +127,7 @@ def load_forward(args):
 def shown_name(args, path: str) -> str:
     """How the start line and /health name a model: by its Hub name where it was given one (hf:OWNER/NAME),
     else its path."""
-    return getattr(args, "hub_names", {}).get(path, path)
+    return args.hub_names.get(path, path)
 
 
 def run(args) -> None:
