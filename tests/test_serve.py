@@ -16,7 +16,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 import mt  # noqa: E402
-from mt.serve.limits import ServeLimits  # noqa: E402
+from mt.serve.limits import RequestError, ServeLimits, check_glossary  # noqa: E402
 
 from conftest import REPO, cli_path, run_cli  # noqa: E402
 from serving import RunningServer  # noqa: E402
@@ -94,6 +94,20 @@ def test_terms_as_translate_places_them(server, checkpoint, lines, tmp_path):
     assert all(set(t) <= set(text.rstrip(".").split()) for t, text in zip(terms, answer["translations"]))
 
 
+def test_a_requests_own_glossary_is_placed_as_translate_places_a_glossarys(server, checkpoint, lines, tmp_path):
+    (tmp_path / "glossary.tsv").write_text("hund\tcat\n", encoding="utf-8")
+    status, answer = server.translate({"lines": lines, "strategy": "beam", "beam": 4, "glossary": {"hund": "cat"}})
+    assert status == 200
+    expected = translate_cli(checkpoint, lines, "--beam", "4", "--glossary", str(tmp_path / "glossary.tsv"))
+    assert answer["translations"] == expected and any("hund" in line.split() for line in lines)
+    status, answer = server.translate({"lines": lines, "glossary": {"hund": "cat"}})  # the server's greedy search
+    assert status == 422 and "terms are placed by beam search" in answer["error"]
+    status, answer = server.translate({"lines": lines[:2], "strategy": "beam", "beam": 4})  # none: as before
+    assert status == 200 and answer["translations"] == translate_cli(checkpoint, lines[:2], "--beam", "4")
+    with pytest.raises(RequestError, match="glossary: 3 entries; the limit is 2 a request"):
+        check_glossary({"a": "b", "c": "d", "e": "f"}, ServeLimits(max_glossary_entries=2))
+
+
 def test_a_glossary_server_adds_its_terms_to_every_request(checkpoint, lines, tmp_path):
     (tmp_path / "glossary.tsv").write_text("hund\tcat\n", encoding="utf-8")
     translator = mt.load_translator(checkpoint, device="cpu", beam=5)
@@ -115,6 +129,10 @@ def test_a_glossary_server_adds_its_terms_to_every_request(checkpoint, lines, tm
         by_sentence = translator.translate([paragraph], glossary=server.batcher.glossary, split_sentences=True)
         assert status == 200 and answer["translations"] == by_sentence
         assert "cat" in by_sentence[0].replace(".", " ").split()
+        (tmp_path / "own.tsv").write_text("hund\tred\nrot\tblue\n", encoding="utf-8")
+        status, answer = server.translate({"lines": lines, "glossary": {"hund": "red", "rot": "blue"}})
+        assert status == 200  # the request's entry replaces the server's for hund
+        assert answer["translations"] == translate_cli(checkpoint, lines, "--glossary", str(tmp_path / "own.tsv"))
     finally:
         server.stop()
 
@@ -182,6 +200,8 @@ BAD_REQUESTS = [
         "terms.0: Input should be a valid list",
     ),
     ("terms greedy", b'{"lines": ["a"], "terms": [["x"]]}', 422, "terms are placed by beam search"),
+    ("glossary empty", b'{"lines": ["a"], "glossary": {"a": " "}}', 422, "glossary: the entry 'a': ' ' has an empty"),
+    ("glossary not text", b'{"lines": ["a"], "glossary": {"a": 1}}', 422, "glossary.a: Input should be a valid string"),
     (
         "terms and prefixes",
         b'{"lines": ["a"], "strategy": "beam", "terms": [["x"]], "prefixes": ["y"]}',

@@ -23,9 +23,17 @@ class Glossary:
         """entries: source -> target, both as written; src_lang: a language written without spaces between
         words (Chinese, Japanese, Thai) matches anywhere, any other only as whole words; ignore_case: source
         entries found in any case."""
-        self.entries, self.ignore_case = entries, ignore_case
+        self.entries, self.src_lang, self.ignore_case = entries, src_lang, ignore_case
         self.targets = {self.key(source): target for source, target in entries.items()}
         self.pattern = phrase_pattern(list(entries), src_lang, ignore_case) if entries else None
+
+    def with_entries(self, entries: dict[str, str]) -> Glossary:
+        """This glossary with entries added, each replacing this one's entry for the same source (in any
+        case, where the case is ignored): a request's own on top of a server's."""
+        added = {source.strip(): target.strip() for source, target in entries.items()}
+        replaced = {self.key(source) for source in added}
+        kept = {source: target for source, target in self.entries.items() if self.key(source) not in replaced}
+        return Glossary({**kept, **added}, self.src_lang, self.ignore_case)
 
     def key(self, source: str) -> str:
         """How a source entry is looked up: as written, or case-folded where the case is ignored."""

@@ -75,6 +75,16 @@ def terms_usable(translator: LineTranslator, request: TranslateRequest, glossary
         raise RequestError(422, str(err)) from None
 
 
+def request_glossary(server: Glossary | None, entries: dict[str, str] | None, src_lang) -> Glossary | None:
+    """A request's own glossary: its entries on top of the server's (replacing those of the same source),
+    or alone; None where it names none (the server's applies)."""
+    if not entries:
+        return None
+    if server is not None:
+        return server.with_entries(entries)
+    return Glossary({k.strip(): v.strip() for k, v in entries.items()}, src_lang if isinstance(src_lang, str) else "")
+
+
 def rerank_usable(translator: LineTranslator, settings: DecodeSettings) -> None:
     """A RequestError (422) unless a server that reranks with a reverse model can rerank as the request asks
     to decode: a beam's candidates, not a greedy search's, samples or MBR's choice."""
@@ -169,12 +179,13 @@ def create_app(
             settings = request_settings(translator.settings, ask)
             known_language(settings.tgt_lang, translator.languages)
             rerank_usable(translator, settings)
-            terms_usable(translator.with_settings(settings), ask, glossary)
+            own = request_glossary(glossary, ask.glossary, source)
+            terms_usable(translator.with_settings(settings), ask, own or glossary)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)
         seeds = [line_seed(settings.seed, i) for i in range(len(ask.lines))] if settings.sampling else None
-        future = batcher.submit(ask.lines, settings, ask.prefixes, seeds, pieces, ask.terms)
+        future = batcher.submit(ask.lines, settings, ask.prefixes, seeds, pieces, ask.terms, own)
         try:
             results = await answer_or_hang_up(request, future)
         except Exception as err:  # noqa: BLE001 - one request fails, the server goes on

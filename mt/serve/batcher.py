@@ -39,14 +39,18 @@ class Job:
     pieces: int  # source pieces (and target pieces, to score), against the batch budget and for sharing work out
     targets: list[str] | None = None  # a scoring job: the translations to score, one per line
     terms: list[list[str]] | None = None  # the phrases each line's translation must hold
+    glossary: Glossary | None = None  # the request's own (with the server's entries), else the server's applies
     future: Future = field(default_factory=Future)
     arrived: float = field(default_factory=time.monotonic)
 
     @property
-    def group(self) -> DecodeSettings | tuple[str, str]:
-        """Jobs with equal settings decode in one call (each line's seed travels with it); scoring jobs
-        into one target language are scored in one call."""
-        return (SCORING, self.settings.tgt_lang) if self.targets is not None else replace(self.settings, seed=0)
+    def group(self) -> tuple:
+        """Jobs with equal settings and the server's glossary decode in one call (each line's seed travels
+        with it; a request's own glossary decodes apart); scoring jobs into one target language are scored
+        in one call."""
+        if self.targets is not None:
+            return (SCORING, self.settings.tgt_lang)
+        return (replace(self.settings, seed=0), id(self.glossary))
 
 
 class Batcher:
@@ -72,8 +76,9 @@ class Batcher:
         for thread in self.threads:
             thread.start()
 
-    def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0, terms=None) -> Future:
-        return self._queue(Job(lines, settings, prefixes, seeds, pieces, terms=terms))
+    def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0, terms=None, glossary=None) -> Future:
+        """A translation job's future; glossary: the request's own (Glossary.with_entries of the server's)."""
+        return self._queue(Job(lines, settings, prefixes, seeds, pieces, terms=terms, glossary=glossary))
 
     def submit_scoring(self, lines: list[str], targets: list[str], pieces: int = 0, tgt_lang: str = "") -> Future:
         """A future of the pairs' PairScores (pieces: source and target pieces, against the budget; tgt_lang:
@@ -99,14 +104,14 @@ class Batcher:
     def _run(self) -> None:
         while (jobs := self._take()) is not None:
             try:
-                groups: dict[DecodeSettings | tuple[str, str], list[Job]] = {}
+                groups: dict[tuple, list[Job]] = {}
                 for job in jobs:
                     groups.setdefault(job.group, []).append(job)
                 for key, group in groups.items():
-                    if isinstance(key, tuple):
+                    if key[0] == SCORING:
                         self._score(group)
                     else:
-                        self._decode(key, group)
+                        self._decode(key[0], group)
             finally:
                 with self.changed:
                     self.idle += 1
@@ -153,7 +158,7 @@ class Batcher:
         self._answer(
             jobs,
             lambda: translator.translate_nbest(
-                lines, prefixes=prefixes, seeds=seeds, terms=terms, glossary=self.glossary
+                lines, prefixes=prefixes, seeds=seeds, terms=terms, glossary=jobs[0].glossary or self.glossary
             ),
         )
 

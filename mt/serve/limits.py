@@ -18,6 +18,7 @@ class ServeLimits:
     max_beam: int = 8
     max_nbest: int = 8
     max_temperature: float = 10.0
+    max_glossary_entries: int = 1000  # a request's own glossary
 
 
 class TranslateRequest(BaseModel):
@@ -29,6 +30,11 @@ class TranslateRequest(BaseModel):
     prefixes: list[str] | None = Field(None, description="a target prefix per line (empty: none), kept verbatim")
     terms: list[list[str]] | None = Field(
         None, description="the phrases each line's translation must hold (beam search), a list per line"
+    )
+    glossary: dict[str, str] | None = Field(
+        None,
+        description="source -> target entries: a line (or sentence) holding a source entry must translate it as its "
+        "target (beam search); added to the server's glossary, replacing its entry for the same source",
     )
     strategy: Literal["greedy", "beam", "sample"] | None = None
     beam: int | None = Field(None, ge=1)
@@ -110,6 +116,8 @@ def check_limits(request: TranslateRequest | ScoreRequest, limits: ServeLimits) 
                 raise RequestError(
                     422, f"terms.{i}: over this server's limit of {limits.max_line_chars} characters a line"
                 )
+    if request.glossary is not None:
+        check_glossary(request.glossary, limits)
     for field, most in (
         ("beam", limits.max_beam),
         ("mbr", limits.max_beam),  # a beam of that many, or that many samples
@@ -119,3 +127,16 @@ def check_limits(request: TranslateRequest | ScoreRequest, limits: ServeLimits) 
         value = getattr(request, field)
         if value is not None and value > most:
             raise RequestError(422, f"{field}: {value} is over this server's limit of {most}")
+
+
+def check_glossary(entries: dict[str, str], limits: ServeLimits) -> None:
+    """A request's glossary: at most limits.max_glossary_entries entries, none empty or over a line's length."""
+    if len(entries) > limits.max_glossary_entries:
+        raise RequestError(
+            422, f"glossary: {len(entries)} entries; the limit is {limits.max_glossary_entries} a request"
+        )
+    for source, target in entries.items():
+        if not source.strip() or not target.strip():
+            raise RequestError(422, f"glossary: the entry {source!r}: {target!r} has an empty side")
+        if len(source) + len(target) > limits.max_line_chars:
+            raise RequestError(422, f"glossary: the entry {source[:40]!r} is over {limits.max_line_chars} characters")
