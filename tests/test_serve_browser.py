@@ -2,7 +2,7 @@
 sentence, and shows its translation. `make test-browser` installs Chromium where it is missing and runs
 this with MT_BROWSER_TEST=1, so that a missing browser fails instead of skipping.
 
-MT_SCREENSHOT=path keeps the page's screenshot (the one in docs/serve.md comes from here)."""
+MT_SCREENSHOT=path keeps the page's screenshot."""
 
 import os
 from pathlib import Path
@@ -82,5 +82,30 @@ def test_a_reranking_servers_page_offers_beam_search_alone(browser, trained_run,
         assert shown.split("\n") == reranking.translate(lines, split_sentences=True)
         assert "beam search, beam 4" in browser.text("#settings")
         assert "reranked by a reverse model (weight 0.5)" in browser.text("#settings")
+    finally:
+        server.stop()
+
+
+def test_the_pages_glossary_box_places_its_entries(browser, trained_run, tiny_corpus):
+    translator = mt.load_translator(trained_run, device="cpu", beam=1)  # a greedy server: the box asks for a beam
+    server = RunningServer(translator)
+    try:
+        lines = [line for line in (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines() if "hund" in line]
+        browser.open(f"http://127.0.0.1:{server.port}/")
+        assert browser.wait_for_text("#languages") == "de → en"
+        browser.click("#glossary-box summary")
+        browser.type("#glossary", "hund")
+        browser.click("#translate")
+        assert browser.wait_for_text("#status") == "glossary, line 1: expected source = target"
+        browser.clear("#glossary")
+        browser.type("#glossary", "# entries\nhund = cat\n")
+        browser.type("#source", "\n".join(lines[:3]))
+        browser.click("#translate")
+        said = browser.wait_for_text("#settings", containing="a glossary of 1 entry")
+        assert "beam search, beam 5" in said
+        glossary = mt.Glossary({"hund": "cat"}, "de")
+        expected = translator.translate(lines[:3], glossary=glossary, beam=5, split_sentences=True)
+        assert browser.text("#result").split("\n") == expected
+        assert all("cat" in text.replace(".", " ").split() for text in expected)
     finally:
         server.stop()
