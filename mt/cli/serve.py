@@ -13,7 +13,6 @@ import sys
 from mt.cli.decoding_options import check_glossary_args
 from mt.data.languages import languages_label
 from mt.decoding.glossary import load_glossary
-from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError
 from mt.serve.limits import ServeLimits
@@ -90,8 +89,7 @@ def load(args):
 
     if translator.settings.beam == 1:  # a checkpoint that decodes greedily
         translator = translator.with_settings(translator.settings.updated(beam=DEFAULT_BEAM))
-    weight = DEFAULT_REVERSE_WEIGHT if args.reverse_weight is None else args.reverse_weight
-    translator = translator.with_reverse(load_translator(args.reverse, about["device"]), weight)
+    translator = translator.with_reverse(load_translator(args.reverse, about["device"]), args.reverse_weight)
     return translator, {**about, "reverse_model": args.reverse}
 
 

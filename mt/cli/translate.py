@@ -28,7 +28,6 @@ from tqdm import tqdm
 from mt.cli.decoding_options import check_glossary_args
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
 from mt.decoding.glossary import load_glossary, terms_of
-from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError, StoppedAfter, check_output_file, truncation_warning
@@ -218,11 +217,6 @@ def cuda_available(engine: str) -> bool:
     return torch.cuda.is_available()
 
 
-def reverse_weight(args) -> float:
-    """--reverse-weight, else the default (refused without --reverse: check_args)."""
-    return DEFAULT_REVERSE_WEIGHT if args.reverse_weight is None else args.reverse_weight
-
-
 def load_translator(args):
     """The engine's translator, decoding with the checkpoint's (or export's) settings and the flags on top."""
     choices = dict(
@@ -257,7 +251,7 @@ def load_translator(args):
     if args.reverse:
         from mt.inference import load_translator as load_any
 
-        translator = translator.with_reverse(load_any(args.reverse, args.device), reverse_weight(args))
+        translator = translator.with_reverse(load_any(args.reverse, args.device), args.reverse_weight)
     return translator
 
 
@@ -355,7 +349,7 @@ def run(args) -> None:
                 raise writing_failed(args.output, err) from None
     if not args.quiet and not interactive:
         models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
-        models += f", reranked by the reverse model at weight {reverse_weight(args):g}" if args.reverse else ""
+        models += f", reranked by the reverse model at weight {translator.reverse_weight:g}" if args.reverse else ""
         seconds = time.perf_counter() - start
         lines = "line" if done == 1 else "lines"
         print(f"translated {done} {lines} in {seconds:.1f}s ({describe(settings)}{models})", file=sys.stderr)

@@ -36,8 +36,7 @@ class Glossary:
         return Glossary({**kept, **added}, self.src_lang, self.ignore_case)
 
     def key(self, source: str) -> str:
-        """How a source entry is looked up: as written, or case-folded where the case is ignored."""
-        return source.casefold() if self.ignore_case else source
+        return entry_key(source, self.ignore_case)
 
     @classmethod
     def load(cls, path: str | Path, src_lang: str = "", ignore_case: bool = False) -> Glossary:
@@ -52,8 +51,7 @@ class Glossary:
             if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
                 raise MTError(f"{path}:{number}: expected source<TAB>target, got {line[:60]!r}")
             source, target = fields[0].strip(), fields[1].strip()
-            key = source.casefold() if ignore_case else source
-            first = seen.setdefault(key, source)
+            first = seen.setdefault(entry_key(source, ignore_case), source)
             if entries.get(first, target) != target:
                 entry = repr(source) if first == source else f"{source!r} (as {first!r}, the case ignored)"
                 raise MTError(f"{path}:{number}: {entry} is given two targets ({entries[first]!r}, {target!r})")
@@ -68,6 +66,11 @@ class Glossary:
             return [[] for _ in lines]
         found = ([self.targets[self.key(m.group(0))] for m in self.pattern.finditer(line)] for line in lines)
         return [list(dict.fromkeys(targets)) for targets in found]
+
+
+def entry_key(source: str, ignore_case: bool) -> str:
+    """How a source entry is looked up: as written, or case-folded where the case is ignored."""
+    return source.casefold() if ignore_case else source
 
 
 def terms_of(lines: list[str] | None) -> list[list[str]] | None:

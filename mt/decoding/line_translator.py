@@ -128,14 +128,14 @@ class LineTranslator:
         self.truncated, self.terms_missed = candidates.truncated, candidates.terms_missed  # counted on the copy
         return [hyps[: s.nbest] for hyps in reranked(found, lines, self.reverse, self.reverse_weight)]
 
-    def with_reverse(self, reverse: LineTranslator | None, weight: float = DEFAULT_REVERSE_WEIGHT) -> LineTranslator:
+    def with_reverse(self, reverse: LineTranslator | None, weight: float | None = None) -> LineTranslator:
         """A copy that reranks each line's beam candidates with reverse, a model translating the other way
-        (mt.load_translator of it): by the beam's score + weight x log P(source | candidate) per source piece.
-        None: a copy without."""
+        (mt.load_translator of it): by the beam's score + weight (None: DEFAULT_REVERSE_WEIGHT) x
+        log P(source | candidate) per source piece. None: a copy without."""
         if reverse is not None:
             check_reverse(self.languages, reverse)
         other = copy.copy(self)
-        other.reverse, other.reverse_weight = reverse, weight
+        other.reverse, other.reverse_weight = reverse, DEFAULT_REVERSE_WEIGHT if weight is None else weight
         return other
 
     def for_call(self, **choices) -> LineTranslator:

@@ -44,8 +44,8 @@ def ranked(found: list[list[Translation]], back: list[list[float]], weight: floa
     """Each line's candidates by their score + weight x their reverse score (back, as reverse_scores gives),
     best first, that sum their score now; equal sums keep the beam's order."""
     out = []
-    for hyps, reverse in zip(found, back):
-        scored = [(hyp.score + weight * r, i, hyp) for i, (hyp, r) in enumerate(zip(hyps, reverse))]
+    for hyps, line_back in zip(found, back):
+        scored = [(hyp.score + weight * r, i, hyp) for i, (hyp, r) in enumerate(zip(hyps, line_back))]
         out.append([replace(hyp, score=score) for score, _, hyp in sorted(scored, key=lambda k: (-k[0], k[1]))])
     return out
 

@@ -149,8 +149,7 @@ def translate_by_sentence(
     sentences = [sentence for split in splits for sentence in split.sentences]
     if prefixes:
         options["prefixes"] = [p if j == 0 else "" for p, split in zip(prefixes, splits) for j in _numbers(split)]
-    if any(options.pop("terms", None) or []):  # what the line's translation must hold: no sentence's alone
-        raise MTError("terms hold for a whole line: not with split_sentences (a glossary's hold sentence by sentence)")
+    options.pop("terms", None)  # a line's, each empty here (check_terms_use refuses others sentence by sentence)
     if glossary is not None:
         options["terms"] = glossary.terms(sentences)
     if settings.sampling:

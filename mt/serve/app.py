@@ -80,9 +80,7 @@ def request_glossary(server: Glossary | None, entries: dict[str, str] | None, sr
     or alone; None where it names none (the server's applies)."""
     if not entries:
         return None
-    if server is not None:
-        return server.with_entries(entries)
-    return Glossary({k.strip(): v.strip() for k, v in entries.items()}, src_lang if isinstance(src_lang, str) else "")
+    return (server or Glossary({}, src_lang if isinstance(src_lang, str) else "")).with_entries(entries)
 
 
 def rerank_usable(translator: LineTranslator, settings: DecodeSettings) -> None:
