@@ -111,7 +111,8 @@ def test_a_requests_own_glossary_is_placed_as_translate_places_a_glossarys(serve
 def test_a_glossary_server_adds_its_terms_to_every_request(checkpoint, lines, tmp_path):
     (tmp_path / "glossary.tsv").write_text("hund\tcat\n", encoding="utf-8")
     translator = mt.load_translator(checkpoint, device="cpu", beam=5)
-    server = RunningServer(translator, LIMITS, glossary=mt.Glossary.load(tmp_path / "glossary.tsv", "de"))
+    glossary = mt.Glossary.load(tmp_path / "glossary.tsv", "de")
+    server = RunningServer(translator, LIMITS, glossary=glossary)
     try:
         status, answer = server.translate({"lines": lines, "terms": [["red"]] + [[]] * (len(lines) - 1)})
         assert status == 200
@@ -126,13 +127,45 @@ def test_a_glossary_server_adds_its_terms_to_every_request(checkpoint, lines, tm
         assert status == 422 and "terms are placed by beam search" in answer["error"]
         paragraph = f"{lines[0].capitalize()}. {with_entry[0].capitalize()}."  # the page's default: by sentence
         status, answer = server.translate({"lines": [paragraph], "split_sentences": True})
-        by_sentence = translator.translate([paragraph], glossary=server.batcher.glossary, split_sentences=True)
+        by_sentence = translator.translate([paragraph], glossary=glossary, split_sentences=True)
         assert status == 200 and answer["translations"] == by_sentence
         assert "cat" in by_sentence[0].replace(".", " ").split()
         (tmp_path / "own.tsv").write_text("hund\tred\nrot\tblue\n", encoding="utf-8")
         status, answer = server.translate({"lines": lines, "glossary": {"hund": "red", "rot": "blue"}})
         assert status == 200  # the request's entry replaces the server's for hund
         assert answer["translations"] == translate_cli(checkpoint, lines, "--glossary", str(tmp_path / "own.tsv"))
+    finally:
+        server.stop()
+
+
+def test_the_servers_glossary_file_is_read_again_when_it_changes(checkpoint, lines, tmp_path):
+    from mt.serve.glossary_file import GlossaryFile
+
+    path = tmp_path / "glossary.tsv"
+    path.write_text("hund\tcat\n", encoding="utf-8")
+    translator = mt.load_translator(checkpoint, device="cpu", beam=4)
+    server = RunningServer(translator, LIMITS, glossary=GlossaryFile(path, translator.languages, every=0))
+    with_entry = [line for line in lines if "hund" in line.split()][:2]
+
+    def translated_and_health() -> tuple[list[str], dict]:
+        status, answer = server.translate({"lines": with_entry})
+        assert status == 200, answer
+        return answer["translations"], server.request("GET", "/health")[1]
+
+    try:
+        found, health = translated_and_health()
+        assert all("cat" in text.rstrip(".").split() for text in found) and health["glossary_entries"] == 1
+        path.write_text("hund\tred\nrot\tblue\n", encoding="utf-8")  # an edit: read at the next request
+        found, health = translated_and_health()
+        assert found == translator.translate(with_entry, glossary=mt.Glossary({"hund": "red", "rot": "blue"}, "de"))
+        assert health["glossary_entries"] == 2 and health["glossary_error"] is None
+        path.write_text("hund\tred\nno tab here\n", encoding="utf-8")  # a broken edit: the last good one stays
+        again, health = translated_and_health()
+        assert again == found and health["glossary_entries"] == 2
+        assert health["glossary_error"].endswith("glossary.tsv:2: expected source<TAB>target, got 'no tab here'")
+        path.write_text("hund\tcat\n", encoding="utf-8")  # mended
+        found, health = translated_and_health()
+        assert all("cat" in text.rstrip(".").split() for text in found) and health["glossary_error"] is None
     finally:
         server.stop()
 

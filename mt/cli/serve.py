@@ -12,9 +12,9 @@ import sys
 
 from mt.cli.decoding_options import check_glossary_args
 from mt.data.languages import languages_label
-from mt.decoding.glossary import load_glossary
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError
+from mt.serve.glossary_file import GlossaryFile
 from mt.serve.limits import ServeLimits
 
 
@@ -141,7 +141,7 @@ def run(args) -> None:
         max_beam=args.max_beam,
         max_nbest=args.max_beam,
     )
-    glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)
+    glossary = GlossaryFile(args.glossary, translator.languages, args.glossary_ignore_case) if args.glossary else None
     app = create_app(translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"], glossary)
     reranked = f", reranked by {args.reverse} at weight {translator.reverse_weight:g}" if args.reverse else ""
     print(

@@ -20,6 +20,7 @@ from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
+from mt.serve.glossary_file import GlossaryFile
 from mt.serve.limits import RequestError, ScoreRequest, ServeLimits, TranslateRequest, parse_request
 
 log = logging.getLogger(__name__)
@@ -121,12 +122,16 @@ def create_app(
     about: dict,
     max_wait: float = 0.005,
     workers: int = 1,
-    glossary: Glossary | None = None,
+    glossary: Glossary | GlossaryFile | None = None,
 ) -> FastAPI:
     """about: what /health reports of the model (engine, device, checkpoint); workers: decoding threads;
-    glossary: the target each line's source entries must get (required terms), added to a request's own. A
-    translator with a reverse model (with_reverse) reranks every request's beam, and refuses other searches."""
-    batcher = Batcher(translator, max_wait, translator.settings.batch_tokens, workers, glossary)
+    glossary: the target each line's source entries must get (required terms), added to a request's own (a
+    GlossaryFile: read again when it changes). A translator with a reverse model (with_reverse) reranks every
+    request's beam, and refuses other searches."""
+    batcher = Batcher(translator, max_wait, translator.settings.batch_tokens, workers)
+
+    def server_glossary() -> Glossary | None:
+        return glossary.current() if isinstance(glossary, GlossaryFile) else glossary
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -154,7 +159,8 @@ def create_app(
             **about,
             "settings": asdict(translator.settings),
             "limits": asdict(limits),
-            "glossary_entries": len(glossary.entries) if glossary is not None else 0,
+            "glossary_entries": len(server_glossary().entries) if glossary is not None else 0,
+            "glossary_error": glossary.error if isinstance(glossary, GlossaryFile) else None,
             "reverse_weight": translator.reverse_weight if translator.reverse is not None else None,
             "batches": batcher.batches,
             "lines_translated": batcher.lines_decoded,
@@ -177,13 +183,13 @@ def create_app(
             settings = request_settings(translator.settings, ask)
             known_language(settings.tgt_lang, translator.languages)
             rerank_usable(translator, settings)
-            own = request_glossary(glossary, ask.glossary, source)
-            terms_usable(translator.with_settings(settings), ask, own or glossary)
+            in_use = request_glossary(server_glossary(), ask.glossary, source) or server_glossary()
+            terms_usable(translator.with_settings(settings), ask, in_use)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)
         seeds = [line_seed(settings.seed, i) for i in range(len(ask.lines))] if settings.sampling else None
-        future = batcher.submit(ask.lines, settings, ask.prefixes, seeds, pieces, ask.terms, own)
+        future = batcher.submit(ask.lines, settings, ask.prefixes, seeds, pieces, ask.terms, in_use)
         try:
             results = await answer_or_hang_up(request, future)
         except Exception as err:  # noqa: BLE001 - one request fails, the server goes on

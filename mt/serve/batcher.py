@@ -39,15 +39,15 @@ class Job:
     pieces: int  # source pieces (and target pieces, to score), against the batch budget and for sharing work out
     targets: list[str] | None = None  # a scoring job: the translations to score, one per line
     terms: list[list[str]] | None = None  # the phrases each line's translation must hold
-    glossary: Glossary | None = None  # the request's own (with the server's entries), else the server's applies
+    glossary: Glossary | None = None  # whose entries' targets the lines (or sentences) holding them must hold
     future: Future = field(default_factory=Future)
     arrived: float = field(default_factory=time.monotonic)
 
     @property
     def group(self) -> tuple:
-        """Jobs with equal settings and the server's glossary decode in one call (each line's seed travels
-        with it; a request's own glossary decodes apart); scoring jobs into one target language are scored
-        in one call."""
+        """Jobs with equal settings and one glossary (the server's, as it stood) decode in one call (each
+        line's seed travels with it; a request's own glossary decodes apart); scoring jobs into one target
+        language are scored in one call."""
         if self.targets is not None:
             return (SCORING, self.settings.tgt_lang)
         return (replace(self.settings, seed=0), id(self.glossary))
@@ -60,12 +60,10 @@ class Batcher:
         max_wait: float = 0.005,
         budget_pieces: int = 16000,
         workers: int = 1,
-        glossary: Glossary | None = None,
     ):
         """max_wait: seconds the first waiting request waits for others; budget_pieces: source pieces a
-        batch takes at most (a bigger request is decoded alone); workers: decoding threads; glossary: the
-        server's, applied to every line (to each sentence, sentence by sentence)."""
-        self.translator, self.glossary = translator, glossary
+        batch takes at most (a bigger request is decoded alone); workers: decoding threads."""
+        self.translator = translator
         self.max_wait, self.budget = max_wait, budget_pieces
         self.changed = threading.Condition()
         self.waiting: deque[Job] = deque()
@@ -77,7 +75,8 @@ class Batcher:
             thread.start()
 
     def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0, terms=None, glossary=None) -> Future:
-        """A translation job's future; glossary: the request's own (Glossary.with_entries of the server's)."""
+        """A translation job's future; glossary: the one its lines (or sentences, split_sentences) are held to:
+        the server's, or the request's own on top of it (Glossary.with_entries)."""
         return self._queue(Job(lines, settings, prefixes, seeds, pieces, terms=terms, glossary=glossary))
 
     def submit_scoring(self, lines: list[str], targets: list[str], pieces: int = 0, tgt_lang: str = "") -> Future:
@@ -158,7 +157,7 @@ class Batcher:
         self._answer(
             jobs,
             lambda: translator.translate_nbest(
-                lines, prefixes=prefixes, seeds=seeds, terms=terms, glossary=jobs[0].glossary or self.glossary
+                lines, prefixes=prefixes, seeds=seeds, terms=terms, glossary=jobs[0].glossary
             ),
         )
 
