@@ -189,6 +189,9 @@ def test_translate_applies_a_glossary_to_the_lines_that_hold_its_entries(trained
     plain = mt.load_translator(checkpoint, device="cpu", beam=5).translate(lines)
     got = out.stdout.splitlines()
     assert any("hund" in line.split() for line in lines) and any("hund" not in line.split() for line in lines)
+    held = sum("hund" in line.split() for line in lines)
+    said = "1 line holds" if held == 1 else f"{held} lines hold"
+    assert f"beam 5, {said} glossary entries)" in out.stderr.splitlines()[-1], out.stderr
     for line, text, before in zip(lines, got, plain):
         assert ("cat" in text.rstrip(".").split()) if "hund" in line.split() else text == before
     (tmp_path / "upper.tsv").write_text("HUND\tcat\n", encoding="utf-8")

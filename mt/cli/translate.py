@@ -316,10 +316,12 @@ def run(args) -> None:
     shown = not (interactive or args.quiet) and sys.stderr.isatty()
     total = count_lines(args.input) if shown and args.input else None  # a file's size: the bar's end and ETA
     bar = tqdm(total=total, unit="line", disable=None if shown else True)
+    glossed = 0  # lines that hold a glossary entry, for the summary
     try:
         for chunk in itertools.chain([first] if first is not None else [], chunks):
             side = side if done == 0 else per_line(chunk, done)
             results = translator.translate_nbest(chunk, first_line=done, glossary=glossary, **side, **options)
+            glossed += sum(map(bool, glossary.terms(chunk))) if glossary is not None else 0
             if args.attention_dir:
                 write_heatmaps(results, args.attention_dir, done)
             try:
@@ -350,6 +352,7 @@ def run(args) -> None:
     if not args.quiet and not interactive:
         models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
         models += f", reranked by the reverse model at weight {translator.reverse_weight:g}" if args.reverse else ""
+        models += f", {glossed} {'line holds' if glossed == 1 else 'lines hold'} glossary entries" if glossary else ""
         seconds = time.perf_counter() - start
         lines = "line" if done == 1 else "lines"
         print(f"translated {done} {lines} in {seconds:.1f}s ({describe(settings)}{models})", file=sys.stderr)
