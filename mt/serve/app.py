@@ -183,7 +183,8 @@ def create_app(
             settings = request_settings(translator.settings, ask)
             known_language(settings.tgt_lang, translator.languages)
             rerank_usable(translator, settings)
-            in_use = request_glossary(server_glossary(), ask.glossary, source) or server_glossary()
+            current = server_glossary()
+            in_use = request_glossary(current, ask.glossary, source) or current
             terms_usable(translator.with_settings(settings), ask, in_use)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:
