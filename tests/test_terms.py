@@ -2,12 +2,14 @@
 score the model gives it; lines without terms translate as before; what cannot be placed is counted."""
 
 import json
+import random
 import re
 
 import pytest
 import torch
 
 import mt
+from mt.data.languages import phrase_pattern
 from mt.data.tokenizer import BOS, EOS
 from mt.decoding.glossary import Glossary
 from mt.decoding.search import beam_search, length_penalty
@@ -176,6 +178,28 @@ def test_a_glossary_names_the_targets_of_the_source_entries_a_line_holds(tmp_pat
         with pytest.raises(MTError, match=f"^{re.escape(str(tmp_path))}/{message}"):
             Glossary.load(path, ignore_case=True)
     assert Glossary.load(path).terms(["bank"]) == [["bench"]]  # two entries where the case counts
+
+
+@pytest.mark.parametrize("code, ignore_case", [("de", False), ("de", True), ("zh", False)])
+def test_the_phrase_trie_finds_what_an_alternation_of_the_phrases_finds(code, ignore_case):
+    """phrase_pattern compiles the phrases as a trie; an alternation of them, longest first, is the reference:
+    the same matches, at the same places, in random text over a small alphabet (many shared prefixes)."""
+    rng = random.Random(0)
+    alphabet = "abAB. "
+
+    def text(most: int) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(1, most)))
+
+    before, after = ("", "") if code == "zh" else (r"(?<!\w)", r"(?!\w)")
+    for _ in range(60):
+        phrases = list({text(6).strip() or "a" for _ in range(rng.randint(1, 25))})
+        longest_first = sorted(phrases, key=len, reverse=True)
+        reference = "|".join(before + re.escape(p) + after for p in longest_first)
+        reference = re.compile(reference, re.IGNORECASE if ignore_case else 0)
+        trie = phrase_pattern(phrases, code, ignore_case)
+        for line in (text(60) for _ in range(20)):
+            found = [(m.start(), m.group(0)) for m in trie.finditer(line)]
+            assert found == [(m.start(), m.group(0)) for m in reference.finditer(line)], (phrases, line)
 
 
 def test_translate_applies_a_glossary_to_the_lines_that_hold_its_entries(trained_run, tiny_corpus, tmp_path):
