@@ -200,6 +200,13 @@ def test_the_phrase_trie_finds_what_an_alternation_of_the_phrases_finds(code, ig
         for line in (text(60) for _ in range(20)):
             found = [(m.start(), m.group(0)) for m in trie.finditer(line)]
             assert found == [(m.start(), m.group(0)) for m in reference.finditer(line)], (phrases, line)
+    for deepest in (600, 1200):  # nested past what the regex compiler (600) or the trie's walk (1200) recurses
+        phrases = ["a" * n for n in range(1, deepest)]
+        reference = "|".join(before + re.escape(p) + after for p in sorted(phrases, key=len, reverse=True))
+        reference = re.compile(reference, re.IGNORECASE if ignore_case else 0)
+        line = "b" + "a" * 40 + " " + "A" * 3 + " a."
+        found = [(m.start(), m.group(0)) for m in phrase_pattern(phrases, code, ignore_case).finditer(line)]
+        assert found == [(m.start(), m.group(0)) for m in reference.finditer(line)] and found
 
 
 def test_translate_applies_a_glossary_to_the_lines_that_hold_its_entries(trained_run, tiny_corpus, tmp_path):

@@ -53,12 +53,12 @@ def phrase_pattern(phrases: Sequence[str], code, ignore_case: bool = False) -> r
         for char in phrase:  # in any case: one branch for "B" and "b", else a shorter match could hide behind it
             node = node.setdefault(char.lower() if ignore_case and len(char.lower()) == 1 else char, {})
         node[""] = {}  # a phrase ends here
+    flags = re.IGNORECASE if ignore_case else 0
     try:
-        alternatives = trie_pattern(trie, after)
-    except RecursionError:  # phrases nested hundreds deep ("a", "ab", "abc", ...): the plain alternation
+        return re.compile(before + trie_pattern(trie, after), flags)
+    except RecursionError:  # phrases nested hundreds deep ("a", "aa", "aaa", ...): one alternation, longest first
         longest_first = sorted(phrases, key=len, reverse=True)
-        alternatives = "|".join(re.escape(phrase) + after for phrase in longest_first)
-    return re.compile(before + alternatives, re.IGNORECASE if ignore_case else 0)
+        return re.compile(before + "(?:" + "|".join(re.escape(p) + after for p in longest_first) + ")", flags)
 
 
 def trie_pattern(node: dict, end: str) -> str:
