@@ -108,6 +108,19 @@ def test_a_requests_own_glossary_is_placed_as_translate_places_a_glossarys(serve
         check_glossary({"a": "b", "c": "d", "e": "f"}, ServeLimits(max_glossary_entries=2))
 
 
+def test_requests_bringing_the_same_glossary_share_one():
+    from mt.serve.app import RequestGlossaries
+
+    kept = RequestGlossaries(size=2)
+    server, read_again = mt.Glossary({"hund": "cat"}, "de"), mt.Glossary({"hund": "dog"}, "de")
+    first = kept(server, {"rot": "red"}, "de")
+    assert first.entries == {"hund": "cat", "rot": "red"} and kept(server, {"rot": "red"}, "de") is first
+    assert kept(server, {"rot": "blue"}, "de") is not first and kept(server, {}, "de") is None
+    assert kept(read_again, {"rot": "red"}, "de").entries == {"hund": "dog", "rot": "red"}  # not the old merge
+    assert kept(None, {"rot": "red"}, "de").entries == {"rot": "red"}
+    assert kept(server, {"rot": "red"}, "de") is not first  # the oldest of more than two was let go
+
+
 def test_a_glossary_server_adds_its_terms_to_every_request(checkpoint, lines, tmp_path):
     (tmp_path / "glossary.tsv").write_text("hund\tcat\n", encoding="utf-8")
     translator = mt.load_translator(checkpoint, device="cpu", beam=5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from dataclasses import asdict
 from importlib import resources
 
@@ -76,12 +77,28 @@ def terms_usable(translator: LineTranslator, request: TranslateRequest, glossary
         raise RequestError(422, str(err)) from None
 
 
-def request_glossary(server: Glossary | None, entries: dict[str, str] | None, src_lang) -> Glossary | None:
-    """A request's own glossary: its entries on top of the server's (replacing those of the same source),
-    or alone; None where it names none (the server's applies)."""
-    if not entries:
-        return None
-    return (server or Glossary({}, src_lang if isinstance(src_lang, str) else "")).with_entries(entries)
+class RequestGlossaries:
+    """A request's own glossary: its entries on top of the server's (replacing those of the same source), or
+    alone. The last `size` are kept, so that requests bringing the same entries share one Glossary: compiled
+    once (at 10,000 server entries a compile takes ~0.2 s) and decoded in one batch."""
+
+    def __init__(self, size: int = 64):
+        self.size, self.kept = size, OrderedDict()
+
+    def __call__(self, server: Glossary | None, entries: dict[str, str] | None, src_lang) -> Glossary | None:
+        """None where the request names no entries (the server's applies)."""
+        if not entries:
+            return None
+        key = (id(server), frozenset(entries.items()))
+        kept = self.kept.get(key)
+        if kept is not None and kept[0] is server:  # the server's glossary as it was (not one read since)
+            self.kept.move_to_end(key)
+            return kept[1]
+        merged = (server or Glossary({}, src_lang if isinstance(src_lang, str) else "")).with_entries(entries)
+        self.kept[key] = (server, merged)
+        if len(self.kept) > self.size:
+            self.kept.popitem(last=False)
+        return merged
 
 
 def rerank_usable(translator: LineTranslator, settings: DecodeSettings) -> None:
@@ -129,6 +146,7 @@ def create_app(
     GlossaryFile: read again when it changes). A translator with a reverse model (with_reverse) reranks every
     request's beam, and refuses other searches."""
     batcher = Batcher(translator, max_wait, translator.settings.batch_tokens, workers)
+    request_glossaries = RequestGlossaries()
 
     def server_glossary() -> Glossary | None:
         return glossary.current() if isinstance(glossary, GlossaryFile) else glossary
@@ -184,7 +202,7 @@ def create_app(
             known_language(settings.tgt_lang, translator.languages)
             rerank_usable(translator, settings)
             current = server_glossary()
-            in_use = request_glossary(current, ask.glossary, source) or current
+            in_use = request_glossaries(current, ask.glossary, source) or current
             terms_usable(translator.with_settings(settings), ask, in_use)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:
