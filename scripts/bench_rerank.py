@@ -5,9 +5,9 @@ test split at several weights, the weight chosen on validation, and the time the
         --reverse runs/multi30k.en-de/reverse_half_hour --beam 5 10 --weights 0.25 0.5 1 2 \\
         --valid data/multi30k/valid.de data/multi30k/valid.en --test data/multi30k/test2016.de data/multi30k/test2016.en
 
-Each split's candidates are searched and scored by the reverse model once per beam; every weight reranks
-those same scores (mt.decoding.rerank.reranked, as translate --reverse does). Prints one JSON object per
-measurement, then a table. Reports, never asserts.
+Each split's candidates are searched and scored by the reverse model once per beam (rerank.reverse_scores);
+every weight reranks those same scores (rerank.ranked), as translate --reverse does. Prints one JSON object
+per measurement, then a table. Reports, never asserts.
 """
 
 from __future__ import annotations
@@ -18,20 +18,8 @@ import time
 
 import mt
 from mt.data.lines import read_lines
-from mt.decoding.rerank import reranked
+from mt.decoding.rerank import ranked, reverse_scores
 from mt.metrics import score
-
-
-class ScoredOnce:
-    """The reverse model, its scores of the candidates taken once and given again for every weight."""
-
-    def __init__(self, reverse):
-        self.reverse, self.languages, self.scores = reverse, reverse.languages, None
-
-    def score(self, sources, targets):
-        if self.scores is None:
-            self.scores = self.reverse.score(sources, targets)
-        return self.scores
 
 
 def measure(forward, reverse, src: list[str], ref: list[str], beam: int, weights: list[float]) -> list[dict]:
@@ -39,14 +27,13 @@ def measure(forward, reverse, src: list[str], ref: list[str], beam: int, weights
     start = time.perf_counter()
     found = forward.translate_nbest(src, beam=beam, nbest=beam)
     searched = time.perf_counter() - start
-    once = ScoredOnce(reverse)
     start = time.perf_counter()
-    reranked(found, src, once, 1.0)
+    back = reverse_scores(found, src, reverse)
     scored = time.perf_counter() - start
     plain = score([hyps[0].text for hyps in found], ref)
     rows = [{"beam": beam, "weight": 0, "bleu": plain.bleu, "chrf": plain.chrf, "search_s": round(searched, 1)}]
     for weight in weights:
-        chosen = score([hyps[0].text for hyps in reranked(found, src, once, weight)], ref)
+        chosen = score([hyps[0].text for hyps in ranked(found, back, weight)], ref)
         rows.append({"beam": beam, "weight": weight, "bleu": chosen.bleu, "chrf": chosen.chrf,
                      "search_s": round(searched, 1), "reverse_s": round(scored, 1)})  # fmt: skip
     return rows

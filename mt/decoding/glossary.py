@@ -89,7 +89,9 @@ def load_glossary(path: str | None, languages: tuple, ignore_case: bool = False)
 
 def with_glossary(terms: list[list[str]] | None, lines: list[str], glossary: Glossary | None) -> list[list[str]] | None:
     """Each line's terms (None: none given) and then those the glossary (None: none) gives it, each once."""
-    if glossary is None:
-        return terms
-    found = glossary.terms(lines)
+    return terms if glossary is None else joined_terms(terms, glossary.terms(lines))
+
+
+def joined_terms(terms: list[list[str]] | None, found: list[list[str]]) -> list[list[str]]:
+    """Each line's terms (None: none given) and then those found for it (a glossary's), each once."""
     return found if terms is None else [list(dict.fromkeys(a + b)) for a, b in zip(terms, found)]

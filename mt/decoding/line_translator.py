@@ -10,7 +10,7 @@ import logging
 from dataclasses import fields, replace
 
 from mt.data.languages import into, languages_label
-from mt.decoding.glossary import Glossary, with_glossary
+from mt.decoding.glossary import Glossary, joined_terms
 from mt.decoding.mbr import bleu_words, mbr_order
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, reranked
 from mt.decoding.sentences import several_sentences, several_sentences_note, translate_by_sentence
@@ -94,7 +94,7 @@ class LineTranslator:
             found = glossary.terms(lines)
             check_terms_use(translator, {**options, "terms": found}, by_sentence=by_sentence)
             if not by_sentence:
-                options["terms"] = with_glossary(options.get("terms"), lines, glossary)
+                options["terms"] = joined_terms(options.get("terms"), found)  # the lines scanned once
         if by_sentence:
             return translate_by_sentence(translator._decode, translator.settings, lines, glossary=glossary, **options)
         self.several_sentences += several_sentences(lines)
