@@ -11,7 +11,9 @@ import torch
 import mt
 from mt.data.languages import phrase_pattern
 from mt.data.tokenizer import BOS, EOS
+from mt.decoding.constraints import Constraints
 from mt.decoding.glossary import Glossary
+from mt.decoding.prefix import Prefixes
 from mt.decoding.search import beam_search, length_penalty
 from mt.decoding.terms import Need, Progress, allocate, holds, missing, terms_beam_search
 from mt.errors import MTError
@@ -106,6 +108,39 @@ def test_what_cannot_be_placed_gives_the_best_translation_without_it(half_traine
         assert hyps[0].score == pytest.approx(model_score(half_trained, source, hyps[0].tokens, 0.6, 3), abs=1e-4)
 
 
+def test_a_forced_prefix_comes_first_and_may_write_a_phrase_itself(half_trained):
+    sources = [s for s, _ in reversal_task(6, VOCAB, seed=7)]
+    src = pad_ids(sources, suffix=[EOS])
+    prefixes = [[4 + i, 5 + i] for i in range(len(sources))]
+    forced = Prefixes.of(prefixes, src.device)
+    free = beam_search(half_trained, src, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=3, prefixes=forced)
+    absent = [[t for t in range(4, VOCAB) if t not in hyps[0].tokens] for hyps in free]
+    phrases = [[[a[0]], [a[1], a[2]]] for a in absent]
+    found = terms_beam_search(
+        half_trained, src, phrases, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=3, nbest=2, prefixes=forced
+    )
+    for source, prefix, need, hyps in zip(sources, prefixes, phrases, found):
+        for hyp in hyps:
+            assert hyp.tokens[:2] == prefix and missing(hyp.tokens, need) == 0, (prefix, need, hyp.tokens)
+            assert hyp.score == pytest.approx(model_score(half_trained, source, hyp.tokens, 0.6, 3), abs=1e-4)
+    # a phrase the prefix writes is met there: nothing is left to place, and the search is beam search's
+    written = terms_beam_search(
+        half_trained, src, [[p[1:]] for p in prefixes], beam=4, alpha=0.6, max_len_a=1.0, max_len_b=3, prefixes=forced
+    )
+    assert [h[0].tokens for h in written] == [h[0].tokens for h in free]
+    # constraints leave the prefix alone: no piece twice after it (4 is there twice), at least 6 pieces
+    rules = Constraints(min_len=6, no_repeat_ngram=1)
+    repeated = Prefixes.of([[4, 4]] * len(sources), src.device)
+    once = [[[next(t for t in a if t != 4)]] for a in absent]
+    ruled = terms_beam_search(
+        half_trained, src, once, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=3, constraints=rules, prefixes=repeated
+    )
+    for need, hyps in zip(once, ruled):
+        tokens = hyps[0].tokens
+        assert tokens[:2] == [4, 4] and 4 not in tokens[2:] and len(set(tokens[2:])) == len(tokens) - 2, tokens
+        assert len(tokens) >= 6 and missing(tokens, need) == 0, (need, tokens)
+
+
 def test_translate_and_the_api_hold_the_terms(trained_run, tiny_corpus, tmp_path):
     checkpoint = trained_run / "checkpoints" / "final.pt"
     lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:6]
@@ -142,6 +177,13 @@ def test_translate_and_the_api_hold_the_terms(trained_run, tiny_corpus, tmp_path
     assert len(cut) == 6 and lacking and f"the translation of {lacking} line" in unplaceable.stderr
     refused = translate("terms", "--beam", "1", check=False)
     assert refused.returncode == 2 and "--terms needs beam search" in refused.stderr
+    prefixes = ["Look:", "", "A", "", "", "Here"]
+    (tmp_path / "prefixes").write_text("\n".join(prefixes) + "\n", encoding="utf-8")
+    started = translate("terms", "--prefix", str(tmp_path / "prefixes")).stdout.splitlines()
+    api = [best.text for best, *_ in translator.translate_nbest(lines, terms=terms, prefixes=prefixes)]
+    assert started == api and started[1] == got[1]
+    for prefix, line_terms, text in zip(prefixes, terms, started):
+        assert text.startswith(prefix) and all(f" {t} " in f" {text.rstrip('.')} " for t in line_terms), text
 
     with pytest.raises(MTError, match="beam search"):
         translator.translate(lines, terms=terms, beam=1)

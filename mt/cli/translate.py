@@ -160,15 +160,13 @@ def check_mbr_args(args) -> None:
 
 
 def check_terms_args(args) -> None:
-    """--terms and --glossary: placed by beam search, without a forced prefix; --terms on whole lines (a
-    glossary's sentence by sentence, with --split-sentences)."""
+    """--terms and --glossary: placed by beam search; --terms on whole lines (a glossary's sentence by
+    sentence, with --split-sentences)."""
     flag = "--terms" if args.terms else "--glossary" if args.glossary else None
     if flag is None:
         return
     if args.strategy in ("greedy", "sample") or args.beam == 1:
         raise MTError(f"{flag} needs beam search, which places the terms: not --strategy greedy or sample, or --beam 1")
-    if args.prefix:
-        raise MTError(f"{flag}: terms and a forced prefix (--prefix): one or the other")
     if args.terms and args.split_sentences:
         raise MTError(
             "--terms hold for a whole line: not with --split-sentences (--glossary's hold sentence by sentence)"

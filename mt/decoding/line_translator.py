@@ -221,8 +221,8 @@ def checked_terms(terms) -> list[list[str]]:
 
 
 def check_terms_use(translator: LineTranslator, options: dict, by_sentence: bool = False) -> None:
-    """Required terms are placed by the torch engine's beam search, with no forced prefix, on whole lines
-    (by_sentence: terms a glossary finds in each sentence, where split_sentences splits lines): else one line."""
+    """Required terms are placed by the torch engine's beam search, on whole lines (by_sentence: terms a
+    glossary finds in each sentence, where split_sentences splits lines): else one line."""
     if not any(options["terms"]):
         return
     if not translator.places_terms:
@@ -232,8 +232,6 @@ def check_terms_use(translator: LineTranslator, options: dict, by_sentence: bool
         raise MTError("terms are placed by beam search: use a beam of 2 or more (beam=5), not sampling or greedy")
     if settings.split_sentences and not by_sentence:
         raise MTError("terms hold for a whole line: not with split_sentences (a glossary's hold sentence by sentence)")
-    if options.get("prefixes") is not None and any(options["prefixes"]):
-        raise MTError("terms and prefixes: one or the other")
 
 
 def checked_lines(lines, name: str = "lines") -> list[str]:

@@ -41,6 +41,10 @@ class Prefixes:
         """Each row's prefix for `times` consecutive rows (a sentence's beam hypotheses or samples)."""
         return Prefixes(self.ids.repeat_interleave(times, 0), self.lengths.repeat_interleave(times, 0))
 
+    def lists(self) -> list[list[int]]:
+        """Each row's prefix as a list of ids, read to the host (for a search that chooses there)."""
+        return [ids[:n] for ids, n in zip(self.ids.tolist(), self.lengths.tolist())]
+
     def at(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(forced (rows,) bool: whether step t lies inside the row's prefix, the token there)."""
         if t >= self.longest:

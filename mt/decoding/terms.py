@@ -9,7 +9,8 @@ any it has not written). The candidates fall into banks by how many phrase piece
 is shared out among the banks round-robin, the fullest bank first: hypotheses that place a phrase at once
 do not crowd out those that will place it later, where it fits. A hypothesis ends (EOS among its best
 pieces) only once it holds every phrase. A line where none does by the length limit keeps the best
-translation that ended without them (`missing` tells such lines).
+translation that ended without them (`missing` tells such lines). A sentence with a forced target prefix
+carries it as its one hypothesis first (a phrase the prefix writes counts as met), then searches as above.
 
 Phrases are piece sequences as the target side's tokenizer writes them standalone, so a phrase matches at
 a word's start, as it would follow a space.
@@ -23,6 +24,7 @@ import torch
 
 from mt.data.tokenizer import BOS, EOS
 from mt.decoding.constraints import Constraints
+from mt.decoding.prefix import Prefixes, limits_with_prefix
 from mt.decoding.search import Hypothesis, length_penalty, max_output_lengths, on_host
 
 Phrases = list[list[int]]  # one sentence's required phrases, each a list of target piece ids
@@ -132,15 +134,18 @@ def terms_beam_search(
     nbest: int = 1,
     constraints: Constraints | None = None,
     joins: frozenset[int] = frozenset(),
+    prefixes: Prefixes | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search in which every translation of sentence i holds each of phrases[i] (where the search
     finds one that does by the length limit; else the best that ended without). The model steps on the
     device for every live hypothesis at once; the choice is made on the host, a sentence at a time.
-    joins: the target pieces that continue a word, so that a phrase counts only as whole words. Returns
+    joins: the target pieces that continue a word, so that a phrase counts only as whole words. prefixes:
+    one per sentence, forced first, its log-probability part of the score (as in beam_search). Returns
     nbest hypotheses per sentence, best first, scored with the GNMT length penalty."""
     needs = [Need(p, joins) for p in phrases]
     batch, device = src.size(0), src.device
-    limits = max_output_lengths(src, max_len_a, max_len_b).tolist()
+    limits = limits_with_prefix(max_output_lengths(src, max_len_a, max_len_b), prefixes, max_len_b).tolist()
+    forced = prefixes.lists() if prefixes is not None else [[] for _ in range(batch)]
     state = model.start_state(src, copies=beam)
     tokens = torch.full((batch * beam,), BOS, dtype=torch.long, device=device)
     live = list(range(batch))  # the sentences still searching, in batch order
@@ -150,12 +155,19 @@ def terms_beam_search(
 
     for t in range(max(limits, default=0)):
         logits, state = model.step(tokens, state)
+        inside = [t < len(forced[s]) for s in live]  # the sentences still writing their prefix
         if constraints is not None:
-            history = None
+            history, free = None, None
             if constraints.needs_history:
                 history = torch.tensor([h.tokens for s in live for h in padded(beams[s], beam)], device=device)
-            constraints.apply(logits, t, None if history is None else history.view(len(live) * beam, t), None)
-        wanted = [h.progress.wanted(needs[s]) for s in live for h in padded(beams[s], beam)]
+            if any(inside):  # a prefix is taken as given
+                free = torch.tensor(inside, device=device).logical_not().repeat_interleave(beam)
+            constraints.apply(logits, t, None if history is None else history.view(len(live) * beam, t), free)
+        wanted = [
+            [forced[s][t]] if forced_now else h.progress.wanted(needs[s])
+            for s, forced_now in zip(live, inside)
+            for h in padded(beams[s], beam)
+        ]
         width = max(1, max(map(len, wanted)))
         index = torch.tensor([w + [EOS] * (width - len(w)) for w in wanted], device=device)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
@@ -170,7 +182,8 @@ def terms_beam_search(
             for k, hyp in enumerate(beams[s]):
                 row = i * beam + k
                 done = hyp.progress.complete(needs[s])
-                for token, lp in [*zip(top_tok[row], top_lp[row]), *zip(wanted[row], wanted_lp[row])]:
+                choice = [] if inside[i] else list(zip(top_tok[row], top_lp[row]))  # in a prefix: its token alone
+                for token, lp in [*choice, *zip(wanted[row], wanted_lp[row])]:
                     if lp == float("-inf"):  # ruled out (a minimum length, a repeated n-gram)
                         continue
                     if token == EOS:

@@ -165,7 +165,7 @@ class Translator(LineTranslator):
             if phrases:
                 return terms_beam_search(
                     self.model, src, phrases, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, s.constraints,
-                    self._word_joins(),
+                    self._word_joins(), prefixes,
                 )  # fmt: skip
             if s.sampling:
                 steps = int(max_output_lengths(src, s.max_len_a, s.max_len_b).max()) + s.max_len_b

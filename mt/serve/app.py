@@ -69,9 +69,9 @@ def terms_usable(translator: LineTranslator, request: TranslateRequest, glossary
     placed as it asks to decode (the glossary's sentence by sentence too)."""
     try:
         if request.terms is not None:
-            check_terms_use(translator, {"terms": request.terms, "prefixes": request.prefixes})
+            check_terms_use(translator, {"terms": request.terms})
         if glossary is not None:
-            found = {"terms": glossary.terms(request.lines), "prefixes": request.prefixes}
+            found = {"terms": glossary.terms(request.lines)}
             check_terms_use(translator, found, by_sentence=translator.settings.split_sentences)
     except MTError as err:
         raise RequestError(422, str(err)) from None
@@ -80,12 +80,13 @@ def terms_usable(translator: LineTranslator, request: TranslateRequest, glossary
 class RequestGlossaries:
     """A request's own glossary: its entries on top of the server's (replacing those of the same source), or
     alone. The last `size` are kept, so that requests bringing the same entries share one Glossary: compiled
-    once (at 10,000 server entries a compile takes ~0.2 s) and decoded in one batch."""
+    once (at 10,000 server entries a compile takes ~0.2 s, in a thread: the event loop goes on answering
+    other requests) and decoded in one batch."""
 
     def __init__(self, size: int = 64):
         self.size, self.kept = size, OrderedDict()
 
-    def __call__(self, server: Glossary | None, entries: dict[str, str] | None, src_lang) -> Glossary | None:
+    async def __call__(self, server: Glossary | None, entries: dict[str, str] | None, src_lang) -> Glossary | None:
         """None where the request names no entries (the server's applies)."""
         if not entries:
             return None
@@ -94,7 +95,8 @@ class RequestGlossaries:
         if kept is not None and kept[0] is server:  # the server's glossary as it was (not one read since)
             self.kept.move_to_end(key)
             return kept[1]
-        merged = (server or Glossary({}, src_lang if isinstance(src_lang, str) else "")).with_entries(entries)
+        base = server or Glossary({}, src_lang if isinstance(src_lang, str) else "")
+        merged = await asyncio.to_thread(base.with_entries, entries)
         self.kept[key] = (server, merged)
         if len(self.kept) > self.size:
             self.kept.popitem(last=False)
@@ -148,8 +150,11 @@ def create_app(
     batcher = Batcher(translator, max_wait, translator.settings.batch_tokens, workers)
     request_glossaries = RequestGlossaries()
 
-    def server_glossary() -> Glossary | None:
-        return glossary.current() if isinstance(glossary, GlossaryFile) else glossary
+    async def server_glossary() -> Glossary | None:
+        """The server's glossary; its file, where changed, read again in a thread (not on the event loop)."""
+        if isinstance(glossary, GlossaryFile):
+            return await asyncio.to_thread(glossary.current) if glossary.due() else glossary.current()
+        return glossary
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -177,7 +182,7 @@ def create_app(
             **about,
             "settings": asdict(translator.settings),
             "limits": asdict(limits),
-            "glossary_entries": len(server_glossary().entries) if glossary is not None else 0,
+            "glossary_entries": len((await server_glossary()).entries) if glossary is not None else 0,
             "glossary_error": glossary.error if isinstance(glossary, GlossaryFile) else None,
             "reverse_weight": translator.reverse_weight if translator.reverse is not None else None,
             "batches": batcher.batches,
@@ -201,8 +206,8 @@ def create_app(
             settings = request_settings(translator.settings, ask)
             known_language(settings.tgt_lang, translator.languages)
             rerank_usable(translator, settings)
-            current = server_glossary()
-            in_use = request_glossaries(current, ask.glossary, source) or current
+            current = await server_glossary()
+            in_use = await request_glossaries(current, ask.glossary, source) or current
             terms_usable(translator.with_settings(settings), ask, in_use)
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:

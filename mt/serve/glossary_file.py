@@ -27,9 +27,13 @@ class GlossaryFile:
         self.checked = time.monotonic()
         self.lock = threading.Lock()
 
+    def due(self) -> bool:
+        """Whether current() looks at the file (and may read it again) rather than answer at once."""
+        return time.monotonic() - self.checked >= self.every
+
     def current(self) -> Glossary:
         """The glossary in use: the file's, read again where its time or size changed since it was read."""
-        if time.monotonic() - self.checked < self.every:
+        if not self.due():
             return self.glossary
         with self.lock:
             self.checked = time.monotonic()
