@@ -4,6 +4,7 @@ every bad request with a 4xx and one line of JSON, and goes on serving."""
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -346,6 +347,50 @@ def test_a_client_that_disconnects_costs_nothing(server):
     time.sleep(0.3)
     status, answer = server.translate({"lines": ["ein hund"]})
     assert status == 200 and len(answer["translations"]) == 1
+
+
+SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)")
+
+
+def exposition_samples(text: str) -> dict[str, float]:
+    """Prometheus's text format read strictly: every sample a line `name{labels} value` of a family whose TYPE
+    came before it (a histogram's _bucket, _sum and _count included); "name{labels}" -> value."""
+    types, samples = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            types[name] = kind
+        elif line and not line.startswith("# HELP "):
+            name, labels, value = SAMPLE.fullmatch(line).groups()
+            family = re.sub(r"_(bucket|sum|count)$", "", name) if name not in types else name
+            assert family in types, f"{name} has no TYPE line before it"
+            samples[name + (labels or "")] = float(value)
+    return samples
+
+
+def test_metrics_count_the_requests_for_prometheus(checkpoint, lines):
+    running = RunningServer(mt.load_translator(checkpoint, device="cpu", beam=1), LIMITS, workers=2)
+    try:
+        for body in ({"lines": lines[:3]}, {"lines": lines[:2]}, b"not json", {"lines": ["a"], "beam": 99}):
+            running.translate(body)
+        assert running.request("POST", "/score", {"lines": lines[:2], "targets": ["A dog.", "Two."]})[0] == 200
+        running.request("GET", "/health")
+        status, text = running.request("GET", "/metrics")
+    finally:
+        running.stop()
+    assert status == 200
+    got = exposition_samples(text)
+    translated = {code: got.get(f'mt_requests_total{{path="/translate",code="{code}"}}') for code in (200, 400, 422)}
+    assert translated == {200: 2, 400: 1, 422: 1}
+    for path in ("/score", "/health"):
+        assert got[f'mt_requests_total{{path="{path}",code="200"}}'] == 1
+    assert got["mt_lines_translated_total"] == 5 and got["mt_pairs_scored_total"] == 2
+    assert got["mt_batches_total"] == 3 and got["mt_waiting_requests"] == 0 and got["mt_decoding_threads"] == 2
+    buckets = [v for k, v in got.items() if k.startswith('mt_request_duration_seconds_bucket{path="/translate"')]
+    count = got['mt_request_duration_seconds_count{path="/translate"}']
+    assert buckets == sorted(buckets) and buckets[-1] == count == 4
+    assert 0 < got['mt_request_duration_seconds_sum{path="/translate"}'] < 120
+    assert not any("/metrics" in k for k in got)  # scraping is not counted
 
 
 def test_health_and_the_page(server):

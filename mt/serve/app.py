@@ -1,5 +1,5 @@
-"""The HTTP application: POST /translate, POST /score, GET /health and the web page at GET /, over one
-translator (either engine) and the batcher that decodes requests together."""
+"""The HTTP application: POST /translate, POST /score, GET /health, GET /metrics (for Prometheus) and the web
+page at GET /, over one translator (either engine) and the batcher that decodes requests together."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import asdict
 from importlib import resources
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
@@ -23,6 +23,7 @@ from mt.errors import MTError
 from mt.serve.batcher import Batcher
 from mt.serve.glossary_file import GlossaryFile
 from mt.serve.limits import RequestError, ScoreRequest, ServeLimits, TranslateRequest, parse_request
+from mt.serve.metrics import Metrics, RecordRequests
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,9 @@ def create_app(
             return await asyncio.to_thread(glossary.current) if glossary.due() else glossary.current()
         return glossary
 
+    async def glossary_entries() -> int:
+        return len((await server_glossary()).entries) if glossary is not None else 0
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
@@ -163,6 +167,8 @@ def create_app(
 
     app = FastAPI(title="mt-serve", summary="Machine translation", docs_url="/docs", redoc_url=None, lifespan=lifespan)
     app.state.batcher = batcher
+    metrics = Metrics()
+    app.add_middleware(RecordRequests, metrics=metrics)
     source, target = translator.languages
     page = resources.files("mt.serve").joinpath("page.html").read_text(encoding="utf-8")
 
@@ -182,13 +188,18 @@ def create_app(
             **about,
             "settings": asdict(translator.settings),
             "limits": asdict(limits),
-            "glossary_entries": len((await server_glossary()).entries) if glossary is not None else 0,
+            "glossary_entries": await glossary_entries(),
             "glossary_error": glossary.error if isinstance(glossary, GlossaryFile) else None,
             "reverse_weight": translator.reverse_weight if translator.reverse is not None else None,
             "batches": batcher.batches,
             "lines_translated": batcher.lines_decoded,
             "pairs_scored": batcher.pairs_scored,
         }
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def prometheus_metrics():
+        exposition = metrics.exposition(batcher, await glossary_entries())
+        return PlainTextResponse(exposition, media_type="text/plain; version=0.0.4")
 
     @app.post(
         "/translate",

@@ -74,6 +74,14 @@ class Batcher:
         for thread in self.threads:
             thread.start()
 
+    @property
+    def waiting_requests(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def busy_threads(self) -> int:
+        return len(self.threads) - self.idle
+
     def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0, terms=None, glossary=None) -> Future:
         """A translation job's future; glossary: the one its lines (or sentences, split_sentences) are held to:
         the server's, or the request's own on top of it (Glossary.with_entries)."""
