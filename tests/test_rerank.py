@@ -131,8 +131,21 @@ def test_a_server_with_a_reverse_model_reranks_every_request_and_refuses_other_s
             status, answer = server.translate({"lines": lines[:1], **asked})
             assert status == 422 and "this server reranks a beam's candidates" in answer["error"], asked
         assert server.translate({"lines": lines[:1], "strategy": "beam", "beam": 2})[0] == 200  # served after
+        weighed = {}
+        for weight in (0, 20):  # a request's own weight, as translate's --reverse-weight
+            status, answer = server.translate({"lines": lines, "reverse_weight": weight})
+            assert status == 200 and answer["reverse_weight"] == weight
+            weighed[weight] = answer["translations"]
+            assert weighed[weight] == forward.with_reverse(back, weight).translate(lines), weight
+        assert weighed[0] != weighed[20], "the weight changed no line"
     finally:
         server.stop()
+    plain = RunningServer(forward)
+    try:
+        status, answer = plain.translate({"lines": lines[:1], "reverse_weight": 1})
+        assert status == 422 and answer["error"].startswith("reverse_weight: this server does not rerank")
+    finally:
+        plain.stop()
     for flags, said in (
         (["--reverse-weight", "0.5"], "--reverse-weight weighs the reverse model: give --reverse"),
         (["--reverse", str(reverse_run), "--beam", "1"], "--reverse reranks a beam's candidates: not --beam 1"),

@@ -104,9 +104,12 @@ class RequestGlossaries:
         return merged
 
 
-def rerank_usable(translator: LineTranslator, settings: DecodeSettings) -> None:
+def rerank_usable(translator: LineTranslator, settings: DecodeSettings, weight: float | None = None) -> None:
     """A RequestError (422) unless a server that reranks with a reverse model can rerank as the request asks
-    to decode: a beam's candidates, not a greedy search's, samples or MBR's choice."""
+    to decode: a beam's candidates, not a greedy search's, samples or MBR's choice; a request's reverse weight
+    (weight) only where there is a reverse model."""
+    if weight is not None and translator.reverse is None:
+        raise RequestError(422, "reverse_weight: this server does not rerank (it was started without --reverse)")
     if translator.reverse is not None and (settings.sampling or settings.beam < 2 or settings.mbr):
         raise RequestError(
             422, "this server reranks a beam's candidates with a reverse model: beam search with a beam of 2 or "
@@ -216,7 +219,7 @@ def create_app(
             ask = parse_request(body, limits)
             settings = request_settings(translator.settings, ask)
             known_language(settings.tgt_lang, translator.languages)
-            rerank_usable(translator, settings)
+            rerank_usable(translator, settings, ask.reverse_weight)
             current = await server_glossary()
             in_use = await request_glossaries(current, ask.glossary, source) or current
             terms_usable(translator.with_settings(settings), ask, in_use)
@@ -224,7 +227,10 @@ def create_app(
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)
         seeds = [line_seed(settings.seed, i) for i in range(len(ask.lines))] if settings.sampling else None
-        future = batcher.submit(ask.lines, settings, ask.prefixes, seeds, pieces, ask.terms, in_use)
+        future = batcher.submit(
+            ask.lines, settings, pieces, prefixes=ask.prefixes, seeds=seeds, terms=ask.terms, glossary=in_use,
+            reverse_weight=ask.reverse_weight,
+        )  # fmt: skip
         try:
             results = await answer_or_hang_up(request, future)
         except Exception as err:  # noqa: BLE001 - one request fails, the server goes on
@@ -233,7 +239,7 @@ def create_app(
             return Response(status_code=499)  # the client left; nobody reads this
         answer = {"translations": [found[0].text for found in results], "settings": asdict(settings)}
         if translator.reverse is not None:
-            answer["reverse_weight"] = translator.reverse_weight
+            answer["reverse_weight"] = translator.reverse_weight if ask.reverse_weight is None else ask.reverse_weight
         if ask.scores or settings.nbest > 1:
             answer["hypotheses"] = [[{"text": t.text, "score": t.score} for t in found] for found in results]
         return answer

@@ -34,23 +34,24 @@ class Job:
 
     lines: list[str]
     settings: DecodeSettings
-    prefixes: list[str] | None
-    seeds: list[int] | None  # sampling: each line's seed
-    pieces: int  # source pieces (and target pieces, to score), against the batch budget and for sharing work out
+    prefixes: list[str] | None = None
+    seeds: list[int] | None = None  # sampling: each line's seed
+    pieces: int = 0  # source pieces (and target pieces, to score), against the budget and for sharing work out
     targets: list[str] | None = None  # a scoring job: the translations to score, one per line
     terms: list[list[str]] | None = None  # the phrases each line's translation must hold
     glossary: Glossary | None = None  # whose entries' targets the lines (or sentences) holding them must hold
+    reverse_weight: float | None = None  # reranking with the translator's reverse model: its weight (None: its own)
     future: Future = field(default_factory=Future)
     arrived: float = field(default_factory=time.monotonic)
 
     @property
     def group(self) -> tuple:
-        """Jobs with equal settings and one glossary (the server's, as it stood) decode in one call (each
-        line's seed travels with it; a request's own glossary decodes apart); scoring jobs into one target
-        language are scored in one call."""
+        """Jobs with equal settings, one glossary (the server's, as it stood) and one reverse weight decode in
+        one call (each line's seed travels with it; a request's own glossary decodes apart); scoring jobs into
+        one target language are scored in one call."""
         if self.targets is not None:
             return (SCORING, self.settings.tgt_lang)
-        return (replace(self.settings, seed=0), id(self.glossary))
+        return (replace(self.settings, seed=0), id(self.glossary), self.reverse_weight)
 
 
 class Batcher:
@@ -82,16 +83,17 @@ class Batcher:
     def busy_threads(self) -> int:
         return len(self.threads) - self.idle
 
-    def submit(self, lines, settings, prefixes=None, seeds=None, pieces: int = 0, terms=None, glossary=None) -> Future:
-        """A translation job's future; glossary: the one its lines (or sentences, split_sentences) are held to:
-        the server's, or the request's own on top of it (Glossary.with_entries)."""
-        return self._queue(Job(lines, settings, prefixes, seeds, pieces, terms=terms, glossary=glossary))
+    def submit(self, lines: list[str], settings: DecodeSettings, pieces: int = 0, **request) -> Future:
+        """A translation job's future. request: the Job's other fields as the request gives them (prefixes,
+        seeds, terms; glossary: the one its lines, or sentences, are held to: the server's, or the request's
+        own on top of it; reverse_weight: the reverse model's weight, where the request names one)."""
+        return self._queue(Job(lines, settings, pieces=pieces, **request))
 
     def submit_scoring(self, lines: list[str], targets: list[str], pieces: int = 0, tgt_lang: str = "") -> Future:
         """A future of the pairs' PairScores (pieces: source and target pieces, against the budget; tgt_lang:
         the targets' language, for a model of several)."""
         settings = self.translator.settings.updated(tgt_lang=tgt_lang)
-        return self._queue(Job(lines, settings, None, None, pieces, targets))
+        return self._queue(Job(lines, settings, pieces=pieces, targets=targets))
 
     def _queue(self, job: Job) -> Future:
         with self.changed:
@@ -118,7 +120,7 @@ class Batcher:
                     if key[0] == SCORING:
                         self._score(group)
                     else:
-                        self._decode(key[0], group)
+                        self._decode(key[0], group, key[2])
             finally:
                 with self.changed:
                     self.idle += 1
@@ -152,7 +154,7 @@ class Batcher:
                         self.changed.notify()  # what is left is another thread's
                     return jobs
 
-    def _decode(self, settings: DecodeSettings, jobs: list[Job]) -> None:
+    def _decode(self, settings: DecodeSettings, jobs: list[Job], reverse_weight: float | None = None) -> None:
         lines = [line for job in jobs for line in job.lines]
         prefixes = None
         if any(job.prefixes for job in jobs):
@@ -162,6 +164,8 @@ class Batcher:
             terms = [t for job in jobs for t in (job.terms or [[]] * len(job.lines))]
         seeds = [s for job in jobs for s in job.seeds] if settings.sampling else None
         translator = self.translator.with_settings(settings)
+        if reverse_weight is not None:
+            translator = translator.with_reverse(translator.reverse, reverse_weight)
         self._answer(
             jobs,
             lambda: translator.translate_nbest(

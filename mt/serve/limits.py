@@ -51,6 +51,9 @@ class TranslateRequest(BaseModel):
     split_sentences: bool | None = Field(None, description="translate each line's sentences apart, joined back")
     mbr: int | None = Field(None, ge=0, description="minimum Bayes risk over this many candidates a line (0: off)")
     mbr_utility: Literal["chrf", "bleu"] | None = Field(None, description="how MBR compares two candidates")
+    reverse_weight: float | None = Field(
+        None, ge=0, le=100, description="a server started with --reverse: the reverse model's weight in reranking"
+    )
     scores: bool = Field(False, description="also return each line's hypotheses with their scores")
 
 
