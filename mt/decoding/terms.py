@@ -18,16 +18,20 @@ a word's start, as it would follow a space.
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 
 import torch
 
+from mt import fastpath
 from mt.data.tokenizer import BOS, EOS
 from mt.decoding.constraints import Constraints
 from mt.decoding.prefix import Prefixes, limits_with_prefix
 from mt.decoding.search import Hypothesis, length_penalty, max_output_lengths, on_host
 
 Phrases = list[list[int]]  # one sentence's required phrases, each a list of target piece ids
+SCORE = operator.itemgetter(0)  # a candidate's (score, hypothesis, token, progress) score
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,11 @@ class Need:
 
     phrases: Phrases
     joins: frozenset[int] = frozenset()
+
+    @functools.cached_property
+    def firsts(self) -> frozenset[int]:
+        """The pieces that start a phrase: any other, written outside a phrase, leaves a progress as it is."""
+        return frozenset(pieces[0] for pieces in self.phrases)
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,8 @@ class Progress:
         where it was whole and the token starts a word), or, where the token breaks off that phrase or is
         written outside one, at the first piece of a phrase not yet met that starts with it (a phrase counts
         however the hypothesis comes to write it)."""
+        if self.inside is None and token not in need.firsts:  # most pieces: nothing changes
+            return self
         met = self.met
         if self.inside is not None:
             phrase, done = self.inside
@@ -109,17 +120,22 @@ def missing(tokens: list[int], phrases: Phrases, joins: frozenset[int] = frozens
 def allocate(candidates: list[tuple[float, int, int, Progress]], need: Need, beam: int) -> list:
     """The `beam` candidates (score, hypothesis, token, progress) kept: the banks (by phrase pieces written)
     take turns, fullest first, each giving its best remaining candidate, until the beam is full."""
+    ranked = sorted(candidates, key=SCORE, reverse=True)  # stable: ties keep their order
     banks: dict[int, list] = {}
-    for candidate in sorted(candidates, key=lambda c: -c[0]):
-        banks.setdefault(candidate[3].pieces(need), []).append(candidate)
+    pieces: dict[int, int] = {}  # by id(progress): most candidates share their hypothesis's progress
+    for candidate in ranked:
+        progress = candidate[3]
+        bank = pieces.get(id(progress))
+        if bank is None:
+            bank = pieces[id(progress)] = progress.pieces(need)
+        banks.setdefault(bank, []).append(candidate)
+    if len(banks) == 1:  # one bank (often: every hypothesis has placed as much): plain beam search
+        return ranked[:beam]
     queues = [banks[bank] for bank in sorted(banks, reverse=True)]
-    kept, turn = [], 0
-    while len(kept) < beam and any(queues):
-        queue = queues[turn % len(queues)]
-        if queue:
-            kept.append(queue.pop(0))
-        turn += 1
-    return sorted(kept, key=lambda c: -c[0])
+    kept = []
+    for turn in range(beam):  # the turn-th best of each bank, fullest bank first
+        kept += [queue[turn] for queue in queues if turn < len(queue)]
+    return sorted(kept[:beam], key=SCORE, reverse=True)
 
 
 @torch.no_grad()
@@ -170,9 +186,11 @@ def terms_beam_search(
         ]
         width = max(1, max(map(len, wanted)))
         index = torch.tensor([w + [EOS] * (width - len(w)) for w in wanted], device=device)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        top_lp, top_tok = log_probs.topk(beam, dim=-1)
-        top_lp, top_tok, wanted_lp = on_host(top_lp, top_tok, log_probs.gather(1, index))
+        top_lp, top_tok = fastpath.top_log_probs(logits, beam)
+        # log P = logit - log(sum of exp(logits)), that sum read off the best token (its logit and log P)
+        normaliser = logits.gather(1, top_tok[:, :1]).float() - top_lp[:, :1]
+        wanted_lp = logits.gather(1, index).float() - normaliser
+        top_lp, top_tok, wanted_lp = on_host(top_lp, top_tok, wanted_lp)
         top_lp, top_tok, wanted_lp = top_lp.tolist(), top_tok.tolist(), wanted_lp.tolist()
         penalty = float(length_penalty(torch.tensor(t + 1), alpha))
         rows, next_live = [], []
