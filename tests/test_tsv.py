@@ -74,7 +74,7 @@ def test_columns_are_named_by_the_header_data_columns_or_the_files_name(tmp_path
     for lang in ("de", "en"):  # and files of one language each win over any .tsv
         (tmp_path / f"test.{lang}").write_text(f"{lang} line\n")
     assert load_files(str(tmp_path), "test", "de", "en").src == ["de line"]
-    with pytest.raises(MTError, match=r"nothing\.de: no such file \(nor .*nothing\.tsv\)"):
+    with pytest.raises(MTError, match=r"nothing\.de: no such file \(nor .*nothing\.tsv, .*nothing\.tmx\)"):
         load_files(str(tmp_path), "nothing", "de", "en")
 
 

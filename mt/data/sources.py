@@ -13,6 +13,7 @@ from mt.data.compressed import compressed_form, plain_texts
 from mt.data.corpus import ParallelCorpus
 from mt.data.languages import direction_name, directions, pair_subset, source_tag, tagged
 from mt.data.lines import missing_file, read_lines
+from mt.data.tmx import tmx_as_tsv, tmx_path
 from mt.data.tsv_files import load_tsv, tsv_layout, tsv_path
 from mt.errors import MissingSplit, MTError
 
@@ -38,9 +39,10 @@ def split_files(
     folder: Path, split: str, src_lang: str, tgt_lang: str, columns=None, seekable: bool = False, cache_dir=None
 ):
     """Where one split and direction is in folder: a file per language (pair_files: src, tgt and their name)
-    where either is there; else one tab-separated file's layout (mt/data/tsv_files.py); neither is an error
-    that names both. A compressed file is read as it streams, or, where the reader must seek (the training
-    split, read by shard), as the text it holds, decompressed into cache_dir (mt/data/compressed.py)."""
+    where either is there; else one tab-separated file's layout (mt/data/tsv_files.py), or a TMX file's, its
+    pairs read into cache_dir as a tab-separated file (mt/data/tmx.py); none is an error that names them. A
+    compressed file is read as it streams, or, where the reader must seek (the training split, read by
+    shard), as the text it holds, decompressed into cache_dir (mt/data/compressed.py)."""
     src, tgt, origin = pair_files(folder, split, src_lang, tgt_lang)
     if src.exists() != tgt.exists():  # one language's file: the other is missing, or named otherwise
         raise MTError(missing_file(tgt if src.exists() else src) + other_languages(folder, split))
@@ -50,7 +52,10 @@ def split_files(
         return src, tgt, origin
     found = tsv_path(folder, split, src_lang, tgt_lang)
     if found is None:
-        said = missing_file(src, folder / f"{split}.tsv", partners=(tgt,))
+        tmx = tmx_path(folder, split, src_lang, tgt_lang)
+        if tmx is not None:  # a translation memory: its pairs, read once into the cache, as a .tsv
+            return tsv_layout(tmx_as_tsv(tmx, src_lang, tgt_lang, cache_dir), None, src_lang, tgt_lang, shown=tmx)
+        said = missing_file(src, folder / f"{split}.tsv", folder / f"{split}.tmx", partners=(tgt,))
         if not any(path.is_file() for path in folder.glob(f"{split}.*")):
             raise MissingSplit(said)
         raise MTError(said + other_languages(folder, split))
@@ -76,13 +81,15 @@ def check_data_dir(folder: Path) -> None:
         raise MTError(f"data.dir={folder}: no such directory")
 
 
-def load_files(folder: str, split: str, src_lang: str, tgt_lang: str, columns=None) -> ParallelCorpus:
+def load_files(
+    folder: str, split: str, src_lang: str, tgt_lang: str, columns=None, cache_dir: str | None = None
+) -> ParallelCorpus:
     """One split and direction of the text files in folder, line-aligned: a file per language (pair_files),
     or one tab-separated file of the split where there are none (mt/data/tsv_files.py; columns:
-    data.columns); a compressed file read as it streams."""
+    data.columns), or a TMX file (read into cache_dir); a compressed file read as it streams."""
     folder_path = Path(folder)
     check_data_dir(folder_path)
-    found = split_files(folder_path, split, src_lang, tgt_lang, columns)
+    found = split_files(folder_path, split, src_lang, tgt_lang, columns, cache_dir=cache_dir)
     if not isinstance(found, tuple):
         return load_tsv(found)
     src_path, tgt_path, origin = found
@@ -169,7 +176,7 @@ def load_split(data_cfg, split: str, src_lang: str | None = None, tgt_lang: str 
     """Load one split as configured (data.source = files | hub), in the config's direction or the one given."""
     src_lang, tgt_lang = src_lang or data_cfg.src_lang, tgt_lang or data_cfg.tgt_lang
     if data_cfg.source == "files":
-        return load_files(data_cfg.dir, split, src_lang, tgt_lang, getattr(data_cfg, "columns", None))
+        return load_files(data_cfg.dir, split, src_lang, tgt_lang, data_cfg.columns, data_cfg.cache_dir)
     return load_hub(data_cfg.name, pair_subset(data_cfg.subset, src_lang, tgt_lang), split, src_lang, tgt_lang)
 
 
@@ -191,8 +198,10 @@ def split_paths(data_cfg, split: str) -> list[Path]:
         return []
     paths = []
     for src_lang, tgt_lang in directions(data_cfg):
-        found = split_files(Path(data_cfg.dir), split, src_lang, tgt_lang, getattr(data_cfg, "columns", None))
-        paths += found[:2] if isinstance(found, tuple) else [found.path]
+        found = split_files(
+            Path(data_cfg.dir), split, src_lang, tgt_lang, data_cfg.columns, cache_dir=data_cfg.cache_dir
+        )
+        paths += found[:2] if isinstance(found, tuple) else [found.shown]
     return paths
 
 
