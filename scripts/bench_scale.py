@@ -8,10 +8,11 @@ the first update, with the peak RSS of the largest process and the peak memory o
 the same again in a new run directory on the same corpus (the tokenizer and encodings come from the cache).
 Then `translate` on 2,000 and 20,000 lines, with its peak RSS (streaming: it should not grow with the input).
 
-    .venv/bin/python scripts/bench_scale.py [--pairs 100000 1000000] [--work /tmp/bench_scale] [--tsv] [--gzip]
+    .venv/bin/python scripts/bench_scale.py [--pairs 100000 1000000] [--work /tmp/bench_scale] [--tsv|--tmx] [--gzip]
 
-(--tsv: the training split as one tab-separated file, train.tsv, instead of train.de and train.en;
---gzip: its files gzip-compressed, train.de.gz: the first run decompresses them into the cache.)
+(--tsv: the training split as one tab-separated file, train.tsv, instead of train.de and train.en; --tmx: as
+a TMX translation memory, train.tmx, which the first run reads into the cache; --gzip: its files
+gzip-compressed, train.de.gz: the first run decompresses them into the cache.)
 
 Prints one JSON object per measurement, then a table. Reports, never asserts.
 """
@@ -29,6 +30,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -37,11 +39,11 @@ STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 
 
 def synthetic_corpus(
-    folder: Path, pairs: int, data: Path, seed: int = 1, tsv: bool = False, compress: bool = False
+    folder: Path, pairs: int, data: Path, seed: int = 1, tsv: bool = False, compress: bool = False, tmx: bool = False
 ) -> Path:
     """train.{de,en} of `pairs` lines in folder (made once), or with tsv one train.tsv (its first line
-    de<TAB>en; a tab inside a sentence, as Multi30k has one, made a space), gzip-compressed with compress;
-    valid/test2016 copied from data."""
+    de<TAB>en; a tab inside a sentence, as Multi30k has one, made a space), with tmx one train.tmx (a unit
+    a pair, de-DE and en-GB), gzip-compressed with compress; valid/test2016 copied from data."""
     done = folder / f"train.{pairs}.done"
     if done.exists():
         return folder
@@ -49,7 +51,10 @@ def synthetic_corpus(
     de = (data / "train.de").read_text(encoding="utf-8").splitlines()
     en = (data / "train.en").read_text(encoding="utf-8").splitlines()
     rng = random.Random(seed)
-    if tsv:
+    if tmx:
+        both = open(folder / "train.tmx", "w", encoding="utf-8")
+        both.write('<?xml version="1.0" encoding="UTF-8"?>\n<tmx version="1.4"><header srclang="de-DE"/><body>\n')
+    elif tsv:
         both = open(folder / "train.tsv", "w", encoding="utf-8")
         both.write("de\ten\n")
     else:
@@ -60,12 +65,17 @@ def synthetic_corpus(
         if i % 7 == 0:
             name = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))).capitalize()
             src, tgt = f"{name}: {src}", f"{name}: {tgt}"
-        if tsv:
+        if tmx:
+            both.write(f'<tu><tuv xml:lang="de-DE"><seg>{escape(src)}</seg></tuv>')
+            both.write(f'<tuv xml:lang="en-GB"><seg>{escape(tgt)}</seg></tuv></tu>\n')
+        elif tsv:
             both.write(f"{src.replace(chr(9), ' ')}\t{tgt.replace(chr(9), ' ')}\n")
         else:
             fd.write(src + "\n")
             fe.write(tgt + "\n")
-    for f in [both] if tsv else [fd, fe]:
+    if tmx:
+        both.write("</body></tmx>\n")
+    for f in [both] if tsv or tmx else [fd, fe]:
         f.close()
         if compress:
             subprocess.run(["gzip", "-f", f.name], check=True)
@@ -160,12 +170,13 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=Path("/tmp/bench_scale"))
     p.add_argument("--translate-lines", type=int, nargs="+", default=[2_000, 20_000])
     p.add_argument("--tsv", action="store_true", help="the training split as one train.tsv, not two files")
+    p.add_argument("--tmx", action="store_true", help="the training split as one train.tmx translation memory")
     p.add_argument("--gzip", action="store_true", help="the training split's files gzip-compressed")
     args = p.parse_args()
     rows = []
     for pairs in args.pairs:
-        name = f"corpus{pairs}{'_tsv' * args.tsv}{'_gz' * args.gzip}"
-        corpus = synthetic_corpus(args.work / name, pairs, args.data, tsv=args.tsv, compress=args.gzip)
+        name = f"corpus{pairs}{'_tsv' * args.tsv}{'_tmx' * args.tmx}{'_gz' * args.gzip}"
+        corpus = synthetic_corpus(args.work / name, pairs, args.data, tsv=args.tsv, compress=args.gzip, tmx=args.tmx)
         cache = args.work / f"cache{pairs}"
         shutil.rmtree(cache, ignore_errors=True)
         for attempt in ("first run", "new run directory, same cache"):
