@@ -8,6 +8,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from mt.config.schema import DataConfig
 from mt.data.sources import load_split
 from mt.data.tokenizer import BOS, EOS
 from mt.decoding.scoring import score_ids
@@ -83,8 +84,10 @@ def test_a_pairs_score_does_not_depend_on_its_batch():
 
 
 def corpus_config(corpus):
-    """The data section that names the tiny corpus's files."""
-    return OmegaConf.create({"source": "files", "dir": str(corpus), "src_lang": "de", "tgt_lang": "en"})
+    """The data section that names the tiny corpus's files (the rest as every config has it)."""
+    return OmegaConf.merge(
+        OmegaConf.structured(DataConfig), {"source": "files", "dir": str(corpus), "src_lang": "de", "tgt_lang": "en"}
+    )
 
 
 @pytest.fixture(scope="module")
