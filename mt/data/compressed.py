@@ -9,11 +9,8 @@ that is not UTF-8 is an error naming the compressed file and its line. Files rea
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import lzma
-import os
-import tempfile
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from mt.data.derived import derived_path, written_aside
 from mt.data.lines import (
     COMPRESSED,
     compression,
@@ -79,27 +77,15 @@ def _cached_copy(path: Path, cache_dir: str | None):
         raise unreadable_compression(path, kind)
     if not cache_dir:
         raise MTError(f"{path}: {kind}-compressed: reading it needs data.cache_dir to decompress it into, {undo}")
-    stat = path.stat()
-    key = repr((str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino))
     name = path.name.removesuffix(next(s for k, s, _ in COMPRESSED.values() if k == kind))
-    out = Path(cache_dir) / "decompressed" / hashlib.sha256(key.encode()).hexdigest()[:24] / (name or "text")
-    return out, opener, undo
+    return derived_path(path, cache_dir, "decompressed", name or "text"), opener, undo
 
 
 def _decompress_into(path: Path, out: Path, opener, undo: str, bar: tqdm) -> None:
     """The text of path, checked, written to out atomically (a temporary file beside it, renamed)."""
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".tmp-")
-    except OSError as err:
-        raise MTError(f"{path}: cannot decompress it into {out.parent} ({err.strerror}), {undo}") from None
-    try:
-        start = time.perf_counter()
-        with os.fdopen(fd, "wb") as sink:
-            lines = _decompress(path, opener, sink, bar)
-        os.replace(tmp, out)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    start = time.perf_counter()
+    with written_aside(out, True, f"{path}: cannot decompress it", f", {undo}") as sink:
+        lines = _decompress(path, opener, sink, bar)
     seconds, size = time.perf_counter() - start, out.stat().st_size / 1e6
     log.info("data: %s decompressed into %s (%s lines, %.1f MB, %.1f s)", path, out, f"{lines:,}", size, seconds)
 

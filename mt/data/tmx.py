@@ -17,11 +17,8 @@ modification time and the two languages) and read from there as any split's `.ts
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import re
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -30,6 +27,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.data.compressed import compressed_form
+from mt.data.derived import derived_path, written_aside
 from mt.data.lines import Decompressing, compression
 from mt.errors import MTError
 
@@ -55,24 +53,13 @@ def tmx_as_tsv(path: Path, src_lang: str, tgt_lang: str, cache_dir: str | None) 
     header (`de<TAB>en`), written into cache_dir once and reused while the file is unchanged."""
     if not cache_dir:
         raise MTError(f"{path}: a TMX file is read into data.cache_dir, which is null: give it a folder")
-    stat = path.stat()
-    key = repr((str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, src_lang, tgt_lang))
-    out = Path(cache_dir) / "tmx" / hashlib.sha256(key.encode()).hexdigest()[:24] / f"{src_lang}-{tgt_lang}.tsv"
+    out = derived_path(path, cache_dir, "tmx", f"{src_lang}-{tgt_lang}.tsv", src_lang, tgt_lang)
     if out.is_file():
         return out
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".tmp-")
-    except OSError as err:
-        raise MTError(f"{path}: cannot write its pairs into {out.parent} ({err.strerror})") from None
-    try:
-        start = time.perf_counter()
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as sink:
-            sink.write(f"{src_lang}\t{tgt_lang}\n")
-            counts = write_pairs(path, src_lang, tgt_lang, sink)
-        os.replace(tmp, out)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    start = time.perf_counter()
+    with written_aside(out, False, f"{path}: cannot write its pairs") as sink:
+        sink.write(f"{src_lang}\t{tgt_lang}\n")
+        counts = write_pairs(path, src_lang, tgt_lang, sink)
     units, pairs, broken = counts["units"], counts["pairs"], counts["broken"]
     said = f"data: {path}: {units:,} translation units, {pairs:,} {src_lang}-{tgt_lang} pairs"
     if units > pairs:
