@@ -13,12 +13,13 @@ from mt.serve.limits import ServeLimits
 
 class RunningServer:
     def __init__(
-        self, translator, limits: ServeLimits | None = None, max_wait: float = 0.005, workers: int = 1, glossary=None
-    ):
+        self, translator, limits: ServeLimits | None = None, max_wait: float = 0.005, workers: int = 1, glossary=None,
+        cors_origins=(),
+    ):  # fmt: skip
         import uvicorn
 
         app = create_app(translator, limits or ServeLimits(), {"engine": "torch", "device": "cpu", "model": "test"},
-                         max_wait, workers, glossary)  # fmt: skip
+                         max_wait, workers, glossary, cors_origins)  # fmt: skip
         self.batcher = app.state.batcher
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
@@ -43,6 +44,17 @@ class RunningServer:
             text = response.read().decode("utf-8")
             kind = response.getheader("Content-Type", "")
             return response.status, json.loads(text) if kind.startswith("application/json") else text
+        finally:
+            connection.close()
+
+    def headers(self, method: str, path: str, headers: dict, body: str | None = None) -> tuple[int, dict]:
+        """(status, the answer's headers, names lowercased) of a request with these headers."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        try:
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            response.read()
+            return response.status, {name.lower(): value for name, value in response.getheaders()}
         finally:
             connection.close()
 

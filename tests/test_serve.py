@@ -393,6 +393,31 @@ def test_metrics_count_the_requests_for_prometheus(checkpoint, lines):
     assert not any("/metrics" in k for k in got)  # scraping is not counted
 
 
+def test_pages_of_the_origins_given_may_call_the_api_from_a_browser(server, checkpoint):
+    site, other = "https://example.com", "https://elsewhere.org"
+    running = RunningServer(mt.load_translator(checkpoint, device="cpu", beam=1), cors_origins=[site])
+    try:
+        preflight = {"Origin": site, "Access-Control-Request-Method": "POST",
+                     "Access-Control-Request-Headers": "content-type"}  # fmt: skip
+        status, headers = running.headers("OPTIONS", "/translate", preflight)
+        assert status == 200 and headers["access-control-allow-origin"] == site
+        assert "POST" in headers["access-control-allow-methods"]
+        body = json.dumps({"lines": ["ein hund"]})
+        asked = {"Origin": site, "Content-Type": "application/json"}
+        status, headers = running.headers("POST", "/translate", asked, body)
+        assert status == 200 and headers["access-control-allow-origin"] == site
+        status, headers = running.headers("POST", "/translate", {**asked, "Origin": other}, body)
+        assert status == 200 and "access-control-allow-origin" not in headers  # the browser keeps it from the page
+        assert running.request("GET", "/health")[1]["cors_origins"] == [site]
+    finally:
+        running.stop()
+    status, headers = server.headers("POST", "/translate", asked, body)  # a server started without the flag
+    assert status == 200 and "access-control-allow-origin" not in headers
+    refused = run_cli("mt-serve", "-c", str(checkpoint), "--cors-origin", "example.com", check=False)
+    assert refused.returncode == 2
+    assert "--cors-origin example.com: an origin is scheme://host[:port] (https://example.com), or *" in refused.stderr
+
+
 def test_health_and_the_page(server):
     status, health = server.request("GET", "/health")
     assert status == 200 and health["status"] == "ok" and health["limits"]["max_lines"] == 16

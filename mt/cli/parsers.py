@@ -328,6 +328,12 @@ def serve_parser() -> argparse.ArgumentParser:
     model.add_argument("--export", help="an mt-export directory (or Hub model): served by CTranslate2, without torch")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--cors-origin",
+        nargs="+",
+        metavar="ORIGIN",
+        help="let web pages of these origins (https://example.com, or * for any) call the API from a browser",
+    )
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when there is one, else cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16", "int8"], help="as translate --dtype")
     p.add_argument("--tgt-lang", help="the default target language, for a model of several (a request may choose)")

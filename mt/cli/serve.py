@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import sys
 
 from mt.cli.decoding_options import check_glossary_args
@@ -16,6 +17,8 @@ from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError
 from mt.serve.glossary_file import GlossaryFile
 from mt.serve.limits import ServeLimits
+
+ORIGIN = re.compile(r"https?://[^/\s]+")  # what a browser sends as Origin: scheme://host[:port], no path
 
 
 def import_server():
@@ -61,6 +64,9 @@ def check_args(args) -> None:
         raise MTError("--reverse-weight weighs the reverse model: give --reverse")
     if args.reverse_weight is not None and args.reverse_weight < 0:
         raise MTError("--reverse-weight must be >= 0")
+    for origin in args.cors_origin or ():
+        if origin != "*" and not ORIGIN.fullmatch(origin):
+            raise MTError(f"--cors-origin {origin}: an origin is scheme://host[:port] (https://example.com), or *")
 
 
 def check_address(host: str, port: int) -> None:
@@ -142,7 +148,9 @@ def run(args) -> None:
         max_nbest=args.max_beam,
     )
     glossary = GlossaryFile(args.glossary, translator.languages, args.glossary_ignore_case) if args.glossary else None
-    app = create_app(translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"], glossary)
+    app = create_app(
+        translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"], glossary, args.cors_origin or ()
+    )
     reranked = f", reranked by {args.reverse} at weight {translator.reverse_weight:g}" if args.reverse else ""
     print(
         f"mt-serve: {about['model']} ({languages_label(translator.languages)}, {about['engine']} on {about['device']}"

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from importlib import resources
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
@@ -146,11 +147,13 @@ def create_app(
     max_wait: float = 0.005,
     workers: int = 1,
     glossary: Glossary | GlossaryFile | None = None,
+    cors_origins: tuple[str, ...] | list[str] = (),
 ) -> FastAPI:
     """about: what /health reports of the model (engine, device, checkpoint); workers: decoding threads;
     glossary: the target each line's source entries must get (required terms), added to a request's own (a
-    GlossaryFile: read again when it changes). A translator with a reverse model (with_reverse) reranks every
-    request's beam, and refuses other searches."""
+    GlossaryFile: read again when it changes); cors_origins: the origins whose pages may call the API from a
+    browser ("*": any). A translator with a reverse model (with_reverse) reranks every request's beam, and
+    refuses other searches."""
     batcher = Batcher(translator, max_wait, translator.settings.batch_tokens, workers)
     request_glossaries = RequestGlossaries()
 
@@ -172,6 +175,11 @@ def create_app(
     app.state.batcher = batcher
     metrics = Metrics()
     app.add_middleware(RecordRequests, metrics=metrics)
+    if cors_origins:  # pages of other origins may call the API from a browser (CORS); the page here needs none
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type"], max_age=600,
+        )  # fmt: skip
     source, target = translator.languages
     page = resources.files("mt.serve").joinpath("page.html").read_text(encoding="utf-8")
 
@@ -191,6 +199,7 @@ def create_app(
             **about,
             "settings": asdict(translator.settings),
             "limits": asdict(limits),
+            "cors_origins": list(cors_origins),
             "glossary_entries": await glossary_entries(),
             "glossary_error": glossary.error if isinstance(glossary, GlossaryFile) else None,
             "reverse_weight": translator.reverse_weight if translator.reverse is not None else None,
