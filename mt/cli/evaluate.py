@@ -36,7 +36,7 @@ from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import COMPRESSED, open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
-from mt.decoding.glossary import Glossary, load_glossary, terms_of, with_glossary
+from mt.decoding.glossary import load_glossary, terms_of, with_glossary
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, ranked, reverse_scores
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
@@ -240,9 +240,8 @@ def run(args) -> None:
         terms = read_terms(args.terms, len(streams[0]), f"--ref {args.ref[0]}")
         if args.glossary:
             sources = paired_lines(args.src, "--src", args.ref, streams)[0]
-            terms = with_glossary(
-                terms, sources, Glossary.load(args.glossary, language_of(args.src), args.glossary_ignore_case)
-            )
+            glossary = load_glossary(args.glossary, (language_of(args.src), target), args.glossary_ignore_case)
+            terms = with_glossary(terms, sources, glossary)
         rows = report([(path, {}, hypotheses) for path, hypotheses in systems], streams, tokenize, terms, target)
         result = summary(rows, []) if len(systems) == 1 else compared(systems, streams, args.samples, tokenize)
         if len(systems) > 1 and terms is not None:  # each file's term counts beside its paired test

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mt.data.languages import phrase_pattern
+from mt.data.languages import languages_label, phrase_pattern
 from mt.data.lines import read_lines
 from mt.errors import MTError
 
@@ -81,10 +81,22 @@ def terms_of(lines: list[str] | None) -> list[list[str]] | None:
 
 def load_glossary(path: str | None, languages: tuple, ignore_case: bool = False) -> Glossary | None:
     """The glossary file's Glossary, matched as the model's source language (languages[0]) is written (in
-    any case, with ignore_case); None without a path."""
+    any case, with ignore_case): a tab-separated file, or a TBX termbase (.tbx: its terms in the model's two
+    languages, mt/decoding/termbase.py); None without a path."""
     if not path:
         return None
-    return Glossary.load(path, languages[0] if isinstance(languages[0], str) else "", ignore_case)
+    src_lang = languages[0] if isinstance(languages[0], str) else ""
+    if Path(path).suffix.lower() == ".tbx":
+        from mt.decoding.termbase import load_termbase  # it builds on this module
+
+        tgt_lang = languages[1] if isinstance(languages[1], str) else ""
+        if not src_lang or not tgt_lang:
+            raise MTError(
+                f"{path}: a TBX termbase is read for one source and one target language, not "
+                f"{languages_label(languages)}: write the pair's terms as source<TAB>target lines instead"
+            )
+        return load_termbase(path, src_lang, tgt_lang, ignore_case)
+    return Glossary.load(path, src_lang, ignore_case)
 
 
 def with_glossary(terms: list[list[str]] | None, lines: list[str], glossary: Glossary | None) -> list[list[str]] | None:
