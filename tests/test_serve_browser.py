@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 import mt  # noqa: E402
+from mt.serve.limits import ServeLimits  # noqa: E402
 
 from serving import RunningServer  # noqa: E402
 from webdriver import Browser, find_browser  # noqa: E402
@@ -107,5 +108,37 @@ def test_the_pages_glossary_box_places_its_entries(browser, trained_run, tiny_co
         expected = translator.translate(lines[:3], glossary=glossary, beam=5, split_sentences=True)
         assert browser.text("#result").split("\n") == expected
         assert all("cat" in text.replace(".", " ").split() for text in expected)
+    finally:
+        server.stop()
+
+
+def test_a_text_file_longer_than_a_request_goes_as_several_and_comes_back_as_one(
+    browser, trained_run, tiny_corpus, tmp_path
+):
+    translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+    server = RunningServer(translator, ServeLimits(max_lines=4, max_line_chars=300))
+    try:
+        lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:10]
+        (tmp_path / "doc.txt").write_text("\ufeff" + "\n".join(lines) + "\n", encoding="utf-8")
+        browser.open(f"http://127.0.0.1:{server.port}/")
+        assert browser.wait_for_text("#languages") == "de → en"
+        browser.type("#file", str(tmp_path / "doc.txt"))
+        browser.wait_for_text("#status", containing="doc.txt opened: 10 lines")
+        browser.click("#translate")
+        assert browser.wait_for_text("#status", containing="requests").endswith("(3 requests)")  # 4 + 4 + 2 lines
+        expected = translator.translate(lines, split_sentences=True)
+        assert browser.text("#result").split("\n") == expected
+        got = browser.run_async(
+            "const done = arguments[arguments.length - 1], link = document.querySelector('#download');"
+            "fetch(link.href).then((r) => r.text()).then((text) => done([link.download, text]));"
+        )
+        assert got == ["doc.en.txt", "\n".join(expected) + "\n"]
+
+        browser.clear("#source")
+        browser.type("#source", "Hund " * 61)  # 305 characters: over the server's limit, said before sending
+        browser.click("#translate")
+        said = browser.wait_for_text("#status", containing="limit")
+        assert said == "line 1: 305 characters; the limit is 300 a line"
+        assert server.batcher.lines_decoded == 10
     finally:
         server.stop()

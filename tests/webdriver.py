@@ -103,6 +103,10 @@ class Browser:
             else f"{css} stayed empty for {timeout:.0f} s"
         )
 
+    def run_async(self, script: str):
+        """What script passes to its callback (the last of `arguments`), run in the page."""
+        return self._session("POST", "/execute/async", {"script": script, "args": []})
+
     def screenshot(self) -> bytes:
         return base64.b64decode(self._session("GET", "/screenshot"))
 
