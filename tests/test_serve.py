@@ -137,10 +137,12 @@ def test_requests_bringing_the_same_glossary_share_one_compiled_off_the_event_lo
         assert again.entries == {"hund": "dog", "rot": "red"}  # not the old merge
         assert (await kept(None, {"rot": "red"}, "de")).entries == {"rot": "red"}
         assert await kept(server, {"rot": "red"}, "de") is not first  # the oldest of more than two was let go
+        together = await asyncio.gather(*(kept(server, {"gelb": "yellow"}, "de") for _ in range(3)))
+        assert together[0] is together[1] is together[2]  # arriving together, they wait for one merge
         return threading.get_ident()
 
     loop_thread = asyncio.run(requests())
-    assert len(compiled_in) == 4 and loop_thread not in compiled_in
+    assert len(compiled_in) == 5 and loop_thread not in compiled_in
 
 
 def test_a_glossary_server_adds_its_terms_to_every_request(checkpoint, lines, tmp_path):

@@ -87,6 +87,7 @@ class RequestGlossaries:
 
     def __init__(self, size: int = 64):
         self.size, self.kept = size, OrderedDict()
+        self.merging: dict[tuple, asyncio.Future] = {}  # merges under way: requests with the same entries wait for one
 
     async def __call__(self, server: Glossary | None, entries: dict[str, str] | None, src_lang) -> Glossary | None:
         """None where the request names no entries (the server's applies)."""
@@ -98,7 +99,13 @@ class RequestGlossaries:
             self.kept.move_to_end(key)
             return kept[1]
         base = server or Glossary({}, src_lang if isinstance(src_lang, str) else "")
-        merged = await asyncio.to_thread(base.with_entries, entries)
+        merging = self.merging.get(key)
+        if merging is None:
+            merging = self.merging[key] = asyncio.ensure_future(asyncio.to_thread(base.with_entries, entries))
+        try:
+            merged = await merging
+        finally:
+            self.merging.pop(key, None)
         self.kept[key] = (server, merged)
         if len(self.kept) > self.size:
             self.kept.popitem(last=False)
