@@ -3,6 +3,7 @@ matched by language, inline codes left out, line breaks flattened), read once in
 for training as the same pairs in two files are; a file that is not TMX is one line naming where."""
 
 import gzip
+import io
 import logging
 from xml.sax.saxutils import escape
 
@@ -12,10 +13,10 @@ from hydra import compose, initialize_config_dir
 from mt.config.schema import CONFIG_DIR, register_configs
 from mt.data.prepare import prepare
 from mt.data.sources import load_files
-from mt.data.tmx import same_language
+from mt.data.tmx import same_language, write_pairs
 from mt.errors import MTError
 
-from conftest import TINY_TRAIN, write_corpus
+from conftest import TINY_TRAIN, run_cli, write_corpus
 
 
 def tmx(units: list[str], version: str = "1.4") -> str:
@@ -110,3 +111,20 @@ def test_a_run_on_tmx_files_prepares_what_it_prepares_from_two_files(tmp_path):
     assert (b.valid.src, b.valid.tgt) == (a.valid.src, a.valid.tgt)
     assert (b.tests["de-en"].src, b.tests["de-en"].tgt) == (a.tests["de-en"].src, a.tests["de-en"].tgt)
     assert b.tokenizer.src.serialized_model_proto() == a.tokenizer.src.serialized_model_proto()
+
+
+def test_translations_written_as_tmx_read_back_as_the_pairs(trained_run, tiny_corpus, tmp_path):
+    lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:6]
+    lines[2] = ""  # no unit for an empty line
+    lines[3] = f"{lines[3]} & <b>\x01"  # markup characters escaped; one XML cannot hold replaced
+    (tmp_path / "in.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    given = ["translate", "-c", str(trained_run), "-i", str(tmp_path / "in.de")]
+    text = run_cli(*given).stdout.splitlines()
+    written = run_cli(*given, "-o", str(tmp_path / "out.tmx.gz"))
+    assert "5 translation units written (none for 1 empty line), 1 character XML cannot hold" in written.stderr
+    pairs = io.StringIO()
+    write_pairs(tmp_path / "out.tmx.gz", "de", "en", pairs)  # through the reader a TMX corpus goes through
+    expected = [(s.replace("\x01", "\ufffd"), t) for s, t in zip(lines, text) if s]
+    assert [tuple(line.split("\t")) for line in pairs.getvalue().splitlines()] == expected
+    refused = run_cli(*given, "-o", str(tmp_path / "n.tmx"), "--beam", "2", "--nbest", "2", check=False)
+    assert refused.returncode == 2 and "a TMX file holds one translation a unit: not with --nbest" in refused.stderr

@@ -25,8 +25,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+import mt
 from mt.cli.decoding_options import check_glossary_args
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
+from mt.data.tmx import TmxWriter, is_tmx_name, tmx_pair
 from mt.decoding.glossary import load_glossary, terms_of
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
@@ -137,6 +139,10 @@ def check_args(args) -> None:
         )
     if args.nbest > 1 and (args.alignments or args.attention_dir):
         raise MTError("--alignments and --attention-dir work with --nbest 1")
+    if args.output and is_tmx_name(args.output) and (args.nbest > 1 or args.alignments):
+        raise MTError(
+            f"--output {args.output}: a TMX file holds one translation a unit: not with --nbest or --alignments"
+        )
     if args.ensemble and (args.alignments or args.attention_dir):
         raise MTError("--alignments and --attention-dir show one model's attention: not with --ensemble")
     if args.engine == "ctranslate2" and args.ensemble:
@@ -309,7 +315,9 @@ def run(args) -> None:
         return dict(prefixes=prefix_file.lines_for(chunk, first_line), terms=terms)
 
     side = per_line(first, 0) if first is not None else {}  # their first chunks, too, fail before any output
+    pair = tmx_pair(translator.languages, settings.tgt_lang, args.output) if is_tmx_name(args.output) else None
     out = open_for_writing(args.output) if args.output else sys.stdout
+    tmx = TmxWriter(out, *pair, mt.__version__) if pair else None
     done, noted, writing = 0, False, False
     shown = not (interactive or args.quiet) and sys.stderr.isatty()
     total = count_lines(args.input) if shown and args.input else None  # a file's size: the bar's end and ETA
@@ -324,7 +332,10 @@ def run(args) -> None:
                 write_heatmaps(results, args.attention_dir, done)
             try:
                 writing = True
-                out.write("".join(text + "\n" for text in format_results(results, args.nbest, args.alignments, done)))
+                if tmx is not None:
+                    out.write(tmx.units_of(chunk, [found[0].text for found in results]))
+                else:
+                    out.write("".join(t + "\n" for t in format_results(results, args.nbest, args.alignments, done)))
                 out.flush()  # what is written stays written, whatever happens later
                 writing = False
             except BrokenPipeError:
@@ -344,6 +355,8 @@ def run(args) -> None:
         bar.close()
         if out is not sys.stdout:
             try:
+                if tmx is not None:
+                    tmx.end()  # a valid document even when stopped: the units written so far
                 out.close()  # writes what is still buffered
             except OSError as err:
                 raise writing_failed(args.output, err) from None
@@ -351,6 +364,7 @@ def run(args) -> None:
         models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
         models += f", reranked by the reverse model at weight {translator.reverse_weight:g}" if args.reverse else ""
         models += f", {glossed} {'line holds' if glossed == 1 else 'lines hold'} glossary entries" if glossary else ""
+        models += tmx.summary() if tmx is not None else ""
         seconds = time.perf_counter() - start
         lines = "line" if done == 1 else "lines"
         print(f"translated {done} {lines} in {seconds:.1f}s ({describe(settings)}{models})", file=sys.stderr)

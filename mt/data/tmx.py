@@ -1,5 +1,5 @@
 """Translation memories: a split given as a TMX file (`train.tmx`), the format CAT tools export their memories
-in and OPUS offers every corpus in.
+in and OPUS offers every corpus in; and translations written as one (`translate -o out.tmx`, TmxWriter).
 
 A TMX file holds translation units (<tu>), each with a variant per language (<tuv xml:lang="de-DE">) whose
 <seg> is its text. The units holding both languages of a direction become its pairs: the file is read once,
@@ -23,12 +23,13 @@ import time
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
 
 from tqdm import tqdm
 
 from mt.data.compressed import compressed_form
 from mt.data.derived import derived_path, written_aside
-from mt.data.lines import Decompressing, compression
+from mt.data.lines import COMPRESSED, Decompressing, compression
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 CODES = {"bpt", "ept", "it", "ph", "ut", "sub"}  # formatting of the original document, not its text
 BREAK = re.compile(r"\r?\n|\t")
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")  # characters XML 1.0 cannot hold
 
 
 def tmx_path(folder: Path, split: str, src_lang: str, tgt_lang: str) -> Path | None:
@@ -148,3 +150,67 @@ def text_of(element: ET.Element) -> str:
 def local(tag: str) -> str:
     """An element's name without its namespace ({ns}tu -> tu)."""
     return tag.rsplit("}", 1)[-1]
+
+
+def is_tmx_name(path: str | None) -> bool:
+    """Whether a file named so is a TMX file (out.tmx, or compressed: out.tmx.gz)."""
+    if not path:
+        return False
+    name = Path(path).name.lower()
+    for _, suffix, _ in COMPRESSED.values():
+        name = name.removesuffix(suffix)
+    return name.endswith(".tmx")
+
+
+def tmx_pair(languages: tuple, tgt_lang: str, output: str) -> tuple[str, str]:
+    """The source and target language a TMX output names (a model's languages; tgt_lang: the one chosen among
+    several), or a one-line error where they are not one each."""
+    source, target = languages[0], tgt_lang or languages[1]
+    if not (isinstance(source, str) and source and isinstance(target, str) and target):
+        raise MTError(f"--output {output}: a TMX file names its two languages, and this model's are not one each")
+    return source, target
+
+
+class TmxWriter:
+    """Translations written as a TMX 1.4 document, a unit for each line that is not empty (its source and its
+    translation), for a CAT tool to take into a translation memory. Characters XML cannot hold (control
+    characters) are written as U+FFFD and counted."""
+
+    def __init__(self, out, src_lang: str, tgt_lang: str, version: str = ""):
+        self.out, self.languages = out, (src_lang, tgt_lang)
+        self.units = self.empty = self.replaced = 0
+        out.write(
+            '<?xml version="1.0" encoding="UTF-8"?>\n<tmx version="1.4">\n<header creationtool="mt" '
+            f'creationtoolversion={quoteattr(version)} datatype="plaintext" segtype="sentence" adminlang="en" '
+            f'srclang={quoteattr(src_lang)} o-tmf="mt"/>\n<body>\n'
+        )
+
+    def units_of(self, sources: list[str], translations: list[str]) -> str:
+        """The units of these lines, as text to write."""
+        units = []
+        for source, target in zip(sources, translations):
+            if not source.strip():
+                self.empty += 1
+                continue
+            variants = "".join(
+                f"<tuv xml:lang={quoteattr(lang)}><seg>{self._text(text)}</seg></tuv>"
+                for lang, text in zip(self.languages, (source, target))
+            )
+            units.append(f"<tu>{variants}</tu>\n")
+        self.units += len(units)
+        return "".join(units)
+
+    def end(self) -> None:
+        self.out.write("</body>\n</tmx>\n")
+
+    def summary(self) -> str:
+        """What was written, for translate's summary line."""
+        said = f"; {self.units} translation unit{'s' * (self.units != 1)} written"
+        said += f" (none for {self.empty} empty line{'s' * (self.empty != 1)})" if self.empty else ""
+        replaced = f", {self.replaced} character{'s' * (self.replaced != 1)} XML cannot hold written as U+FFFD"
+        return said + (replaced if self.replaced else "")
+
+    def _text(self, text: str) -> str:
+        text, replaced = NOT_XML.subn("\ufffd", text)
+        self.replaced += replaced
+        return escape(text)
