@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from mt.decoding.glossary import load_glossary
-from mt.decoding.termbase import load_termbase
+from mt.decoding.glossary import Glossary, load_glossary
+from mt.decoding.termbase import read_termbase
 from mt.errors import MTError
 
 from conftest import run_cli
@@ -61,7 +61,7 @@ def test_each_concept_gives_its_source_terms_the_preferred_target(tmp_path, capl
     assert "1 source term(s) that concepts translate differently left out ('Bank')" in caplog.text
     assert "2 of 6 concepts lack a usable de or en term" in caplog.text
     assert glossary.terms(["Der Vertrag und der Kontrollrat.", "Eine Bank."]) == [["contract"], []]
-    reverse = load_termbase(path, "en", "de", ignore_case=True)  # the other way, in any case
+    reverse = Glossary(read_termbase(path, "en", "de", ignore_case=True), "en", ignore_case=True)  # the other way
     assert reverse.terms(["The Contract of the Board of Supervisors"]) == [["Vertrag", "Aufsichtsrat"]]
 
 

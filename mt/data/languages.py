@@ -40,6 +40,11 @@ def written_without_spaces(code) -> bool:
     return cjk_language(code) in ("zh", "ja") or base_code(code) in UNSPACED_CODES
 
 
+def entry_key(phrase: str, ignore_case: bool) -> str:
+    """How a glossary's source phrase is looked up: as written, or case-folded where the case is ignored."""
+    return phrase.casefold() if ignore_case else phrase
+
+
 def phrase_pattern(phrases: Sequence[str], code, ignore_case: bool = False) -> re.Pattern:
     """A pattern that finds any of phrases where text in this language holds it: as whole words (no letter,
     digit or _ on either side), or anywhere in a language written without spaces; as written, or in any case.

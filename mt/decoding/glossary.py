@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mt.data.languages import languages_label, phrase_pattern
+from mt.data.languages import entry_key, languages_label, phrase_pattern
 from mt.data.lines import read_lines
+from mt.decoding.termbase import read_termbase
 from mt.errors import MTError
 
 
@@ -68,11 +69,6 @@ class Glossary:
         return [list(dict.fromkeys(targets)) for targets in found]
 
 
-def entry_key(source: str, ignore_case: bool) -> str:
-    """How a source entry is looked up: as written, or case-folded where the case is ignored."""
-    return source.casefold() if ignore_case else source
-
-
 def terms_of(lines: list[str] | None) -> list[list[str]] | None:
     """The lines of a terms file (translate --terms, mt-evaluate --terms) as each line's terms: tab-separated,
     blank ones left out; None for None."""
@@ -87,15 +83,13 @@ def load_glossary(path: str | None, languages: tuple, ignore_case: bool = False)
         return None
     src_lang = languages[0] if isinstance(languages[0], str) else ""
     if Path(path).suffix.lower() == ".tbx":
-        from mt.decoding.termbase import load_termbase  # it builds on this module
-
         tgt_lang = languages[1] if isinstance(languages[1], str) else ""
         if not src_lang or not tgt_lang:
             raise MTError(
                 f"{path}: a TBX termbase is read for one source and one target language, not "
                 f"{languages_label(languages)}: write the pair's terms as source<TAB>target lines instead"
             )
-        return load_termbase(path, src_lang, tgt_lang, ignore_case)
+        return Glossary(read_termbase(path, src_lang, tgt_lang, ignore_case), src_lang, ignore_case)
     return Glossary.load(path, src_lang, ignore_case)
 
 

@@ -16,9 +16,9 @@ import logging
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from mt.data.languages import entry_key
 from mt.data.lines import missing_file
 from mt.data.tmx import XML_LANG, local, same_language, text_of
-from mt.decoding.glossary import Glossary, entry_key
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,9 @@ GROUPS = {"tig", "ntig", "termSec"}
 UNUSABLE = ("deprecated", "superseded", "forbidden", "obsolete")
 
 
-def load_termbase(path: str | Path, src_lang: str, tgt_lang: str, ignore_case: bool = False) -> Glossary:
-    """The glossary of a TBX file for src_lang -> tgt_lang, or a one-line error naming the file."""
+def read_termbase(path: str | Path, src_lang: str, tgt_lang: str, ignore_case: bool = False) -> dict[str, str]:
+    """A glossary's entries (source term -> target term) from a TBX file for src_lang -> tgt_lang (source
+    terms that differ only in case are one where ignore_case), or a one-line error naming the file."""
     if not Path(path).is_file():
         raise MTError(missing_file(Path(path)))
     targets: dict[str, str] = {}  # by source term's key: the target term
@@ -64,7 +65,7 @@ def load_termbase(path: str | Path, src_lang: str, tgt_lang: str, ignore_case: b
     languages = src_lang, tgt_lang
     if skipped:
         log.info("glossary %s: %d of %d concepts lack a usable %s or %s term", path, skipped, concepts, *languages)
-    return Glossary(entries, src_lang, ignore_case)
+    return entries
 
 
 def concepts_of(path: str | Path):
