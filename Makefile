@@ -42,7 +42,7 @@ help:
 	@echo "make bench [RUN=runs/multi30k.de-en/smoke]"
 	@echo "                                     training and decoding speed figures"
 	@echo "make bench-precision [STEPS=60]       bf16 vs fp32 trainer throughput, interleaved in one process"
-	@echo "make bench-scale [PAIRS='100000 1000000'] [ARGS='--tsv --gzip']"
+	@echo "make bench-scale [PAIRS='100000 1000000'] [ARGS='--tsv|--tmx --gzip']"
 	@echo "                                     seconds per preparation stage and peak memory by corpus size"
 	@echo "make bench-serve RUN=... [ARGS='--seconds 60 --clients 1 8 32']"
 	@echo "                                     mt-serve under load against translate's throughput"
