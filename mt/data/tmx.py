@@ -111,15 +111,18 @@ def write_pairs(path: Path, src_lang: str, tgt_lang: str, sink) -> Counter:
                 body.clear()
                 bar.update()
             bar.close()
-        except ET.ParseError as err:
-            line, column = err.position
-            raise MTError(f"{path}:{line}:{column}: not well-formed XML ({str(err).split(':')[0]})") from None
-        except StopIteration:
-            raise MTError(f"{path}: empty, not a TMX file") from None
+        except ET.ParseError as err:  # an empty file too ("no element found")
+            raise not_xml(path, err) from None
     if not counts["pairs"]:
         held = ", ".join(code or "(none)" for code, _ in languages.most_common(6)) or "none"
         raise MTError(f"{path}: no translation unit holds both {src_lang} and {tgt_lang} (its languages: {held})")
     return counts
+
+
+def not_xml(path, err: ET.ParseError) -> MTError:
+    """The one line for a file that is not well-formed XML: where, and the parser's reason."""
+    line, column = err.position
+    return MTError(f"{path}:{line}:{column}: not well-formed XML ({str(err).split(':')[0]})")
 
 
 def same_language(code: str, lang: str) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mt.data.languages import entry_key
 from mt.data.lines import missing_file
-from mt.data.tmx import XML_LANG, local, same_language, text_of
+from mt.data.tmx import XML_LANG, local, not_xml, same_language, text_of
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,7 @@ def read_termbase(path: str | Path, src_lang: str, tgt_lang: str, ignore_case: b
                     ambiguous.add(key)
                 shown.setdefault(key, source)
     except ET.ParseError as err:
-        line, column = err.position
-        raise MTError(f"{path}:{line}:{column}: not well-formed XML ({str(err).split(':')[0]})") from None
+        raise not_xml(path, err) from None
     entries = {shown[key]: target for key, target in targets.items() if key not in ambiguous}
     if ambiguous:
         named = ", ".join(repr(shown[key]) for key in sorted(ambiguous)[:5])
