@@ -1,0 +1,123 @@
+"""An XLIFF document translated: its segments' text through the translator, their inline codes placed by the
+model's alignment (mt/decoding/inline_tags.py), the targets written into the document (mt/data/xliff.py).
+
+    report = mt.translate_xliff(translator, "doc.xlf", "doc.en.xlf")
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from mt.data.tmx import same_language
+from mt.data.xliff import Segment, Xliff, wraps_text, xml_text
+from mt.decoding.inline_tags import Flattened, flatten, place, render, word_alignment
+
+
+@dataclass
+class XliffReport:
+    """What was done to a document's segments, for the caller's summary."""
+
+    translated: int = 0
+    with_codes: int = 0  # translated segments holding inline codes
+    placed_by_position: int = 0  # of those, placed without an alignment
+    copied: int = 0  # segments of codes and spaces alone, copied as they are
+    kept: int = 0  # segments whose target already held text
+    not_translated: int = 0  # units marked translate="no"
+    replaced: int = 0  # characters XML cannot hold, written as U+FFFD
+
+    def summary(self) -> str:
+        def count(n: int, noun: str) -> str:
+            return f"{n} {noun}{'' if n == 1 else 's'}"
+
+        parts = [count(self.translated, "segment") + " translated"]
+        if self.with_codes:
+            by = f", {self.placed_by_position} of them by position" if self.placed_by_position else ""
+            parts.append(f"{self.with_codes} with inline codes placed by alignment{by}")
+        if self.copied:
+            parts.append(f"{count(self.copied, 'segment')} of codes alone copied")
+        if self.kept:
+            parts.append(f"{count(self.kept, 'target')} already translated kept")
+        if self.not_translated:
+            parts.append(f'{count(self.not_translated, "unit")} marked translate="no" left as they are')
+        if self.replaced:
+            parts.append(f"{count(self.replaced, 'character')} XML cannot hold written as U+FFFD")
+        return "; ".join(parts)
+
+
+def translate_xliff(
+    translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
+) -> XliffReport:
+    """Translate the XLIFF document at path into output (None: out, by default stdout): every segment without
+    a translation, as translator.translate would (its settings; glossary: an mt.Glossary), codes kept."""
+    doc = Xliff(path)
+    doc.check_languages(*translator.languages[:1], translator.settings.tgt_lang or translator.languages[1])
+    segments = doc.segments()
+    report = XliffReport(kept=doc.kept, not_translated=doc.not_translated)
+    by_language: dict[str, list[tuple[Segment, Flattened]]] = {}
+    for segment in segments:
+        flat = flatten(segment.source, wraps_text)
+        if not flat.words:  # nothing to translate: its codes and spaces as they are
+            target = segment.fill()
+            for child in segment.source.childNodes:
+                target.appendChild(child.cloneNode(True))
+            report.copied += 1
+            continue
+        by_language.setdefault(segment.target_language, []).append((segment, flat))
+    for language, todo in by_language.items():
+        into = target_of(translator, language)
+        plain = [(s, f) for s, f in todo if not f.codes]
+        coded = [(s, f) for s, f in todo if f.codes]
+        for (segment, flat), found in zip(plain, translated(translator, plain, glossary, progress, into)):
+            fill(segment, flat, found, None, report)
+        layer = alignment_layer(translator)
+        options = dict(attention_layer=layer, split_sentences=False) if layer is not None else {}
+        for (segment, flat), found in zip(coded, translated(translator, coded, glossary, progress, into, options)):
+            aligned = None
+            if found.attention is not None:
+                aligned = word_alignment(
+                    found.attention, found.src_pieces, found.tgt_pieces, flat.words, len(found.text.split())
+                )
+            fill(segment, flat, found, aligned, report)
+            report.with_codes += 1
+            report.placed_by_position += aligned is None
+    doc.write(output, out or sys.stdout)
+    return report
+
+
+def alignment_layer(translator) -> int | None:
+    """The decoder layer whose cross-attention places codes: the one before the last, whose attention follows
+    the source more closely than the last's (which already looks ahead to the next word); None where the
+    translator gives none (the CTranslate2 engine, an ensemble, minimum Bayes risk)."""
+    model = getattr(translator, "model", None)  # the torch engine's; CTranslate2 exports no attention
+    if translator.settings.mbr or not hasattr(model, "attention_maps"):
+        return None
+    layers, _ = translator.model.attention_maps()
+    return -2 if layers > 1 else -1
+
+
+def target_of(translator, language: str) -> str | None:
+    """The target language to ask a model of several for (its own code for the document's), None for one."""
+    targets = translator.languages[1]
+    if not isinstance(targets, list) or translator.settings.tgt_lang:
+        return None
+    return next((code for code in targets if same_language(language, code)), language or None)
+
+
+def translated(translator, todo, glossary, progress: bool, tgt_lang: str | None, options: dict | None = None):
+    """The best Translation of each (segment, flattened) in todo."""
+    if not todo:
+        return []
+    lines = [flat.text for _, flat in todo]
+    found = translator.translate_nbest(
+        lines, glossary=glossary, progress=progress, tgt_lang=tgt_lang, nbest=1, **(options or {})
+    )
+    return [hyps[0] for hyps in found]
+
+
+def fill(segment: Segment, flat: Flattened, found, aligned, report: XliffReport) -> None:
+    """The segment's target filled with the translation and the source's codes."""
+    text, replaced = xml_text(found.text)
+    report.replaced += replaced
+    report.translated += 1
+    render(segment.fill(), flat, text, place(flat, text, aligned))
