@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mt.data.tmx import same_language
 from mt.data.xliff import Segment, Xliff, wraps_text, xml_text
-from mt.decoding.inline_tags import Flattened, flatten, place, render, word_alignment
+from mt.decoding.inline_tags import Flattened, flatten, place, render, token_alignment
 
 
 @dataclass
@@ -57,7 +57,7 @@ def translate_xliff(
     by_language: dict[str, list[tuple[Segment, Flattened]]] = {}
     for segment in segments:
         flat = flatten(segment.source, wraps_text)
-        if not flat.words:  # nothing to translate: its codes and spaces as they are
+        if not flat.tokens:  # nothing to translate: its codes and spaces as they are
             target = segment.fill()
             for child in segment.source.childNodes:
                 target.appendChild(child.cloneNode(True))
@@ -75,9 +75,7 @@ def translate_xliff(
         for (segment, flat), found in zip(coded, translated(translator, coded, glossary, progress, into, options)):
             aligned = None
             if found.attention is not None:
-                aligned = word_alignment(
-                    found.attention, found.src_pieces, found.tgt_pieces, flat.words, len(found.text.split())
-                )
+                aligned = token_alignment(found.attention, found.src_pieces, found.tgt_pieces, flat.text, found.text)
             fill(segment, flat, found, aligned, report)
             report.with_codes += 1
             report.placed_by_position += aligned is None
