@@ -5,6 +5,7 @@
     print(translator.translate(["Ein Hund rennt durch den Schnee."]))
     print(translator.translate("Zwei Kinder spielen.", beam=5))  # one line; settings for this call
     print(translator.score(["Ein Hund rennt."], ["A dog runs."])[0].log_prob)  # log P(target | source)
+    mt.translate_xliff(translator, "doc.xlf", "doc.en.xlf")  # a CAT tool's XLIFF, its targets filled in
     run = mt.train("experiment=smoke")  # as `mt-train experiment=smoke`; run.results, run.translator()
     runs = mt.sweep("experiment=smoke", "train.lr=5e-4,1e-3")  # as `mt-train -m ...`: one run per value
 
@@ -21,6 +22,7 @@ _LAZY = {
     "DecodeSettings": "mt.decoding.settings",
     "Translation": "mt.decoding.settings",
     "Glossary": "mt.decoding.glossary",
+    "translate_xliff": "mt.decoding.xliff_translation",
     "PairScore": "mt.decoding.settings",
     "MTError": "mt.errors",
     "Interrupted": "mt.errors",

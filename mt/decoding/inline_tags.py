@@ -7,7 +7,8 @@ text (<g>bold words</g>) wraps the target words aligned to the words it wrapped,
 model's own cross-attention (each target piece to its most-attended source piece, as `translate
 --alignments` gives it), taken to whole words. Codes keep their order, so the translation's formatting stays
 well formed and each closing code follows its opening one; where aligned words have moved past each other,
-the codes take the nearest positions in order (isotonic regression by pooling adjacent violators). Without
+the codes take the nearest positions in order (isotonic regression by pooling adjacent violators, a
+wrapping code weighing more than one standing alone). Without
 an alignment, each code keeps its relative place in the text.
 """
 
@@ -21,6 +22,9 @@ from xml.dom import Node
 
 TOKEN = re.compile(r"\w+|[^\w\s]+")  # a word, or a run of punctuation: where codes may stand
 TEXT_NODES = (Node.TEXT_NODE, Node.CDATA_SECTION_NODE)
+WRAPPING_WEIGHT = (
+    4.0  # where codes must move to stay in order, a wrapping code keeps its words before a point its place
+)
 
 
 @dataclass
@@ -143,22 +147,23 @@ def wanted_places(codes: list[Code], n: int, m: int, aligned: list[set[int]] | N
     return places
 
 
-def in_order(values: list[float]) -> list[float]:
-    """The non-decreasing sequence nearest to values in squared distance (pool adjacent violators)."""
-    blocks: list[list[float]] = []  # [mean, count]
-    for v in values:
-        blocks.append([v, 1])
+def in_order(values: list[float], weights: list[float] | None = None) -> list[float]:
+    """The non-decreasing sequence nearest to values in weighted squared distance (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for v, w in zip(values, weights or [1.0] * len(values)):
+        blocks.append([v, w, 1])
         while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (a, i), (b, j) = blocks.pop(-2), blocks.pop()
-            blocks.append([(a * i + b * j) / (i + j), i + j])
-    return [mean for mean, count in blocks for _ in range(count)]
+            (a, i, k), (b, j, n) = blocks.pop(-2), blocks.pop()
+            blocks.append([(a * i + b * j) / (i + j), i + j, k + n])
+    return [mean for mean, _, count in blocks for _ in range(count)]
 
 
 def place(flat: Flattened, translation: str, aligned: list[set[int]] | None) -> list[int]:
     """The target token boundary (0..m) of each code, in order."""
     m = len(TOKEN.findall(translation))
     wanted = wanted_places(flat.codes, flat.tokens, m, aligned)
-    return [min(m, max(0, round(p))) for p in in_order(wanted)]
+    weights = [WRAPPING_WEIGHT if code.kind != "point" else 1.0 for code in flat.codes]
+    return [min(m, max(0, round(p))) for p in in_order(wanted, weights)]
 
 
 def render(target: Node, flat: Flattened, translation: str, places: list[int]) -> None:
