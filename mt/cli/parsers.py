@@ -104,8 +104,14 @@ def translate_parser() -> argparse.ArgumentParser:
     model = p.add_argument_group("model")
     checkpoint_options(model)
     files = p.add_argument_group("input and output")
-    files.add_argument("--input", "-i", help="input file (default: stdin)")
-    files.add_argument("--output", "-o", help="output file, compressed if named .gz, .xz or .bz2 (default: stdout)")
+    files.add_argument(
+        "--input", "-i", help="input file (default: stdin); an XLIFF document (.xlf, .xliff) gets its targets filled in"
+    )
+    files.add_argument(
+        "--output",
+        "-o",
+        help="output file, compressed if named .gz, .xz or .bz2, a TMX memory if .tmx (default: stdout)",
+    )
     search = p.add_argument_group("search")
     search.add_argument(
         "--strategy",

@@ -8,6 +8,9 @@ Output formats:
   --alignments  "<translation>\\t<alignment>", the alignment as source-target piece index pairs
                 ("0-0 2-1 ..."), the most-attended source piece of each target piece (EOS included)
 
+An XLIFF input (-i doc.xlf -o doc.en.xlf) is a CAT tool's document: its empty targets are filled in, its
+inline formatting codes placed by the model's alignment (mt/cli/translate_xliff.py).
+
 Strategies: greedy, beam search, and sampling (--strategy sample --temperature T --topk K --topp P
 --epsilon E --seed S; --nbest N draws N samples a line, ranked in the order drawn). --prefix FILE forces a
 target prefix per line with any of them. --terms FILE names phrases each line's translation must hold,

@@ -32,8 +32,10 @@ class XliffReport:
 
         parts = [count(self.translated, "segment") + " translated"]
         if self.with_codes:
-            by = f", {self.placed_by_position} of them by position" if self.placed_by_position else ""
-            parts.append(f"{self.with_codes} with inline codes placed by alignment{by}")
+            aligned, by_position = self.with_codes - self.placed_by_position, self.placed_by_position
+            how = " placed by alignment" if not by_position else " placed by relative position" if not aligned else ""
+            how = how or f": {aligned} placed by alignment, {by_position} by relative position"
+            parts.append(f"{self.with_codes} with inline codes{how}")
         if self.copied:
             parts.append(f"{count(self.copied, 'segment')} of codes alone copied")
         if self.kept:
