@@ -134,7 +134,8 @@ def test_which_segments_are_filled_and_where_their_targets_go(tmp_path):
             '</mrk> <g id="9"><mrk mtype="seg" mid="2">eine katze.</mrk></g></seg-source></trans-unit>\n'
             '<trans-unit id="7"><source>a</source><seg-source><mrk mtype="seg" mid="1">x</mrk><mrk mtype="seg" '
             'mid="2">y</mrk></seg-source><target><mrk mtype="seg" mid="1">done</mrk><mrk mtype="seg" mid="2"/>'
-            "</target></trans-unit>"
+            '</target><sdl:seg-defs xmlns:sdl="http://sdl.com/FileTypes/SdlXliff/1.0">'
+            '<sdl:seg id="1" conf="Translated"/><sdl:seg id="2"/></sdl:seg-defs></trans-unit>'
         ),
         encoding="utf-8",
     )
@@ -157,6 +158,7 @@ def test_which_segments_are_filled_and_where_their_targets_go(tmp_path):
         '<mrk mtype="seg" mid="1">EIN HUND.</mrk> <g id="9"><mrk mtype="seg" mid="2">EINE KATZE.</mrk></g></target>'
     ) in written
     assert '<mrk mtype="seg" mid="1">done</mrk><mrk mtype="seg" mid="2">Y</mrk>' in written
+    assert '<sdl:seg id="1" conf="Translated"/><sdl:seg id="2" conf="Draft" origin="mt"/>' in written  # Trados' record
 
 
 def test_xliff_2_segments_are_filled_and_ignorables_left(tmp_path):

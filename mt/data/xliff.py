@@ -7,7 +7,8 @@ translated unless it is marked translate="no" (on it or a group or file around i
 holds text (a translator's work is kept; in 1.2, a target whose state is "new" or "needs-translation" is
 translated anew). Inline codes wrapping text (<g>, <mrk>, <pc>) are translated with it; the others (<x/>,
 <ph>, <bpt>, <sc/>, ...) are copied whole (mt/decoding/inline_tags.py places both). A new 1.2 target is
-marked state="needs-review-translation" state-qualifier="mt-suggestion" (machine translation, for review).
+marked state="needs-review-translation" state-qualifier="mt-suggestion" (machine translation, for review);
+in a Trados .sdlxliff, the segment's <sdl:seg> gets conf="Draft" origin="mt", as Trados marks its own.
 
 The rest of the document is written back as it was read: other elements, attributes, comments and
 namespace prefixes (as the XML parser reads them: entities expanded, attribute quoting normalised).
@@ -30,6 +31,7 @@ XLIFF_SUFFIXES = (".xlf", ".xliff", ".sdlxliff", ".mqxliff")
 WRAPS_TEXT = {"g", "mrk", "pc"}  # inline elements whose content is text to translate
 TO_TRANSLATE_AGAIN = {"new", "needs-translation"}  # 1.2 target states that hold no translation yet
 XML_NS = "http://www.w3.org/XML/1998/namespace"
+SDL_NS = "http://sdl.com/FileTypes/SdlXliff/1.0"  # Trados Studio's extensions (.sdlxliff)
 
 
 def is_xliff_name(path: str | None) -> bool:
@@ -148,13 +150,17 @@ class Xliff:
             if place is None or (has_text(place) and not again):
                 self.kept += 1
                 continue
-            found.append(Segment(mark, self._filler_1(target, place), target_language))
+            found.append(Segment(mark, self._filler_1(unit, target, place), target_language))
         return found
 
-    def _filler_1(self, target: Node, place: Node) -> Callable[[], Node]:
+    def _filler_1(self, unit: Node, target: Node, place: Node) -> Callable[[], Node]:
         def fill() -> Node:
             emptied(place)
             mark_machine_translated(target)
+            for definition in unit.getElementsByTagNameNS(SDL_NS, "seg"):  # Trados' own record of the segment
+                if definition.getAttribute("id") == place.getAttribute("mid"):
+                    definition.setAttribute("conf", "Draft")
+                    definition.setAttribute("origin", "mt")
             return place
 
         return fill
