@@ -59,6 +59,8 @@ def test_codes_wrap_the_aligned_tokens_and_stand_before_the_aligned_token():
 def test_without_an_alignment_codes_keep_their_relative_place():
     source = '<source>a b <x id="1"/>c d</source>'
     assert target_from(source, "w x y z", None) == '<target>w x <x id="1"/>y z</target>'
+    spaced = '<source> a b <x id="1"/>c d\n</source>'  # the whitespace around the text is kept
+    assert target_from(spaced, "w x y z", None) == '<target> w x <x id="1"/>y z\n</target>'
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -80,7 +82,9 @@ def test_any_alignment_gives_the_translation_with_the_codes_in_order_and_well_fo
     m = len(translation.split())
     aligned = [set(rng.sample(range(m), rng.randint(0, min(m, 2)))) for _ in range(flat.tokens)]
     target = source_of(target_from(source, translation, rng.choice([aligned, None])))
-    assert re.sub(r"<[^>]+>", "", target.toxml()) == translation  # the translation whole, nothing added
+    text = re.sub(r"<[^>]+>", "", source)
+    lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :] if text.strip() else ""
+    assert re.sub(r"<[^>]+>", "", target.toxml()) == lead + translation + trail  # the translation whole
     opened = [e.getAttribute("id") for e in target.getElementsByTagName("*")]
     in_source = [e.getAttribute("id") for e in source_of(source).getElementsByTagName("*")]
     assert opened == in_source  # every code once, in the source's order (and parsed back: well formed)
@@ -196,7 +200,7 @@ def test_what_is_not_a_usable_xliff_is_one_line(tmp_path):
 def test_translate_fills_an_xliff_document(trained_run, tiny_corpus, tmp_path):
     lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:5]
     words = lines[0].split()
-    coded = f'{words[0]} <g id="1">{words[1]}</g><x id="2"/> {" ".join(words[2:])}'
+    coded = " ".join([words[0], f'<g id="1">{words[1]}</g><x id="2"/>', *words[2:]])
     units = [f'<trans-unit id="{i}"><source>{line}</source></trans-unit>' for i, line in enumerate(lines[1:])]
     units.append(f'<trans-unit id="c"><source>{coded}</source></trans-unit>')
     (tmp_path / "doc.xlf").write_text(xliff12("\n".join(units)), encoding="utf-8")

@@ -46,6 +46,8 @@ class Flattened:
     text: str
     tokens: int
     codes: list[Code]
+    lead: str = ""  # the source's leading and trailing whitespace, which the translation keeps
+    trail: str = ""
 
 
 def flatten(element: Node, wraps_text: Callable[[Node], bool]) -> Flattened:
@@ -75,7 +77,8 @@ def flatten(element: Node, wraps_text: Callable[[Node], bool]) -> Flattened:
         Code(kind, node, bisect.bisect_left(middles, offset), offset > 0 and not raw[offset - 1].isspace())
         for offset, kind, node in marks
     ]
-    return Flattened(" ".join(raw.split()), len(middles), codes)
+    lead, trail = raw[: len(raw) - len(raw.lstrip())], raw[len(raw.rstrip()) :] if raw.strip() else ""
+    return Flattened(" ".join(raw.split()), len(middles), codes, lead, trail)
 
 
 def piece_tokens(pieces: list[str], text: str) -> list[int]:
@@ -168,7 +171,8 @@ def place(flat: Flattened, translation: str, aligned: list[set[int]] | None) -> 
 
 def render(target: Node, flat: Flattened, translation: str, places: list[int]) -> None:
     """Fill the empty element target with the translation and the codes at their places: closing codes, and
-    points that stuck to the text before them, before the space at their place; the others after it."""
+    points that stuck to the text before them, before the space at their place; the others after it. The
+    source's leading and trailing whitespace (a segment's space before the next) comes first and last."""
     doc = target.ownerDocument
     spans = [m.span() for m in TOKEN.finditer(translation)]
     open_elements = [target]
@@ -185,6 +189,7 @@ def render(target: Node, flat: Flattened, translation: str, places: list[int]) -
         if text:
             open_elements[-1].appendChild(doc.createTextNode(text))
 
+    write(flat.lead)
     k = 0
     for boundary in range(len(spans) + 1):
         here = []
@@ -202,4 +207,5 @@ def render(target: Node, flat: Flattened, translation: str, places: list[int]) -
             put(code)
         if boundary < len(spans):
             write(translation[slice(*spans[boundary])])
+    write(flat.trail)
     target.normalize()  # adjacent text nodes joined
