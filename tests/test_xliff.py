@@ -139,13 +139,25 @@ def test_which_segments_are_filled_and_where_their_targets_go(tmp_path):
             '<trans-unit id="7"><source>a</source><seg-source><mrk mtype="seg" mid="1">x</mrk><mrk mtype="seg" '
             'mid="2">y</mrk></seg-source><target><mrk mtype="seg" mid="1">done</mrk><mrk mtype="seg" mid="2"/>'
             '</target><sdl:seg-defs xmlns:sdl="http://sdl.com/FileTypes/SdlXliff/1.0">'
-            '<sdl:seg id="1" conf="Translated"/><sdl:seg id="2"/></sdl:seg-defs></trans-unit>'
+            '<sdl:seg id="1" conf="Translated"/><sdl:seg id="2"/></sdl:seg-defs></trans-unit>\n'
+            '<trans-unit id="8"><source>b</source><seg-source><mrk mtype="seg" mid="1">z</mrk></seg-source>'
+            '<target state="needs-translation">b</target></trans-unit>'
+            '<trans-unit id="9"><source>c</source><seg-source>c</seg-source><target/></trans-unit>'
         ),
         encoding="utf-8",
     )
     doc = Xliff(path)
     segments = doc.segments()
-    assert [s.source.firstChild.data for s in segments] == ["hund", "kind", "mann", "ein hund.", "eine katze.", "y"]
+    assert [s.source.firstChild.data for s in segments] == [
+        "hund",
+        "kind",
+        "mann",
+        "ein hund.",
+        "eine katze.",
+        "y",
+        "z",
+        "c",
+    ]
     assert (doc.kept, doc.not_translated) == (2, 1)  # unit 2 and unit 7's first segment; unit 4
     for segment in segments:
         segment.fill().appendChild(doc.doc.createTextNode(segment.source.firstChild.data.upper()))
@@ -163,6 +175,14 @@ def test_which_segments_are_filled_and_where_their_targets_go(tmp_path):
     ) in written
     assert '<mrk mtype="seg" mid="1">done</mrk><mrk mtype="seg" mid="2">Y</mrk>' in written
     assert '<sdl:seg id="1" conf="Translated"/><sdl:seg id="2" conf="Draft" origin="mt"/>' in written  # Trados' record
+    # a target without segments, to translate again, mirrors the seg-source; a seg-source without any: the source
+    assert (
+        '<target state="needs-review-translation" state-qualifier="mt-suggestion"><mrk mtype="seg" mid="1">Z' in written
+    )
+    assert (
+        '<seg-source>c</seg-source><target state="needs-review-translation" state-qualifier="mt-suggestion">C<'
+        in written
+    )
 
 
 def test_xliff_2_segments_are_filled_and_ignorables_left(tmp_path):

@@ -131,19 +131,20 @@ class Xliff:
         target = self._child(unit, "target")
         if source is None:
             return []
-        if seg_source is None:
+        if seg_source is None or not segment_marks(seg_source):  # not segmented: the source is one segment
             if target is not None and has_text(target) and target.getAttribute("state") not in TO_TRANSLATE_AGAIN:
                 self.kept += 1
                 return []
             return [Segment(source, lambda: self._new_target_1(unit, target_language), target_language)]
-        if target is None:  # a target mirroring the seg-source, its segments emptied to be filled in below
+        again = target is not None and target.getAttribute("state") in TO_TRANSLATE_AGAIN
+        if target is None or not segment_marks(target) and (again or not has_text(target)):
+            # a target mirroring the seg-source, its segments emptied to be filled in below
             target = self._new_target_1(unit, target_language)
             for child in seg_source.childNodes:
                 target.appendChild(child.cloneNode(True))
             for mark in segment_marks(target):
                 emptied(mark)
         by_mid = {m.getAttribute("mid"): m for m in segment_marks(target)}
-        again = target.getAttribute("state") in TO_TRANSLATE_AGAIN
         found = []
         for mark in segment_marks(seg_source):
             place = by_mid.get(mark.getAttribute("mid"))

@@ -3,13 +3,12 @@ its source into its translation.
 
 The model translates the segment's words alone. Each code then goes where its words went: a code that wraps
 text (<g>bold words</g>) wraps the target words aligned to the words it wrapped, and a code that stands alone
-(<x/>, <ph>...</ph>) stands before the target word aligned to the word after it. The alignment is the
-model's own cross-attention (each target piece to its most-attended source piece, as `translate
---alignments` gives it), taken to whole words. Codes keep their order, so the translation's formatting stays
-well formed and each closing code follows its opening one; where aligned words have moved past each other,
-the codes take the nearest positions in order (isotonic regression by pooling adjacent violators, a
-wrapping code weighing more than one standing alone). Without
-an alignment, each code keeps its relative place in the text.
+(<x/>, <ph>...</ph>) stands before the target word aligned to the word after it. Words here are tokens: a
+word, or a run of punctuation, so that <g>Haus</g>. gives <g>house</g>. The alignment comes from the model's
+own cross-attention (token_alignment). Codes keep their order, so the translation's formatting stays well
+formed and each closing code follows its opening one; where aligned words have moved past each other, the
+codes take the nearest positions in order (isotonic regression by pooling adjacent violators, a wrapping
+code weighing more than one standing alone). Without an alignment, each code keeps its relative place.
 """
 
 from __future__ import annotations
@@ -22,9 +21,8 @@ from xml.dom import Node
 
 TOKEN = re.compile(r"\w+|[^\w\s]+")  # a word, or a run of punctuation: where codes may stand
 TEXT_NODES = (Node.TEXT_NODE, Node.CDATA_SECTION_NODE)
-WRAPPING_WEIGHT = (
-    4.0  # where codes must move to stay in order, a wrapping code keeps its words before a point its place
-)
+# where codes must move to stay in order, a wrapping code keeps to its words before a point keeps its place
+WRAPPING_WEIGHT = 4.0
 
 
 @dataclass

@@ -53,7 +53,7 @@ def translate_xliff(
     """Translate the XLIFF document at path into output (None: out, by default stdout): every segment without
     a translation, as translator.translate would (its settings; glossary: an mt.Glossary), codes kept."""
     doc = Xliff(path)
-    doc.check_languages(*translator.languages[:1], translator.settings.tgt_lang or translator.languages[1])
+    doc.check_languages(translator.languages[0], translator.settings.tgt_lang or translator.languages[1])
     segments = doc.segments()
     report = XliffReport(kept=doc.kept, not_translated=doc.not_translated)
     by_language: dict[str, list[tuple[Segment, Flattened]]] = {}
@@ -86,9 +86,9 @@ def translate_xliff(
 
 
 def alignment_layer(translator) -> int | None:
-    """The decoder layer whose cross-attention places codes: the one before the last, whose attention follows
-    the source more closely than the last's (which already looks ahead to the next word); None where the
-    translator gives none (the CTranslate2 engine, an ensemble, minimum Bayes risk)."""
+    """The decoder layer whose cross-attention places codes: the one before the last, which placed them best
+    of the last three on Multi30k in both directions (docs/benchmarks.md); None where the translator gives no
+    attention (the CTranslate2 engine, an ensemble, minimum Bayes risk)."""
     model = getattr(translator, "model", None)  # the torch engine's; CTranslate2 exports no attention
     if translator.settings.mbr or not hasattr(model, "attention_maps"):
         return None
