@@ -40,8 +40,13 @@ def is_xliff_name(path: str | None) -> bool:
 
 
 def wraps_text(node: Node) -> bool:
-    """Whether an inline element holds text to translate (else it is a code copied whole)."""
-    return node.localName in WRAPS_TEXT and not (node.localName == "mrk" and node.getAttribute("translate") == "no")
+    """Whether an inline element holds text to translate, else it is a code copied whole: a <mrk> marked
+    translate="no" (2.x) or mtype="protected" (1.2) keeps its text as it is."""
+    if node.localName == "mrk" and (
+        node.getAttribute("translate") == "no" or node.getAttribute("mtype") == "protected"
+    ):
+        return False
+    return node.localName in WRAPS_TEXT
 
 
 @dataclass

@@ -31,6 +31,8 @@ class Code:
     node: Node
     boundary: int  # where it stands among the source's tokens: 0 before the first, n after the last
     sticks: bool = False  # a point written right after text (word<x/>): it stays before the space that follows
+    space_before: bool = False  # a point with a space before it (word <x/>), or after it (<x/> word), in the source
+    space_after: bool = False
 
     def before_space(self) -> bool:
         """Whether the code goes before the space at its place (after the word before), not after it."""
@@ -44,7 +46,7 @@ class Flattened:
     text: str
     tokens: int
     codes: list[Code]
-    lead: str = ""  # the source's leading and trailing whitespace, which the translation keeps
+    lead: str = ""  # the source's whitespace before its first code or word, and after its last: kept
     trail: str = ""
 
 
@@ -71,11 +73,14 @@ def flatten(element: Node, wraps_text: Callable[[Node], bool]) -> Flattened:
     walk(element)
     raw = "".join(parts)
     middles = [(m.start() + m.end()) / 2 for m in TOKEN.finditer(raw)]  # a code inside a token: its nearer edge
-    codes = [
-        Code(kind, node, bisect.bisect_left(middles, offset), offset > 0 and not raw[offset - 1].isspace())
-        for offset, kind, node in marks
-    ]
-    lead, trail = raw[: len(raw) - len(raw.lstrip())], raw[len(raw.rstrip()) :] if raw.strip() else ""
+    codes = []
+    for offset, kind, node in marks:
+        before, after = offset > 0 and raw[offset - 1].isspace(), offset < len(raw) and raw[offset].isspace()
+        boundary = bisect.bisect_left(middles, offset)
+        codes.append(Code(kind, node, boundary, offset > 0 and not before, before, after))
+    first, last = (marks[0][0], marks[-1][0]) if marks else (len(raw), 0)
+    lead = raw[: min(len(raw) - len(raw.lstrip()), first)]
+    trail = raw[max(len(raw.rstrip()), last) :] if raw.strip() else ""
     return Flattened(" ".join(raw.split()), len(middles), codes, lead, trail)
 
 
@@ -169,8 +174,9 @@ def place(flat: Flattened, translation: str, aligned: list[set[int]] | None) -> 
 
 def render(target: Node, flat: Flattened, translation: str, places: list[int]) -> None:
     """Fill the empty element target with the translation and the codes at their places: closing codes, and
-    points that stuck to the text before them, before the space at their place; the others after it. The
-    source's leading and trailing whitespace (a segment's space before the next) comes first and last."""
+    points that stuck to the text before them, before the space at their place; the others after it, with
+    the space the source had after (or, at the end, before) them. The source's leading and trailing whitespace
+    (a segment's space before the next) comes first and last."""
     doc = target.ownerDocument
     spans = [m.span() for m in TOKEN.finditer(translation)]
     open_elements = [target]
@@ -201,8 +207,12 @@ def render(target: Node, flat: Flattened, translation: str, places: list[int]) -
             put(code)
         if 0 < boundary < len(spans):
             write(translation[spans[boundary - 1][1] : spans[boundary][0]])  # the space between, or none
-        for code in here[before:]:
+        for code in here[before:]:  # a point keeps a space the source had on its far side from the gap
+            if code.kind == "point" and code.space_before and boundary == len(spans) > 0:
+                write(" ")
             put(code)
+            if code.kind == "point" and code.space_after and boundary < len(spans):
+                write(" ")
         if boundary < len(spans):
             write(translation[slice(*spans[boundary])])
     write(flat.trail)
