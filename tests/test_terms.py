@@ -223,6 +223,31 @@ def test_a_glossary_names_the_targets_of_the_source_entries_a_line_holds(tmp_pat
 
 
 @pytest.mark.parametrize("code, ignore_case", [("de", False), ("de", True), ("zh", False)])
+def test_entries_stacked_on_a_glossary_find_what_one_glossary_of_them_all_finds(code, ignore_case):
+    """A request's entries on top of a server's (with_entries, matched by searching the two patterns) give
+    each line the targets a glossary of the merged entries compiled as one gives it."""
+    rng = random.Random(1)
+
+    def text(most: int) -> str:
+        return "".join(rng.choice("abAB. ") for _ in range(rng.randint(1, most)))
+
+    def on_top(entries: dict[str, str], added: dict[str, str]) -> dict[str, str]:
+        keys = {(s.casefold() if ignore_case else s) for s in added}
+        return {s: t for s, t in entries.items() if (s.casefold() if ignore_case else s) not in keys} | added
+
+    for _ in range(80):
+        below = {text(6).strip() or "a": f"below{i}" for i in range(rng.randint(0, 25))}
+        added = {text(6).strip() or "b": f"top{i}" for i in range(rng.randint(1, 6))}
+        stacked, merged = Glossary(below, code, ignore_case).with_entries(added), on_top(below, added)
+        if rng.random() < 0.3:  # stacked again: the later entries on top of both
+            more = {text(4).strip() or "a": f"more{i}" for i in range(rng.randint(1, 3))}
+            stacked, merged = stacked.with_entries(more), on_top(merged, more)
+        lines = [text(50) for _ in range(20)]
+        assert stacked.terms(lines) == Glossary(merged, code, ignore_case).terms(lines), (below, added)
+        assert stacked.entries == merged
+
+
+@pytest.mark.parametrize("code, ignore_case", [("de", False), ("de", True), ("zh", False)])
 def test_the_phrase_trie_finds_what_an_alternation_of_the_phrases_finds(code, ignore_case):
     """phrase_pattern compiles the phrases as a trie; an alternation of them, longest first, is the reference:
     the same matches, at the same places, in random text over a small alphabet (many shared prefixes)."""
