@@ -62,10 +62,11 @@ class Segment:
 class Xliff:
     """An XLIFF document read whole, its segments to translate, and written back with their targets."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, data: bytes | None = None):
+        """The document at path, or (data given) the document data, named path in messages."""
         self.path = str(path)
         try:
-            self.doc = minidom.parse(self.path)
+            self.doc = minidom.parse(self.path) if data is None else minidom.parseString(data)
         except ExpatError as err:
             reason = err.args[0].split(":")[0]
             raise MTError(f"{path}:{err.lineno}:{err.offset}: not well-formed XML ({reason})") from None
@@ -111,11 +112,15 @@ class Xliff:
                 found += self._segments_2(unit, target_language) if two else self._segments_1(unit, target_language)
         return found
 
-    def write(self, path: str | None, out=None) -> None:
-        """The document as UTF-8, to path (written aside, then renamed: a whole document or none) or to out."""
+    def text(self) -> str:
+        """The document as it is now, declared as UTF-8."""
         text = self.doc.toxml(encoding="utf-8").decode("utf-8")
         text = text.replace("?>", "?>\n", 1) if text.startswith("<?xml") else text
-        text += "" if text.endswith("\n") else "\n"
+        return text + ("" if text.endswith("\n") else "\n")
+
+    def write(self, path: str | None, out=None) -> None:
+        """The document as UTF-8, to path (written aside, then renamed: a whole document or none) or to out."""
+        text = self.text()
         if path is None:
             out.write(text)
             return

@@ -47,42 +47,82 @@ class XliffReport:
         return "; ".join(parts)
 
 
+@dataclass
+class Batch:
+    """A document's segments decoded alike: into one target language (None: the model's one, or the one
+    chosen), with an alignment for their inline codes or without."""
+
+    tgt_lang: str | None
+    aligned: bool
+    items: list[tuple[Segment, Flattened]]
+
+    @property
+    def lines(self) -> list[str]:
+        return [flat.text for _, flat in self.items]
+
+
+class XliffTranslation:
+    """An XLIFF document's segments to translate, in batches of lines; fill() puts their translations in."""
+
+    def __init__(self, doc: Xliff, translator):
+        self.doc = doc
+        doc.check_languages(translator.languages[0], translator.settings.tgt_lang or translator.languages[1])
+        segments = doc.segments()
+        self.report = XliffReport(kept=doc.kept, not_translated=doc.not_translated)
+        by_language: dict[str, list[tuple[Segment, Flattened]]] = {}
+        for segment in segments:
+            flat = flatten(segment.source, wraps_text)
+            if not flat.tokens:  # nothing to translate: its codes and spaces as they are
+                target = segment.fill()
+                for child in segment.source.childNodes:
+                    target.appendChild(child.cloneNode(True))
+                self.report.copied += 1
+                continue
+            by_language.setdefault(segment.target_language, []).append((segment, flat))
+        self.batches = [
+            Batch(target_of(translator, language), aligned, [(s, f) for s, f in todo if bool(f.codes) == aligned])
+            for language, todo in by_language.items()
+            for aligned in (False, True)
+        ]
+        self.batches = [batch for batch in self.batches if batch.items]
+
+    def fill(self, batch: Batch, found: list) -> None:
+        """The batch's targets filled with their Translations (in order), and their codes placed."""
+        for (segment, flat), translation in zip(batch.items, found):
+            aligned = None
+            if batch.aligned and translation.attention is not None:
+                aligned = token_alignment(
+                    translation.attention, translation.src_pieces, translation.tgt_pieces, flat.text, translation.text
+                )
+            text, replaced = xml_text(translation.text)
+            self.report.replaced += replaced
+            self.report.translated += 1
+            render(segment.fill(), flat, text, place(flat, text, aligned))
+            self.report.with_codes += batch.aligned
+            self.report.placed_by_position += batch.aligned and aligned is None
+
+
 def translate_xliff(
     translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
 ) -> XliffReport:
     """Translate the XLIFF document at path into output (None: out, by default stdout): every segment without
     a translation, as translator.translate would (its settings; glossary: an mt.Glossary), codes kept."""
-    doc = Xliff(path)
-    doc.check_languages(translator.languages[0], translator.settings.tgt_lang or translator.languages[1])
-    segments = doc.segments()
-    report = XliffReport(kept=doc.kept, not_translated=doc.not_translated)
-    by_language: dict[str, list[tuple[Segment, Flattened]]] = {}
-    for segment in segments:
-        flat = flatten(segment.source, wraps_text)
-        if not flat.tokens:  # nothing to translate: its codes and spaces as they are
-            target = segment.fill()
-            for child in segment.source.childNodes:
-                target.appendChild(child.cloneNode(True))
-            report.copied += 1
-            continue
-        by_language.setdefault(segment.target_language, []).append((segment, flat))
-    for language, todo in by_language.items():
-        into = target_of(translator, language)
-        plain = [(s, f) for s, f in todo if not f.codes]
-        coded = [(s, f) for s, f in todo if f.codes]
-        for (segment, flat), found in zip(plain, translated(translator, plain, glossary, progress, into)):
-            fill(segment, flat, found, None, report)
-        layer = alignment_layer(translator)
-        options = dict(attention_layer=layer, split_sentences=False) if layer is not None else {}
-        for (segment, flat), found in zip(coded, translated(translator, coded, glossary, progress, into, options)):
-            aligned = None
-            if found.attention is not None:
-                aligned = token_alignment(found.attention, found.src_pieces, found.tgt_pieces, flat.text, found.text)
-            fill(segment, flat, found, aligned, report)
-            report.with_codes += 1
-            report.placed_by_position += aligned is None
-    doc.write(output, out or sys.stdout)
-    return report
+    work = XliffTranslation(Xliff(path), translator)
+    for batch in work.batches:
+        found = translator.translate_nbest(
+            batch.lines, glossary=glossary, progress=progress, tgt_lang=batch.tgt_lang, nbest=1,
+            **decoding_options(translator, batch),
+        )  # fmt: skip
+        work.fill(batch, [hyps[0] for hyps in found])
+    work.doc.write(output, out or sys.stdout)
+    return work.report
+
+
+def decoding_options(translator, batch: Batch) -> dict:
+    """What translate_nbest takes for a batch, beyond its lines: an alignment where its codes need one (each
+    segment whole, for its alignment)."""
+    layer = alignment_layer(translator) if batch.aligned else None
+    return dict(attention_layer=layer, split_sentences=False) if layer is not None else {}
 
 
 def alignment_layer(translator) -> int | None:
@@ -102,22 +142,3 @@ def target_of(translator, language: str) -> str | None:
     if not isinstance(targets, list) or translator.settings.tgt_lang:
         return None
     return next((code for code in targets if same_language(language, code)), language or None)
-
-
-def translated(translator, todo, glossary, progress: bool, tgt_lang: str | None, options: dict | None = None):
-    """The best Translation of each (segment, flattened) in todo."""
-    if not todo:
-        return []
-    lines = [flat.text for _, flat in todo]
-    found = translator.translate_nbest(
-        lines, glossary=glossary, progress=progress, tgt_lang=tgt_lang, nbest=1, **(options or {})
-    )
-    return [hyps[0] for hyps in found]
-
-
-def fill(segment: Segment, flat: Flattened, found, aligned, report: XliffReport) -> None:
-    """The segment's target filled with the translation and the source's codes."""
-    text, replaced = xml_text(found.text)
-    report.replaced += replaced
-    report.translated += 1
-    render(segment.fill(), flat, text, place(flat, text, aligned))
