@@ -58,6 +58,17 @@ class RunningServer:
         finally:
             connection.close()
 
+    def document(self, path: str, body: bytes) -> tuple[int, str, dict]:
+        """(status, the answer's text, its headers, names lowercased) of a POST of a document."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        try:
+            connection.request("POST", path, body=body, headers={"Content-Type": "application/xliff+xml"})
+            response = connection.getresponse()
+            text = response.read().decode("utf-8")
+            return response.status, text, {name.lower(): value for name, value in response.getheaders()}
+        finally:
+            connection.close()
+
     def translate(self, body) -> tuple[int, dict]:
         return self.request("POST", "/translate", body)
 

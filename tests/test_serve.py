@@ -117,6 +117,39 @@ def test_a_requests_own_glossary_is_placed_as_translate_places_a_glossarys(serve
         check_glossary({"a": "b", "c": "d", "e": "f"}, ServeLimits(max_glossary_entries=2))
 
 
+def test_an_xliff_document_is_filled_in_as_translate_fills_it(server, checkpoint, tiny_corpus, tmp_path):
+    lines = (tiny_corpus / "valid.de").read_text(encoding="utf-8").splitlines()[:20]  # more than max_lines (16)
+    words = lines[0].split()
+    lines[0] = " ".join([words[0], f'<g id="1">{words[1]}</g><x id="2"/>', *words[2:]])
+    units = "".join(f'<trans-unit id="{i}"><source>{line}</source></trans-unit>\n' for i, line in enumerate(lines))
+    document = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
+        f'<file original="a" source-language="de" target-language="en" datatype="plaintext"><body>\n{units}'
+        "</body></file></xliff>\n"
+    )
+    (tmp_path / "doc.xlf").write_text(document, encoding="utf-8")
+    run_cli(
+        "translate",
+        "-c",
+        str(checkpoint),
+        "--beam",
+        "1",
+        "-i",
+        str(tmp_path / "doc.xlf"),
+        "-o",
+        str(tmp_path / "out.xlf"),
+    )
+    status, text, headers = server.document("/xliff", document.encode("utf-8"))
+    assert status == 200 and headers["content-type"] == "application/xliff+xml"
+    assert text == (tmp_path / "o.xlf").read_text(encoding="utf-8")  # the same document, byte for byte
+    report = json.loads(headers["x-mt-report"])
+    assert (report["translated"], report["with_codes"], report["placed_by_position"]) == (20, 1, 0)
+    status, answer = server.request("POST", "/xliff", "<tmx/>")
+    assert status == 422 and answer["error"].startswith("the document: not an XLIFF document")
+    status, text, _ = server.document("/xliff", b" " * (10 * 1024 * 1024 + 1))
+    assert status == 413 and "over the server's limit of 10,485,760" in text
+
+
 def test_requests_bringing_the_same_glossary_share_one_compiled_off_the_event_loop():
     from mt.serve.app import RequestGlossaries
 

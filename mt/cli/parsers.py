@@ -362,6 +362,9 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-lines", type=int, default=64, help="lines a request may hold")
     p.add_argument("--max-line-chars", type=int, default=2000, help="characters a line may hold")
     p.add_argument("--max-bytes", type=int, default=256 * 1024, help="bytes a request body may hold")
+    p.add_argument(
+        "--max-document-bytes", type=int, default=10 * 1024 * 1024, help="bytes an XLIFF document (/xliff) may hold"
+    )
     p.add_argument("--max-beam", type=int, default=8, help="the largest beam (nbest, mbr) a request may ask for")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     return p

@@ -43,6 +43,7 @@ def check_args(args) -> None:
         ("--max-lines", args.max_lines, 1),
         ("--max-line-chars", args.max_line_chars, 1),
         ("--max-bytes", args.max_bytes, 64),
+        ("--max-document-bytes", args.max_document_bytes, 64),
         ("--max-beam", args.max_beam, 1),
         ("--max-wait-ms", args.max_wait_ms, 0),
         ("--batch-tokens", args.batch_tokens, 1),
@@ -143,6 +144,7 @@ def run(args) -> None:
     limits = ServeLimits(
         max_lines=args.max_lines,
         max_bytes=args.max_bytes,
+        max_document_bytes=args.max_document_bytes,
         max_line_chars=args.max_line_chars,
         max_beam=args.max_beam,
         max_nbest=args.max_beam,

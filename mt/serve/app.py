@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections import OrderedDict
 from dataclasses import asdict
@@ -17,9 +18,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.data.languages import into
+from mt.data.xliff import Xliff
 from mt.decoding.glossary import Glossary
 from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
+from mt.decoding.xliff_translation import Batch, XliffTranslation, decoding_options
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
 from mt.serve.glossary_file import GlossaryFile
@@ -290,4 +293,64 @@ def create_app(
                 entry.update(pieces=r.pieces, piece_log_probs=[round(lp, 4) for lp in r.piece_log_probs])
         return {"scores": scores}
 
+    @app.post("/xliff", response_class=Response, openapi_extra={"requestBody": {"content": {XLIFF_TYPE: {}}}})
+    async def xliff(request: Request):
+        """The XLIFF document of the body with its targets filled in, as `translate -i doc.xlf` fills them
+        (the server's settings and glossary); what was done in the X-MT-Report header, as JSON."""
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            return Response(status_code=499)
+        if len(body) > limits.max_document_bytes:
+            size = f"{len(body):,} bytes, over the server's limit of {limits.max_document_bytes:,}"
+            return JSONResponse({"error": f"the document is {size} (--max-document-bytes)"}, status_code=413)
+        try:  # reading it, and its lines' pieces, in a thread: the event loop goes on answering
+            work, chunks = await asyncio.to_thread(document_work, body, translator, limits.max_lines)
+        except MTError as err:
+            return JSONResponse({"error": str(err)}, status_code=422)
+        in_use = await server_glossary()
+        futures = [
+            batcher.submit(lines, settings, pieces, glossary=in_use, attention_layer=layer)
+            for _, lines, settings, pieces, layer in chunks
+        ]
+        results = []
+        for future in futures:
+            try:
+                found = await answer_or_hang_up(request, future)
+            except Exception as err:  # noqa: BLE001 - one request fails, the server goes on
+                return JSONResponse({"error": f"decoding failed: {str(err).splitlines()[0][:300]}"}, status_code=500)
+            if found is None:
+                for other in futures:
+                    other.cancel()
+                return Response(status_code=499)
+            results.append(found)
+
+        def filled() -> str:
+            for (batch, *_), found in zip(chunks, results):
+                work.fill(batch, [hyps[0] for hyps in found])
+            return work.doc.text()
+
+        text = await asyncio.to_thread(filled)
+        report = json.dumps({"languages": [source, target], **asdict(work.report)})
+        return Response(text, media_type=XLIFF_TYPE, headers={"X-MT-Report": report})
+
     return app
+
+
+XLIFF_TYPE = "application/xliff+xml"
+
+
+def document_work(body: bytes, translator: LineTranslator, max_lines: int) -> tuple[XliffTranslation, list]:
+    """An XLIFF document's segments to translate, and its lines in chunks for the batcher: (batch, lines,
+    settings, source pieces, attention layer or None), in the batches' order."""
+    work = XliffTranslation(Xliff("the document", body), translator)
+    chunks = []
+    for batch in work.batches:
+        options = decoding_options(translator, batch)
+        settings = translator.settings.updated(tgt_lang=batch.tgt_lang)
+        settings = settings.updated(split_sentences=False) if options else settings
+        for start in range(0, len(batch.lines), max_lines):
+            part = Batch(batch.tgt_lang, batch.aligned, batch.items[start : start + max_lines])
+            pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(part.lines))
+            chunks.append((part, part.lines, settings, pieces, options.get("attention_layer")))
+    return work, chunks

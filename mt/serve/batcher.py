@@ -41,17 +41,18 @@ class Job:
     terms: list[list[str]] | None = None  # the phrases each line's translation must hold
     glossary: Glossary | None = None  # whose entries' targets the lines (or sentences) holding them must hold
     reverse_weight: float | None = None  # reranking with the translator's reverse model: its weight (None: its own)
+    attention_layer: int | None = None  # a document's lines whose inline codes need the model's alignment
     future: Future = field(default_factory=Future)
     arrived: float = field(default_factory=time.monotonic)
 
     @property
     def group(self) -> tuple:
         """Jobs with equal settings, one glossary (the server's, as it stood) and one reverse weight decode in
-        one call (each line's seed travels with it; a request's own glossary decodes apart); scoring jobs into
-        one target language are scored in one call."""
+        one call (each line's seed travels with it; a request's own glossary decodes apart), and so do a
+        document's lines that need an alignment; scoring jobs into one target language are scored in one call."""
         if self.targets is not None:
             return (SCORING, self.settings.tgt_lang)
-        return (replace(self.settings, seed=0), id(self.glossary), self.reverse_weight)
+        return (replace(self.settings, seed=0), id(self.glossary), self.reverse_weight, self.attention_layer)
 
 
 class Batcher:
@@ -120,7 +121,7 @@ class Batcher:
                     if key[0] == SCORING:
                         self._score(group)
                     else:
-                        self._decode(key[0], group, key[2])
+                        self._decode(key[0], group, key[2], key[3])
             finally:
                 with self.changed:
                     self.idle += 1
@@ -154,7 +155,9 @@ class Batcher:
                         self.changed.notify()  # what is left is another thread's
                     return jobs
 
-    def _decode(self, settings: DecodeSettings, jobs: list[Job], reverse_weight: float | None = None) -> None:
+    def _decode(
+        self, settings: DecodeSettings, jobs: list[Job], reverse_weight: float | None = None, attention_layer=None
+    ) -> None:
         lines = [line for job in jobs for line in job.lines]
         prefixes = None
         if any(job.prefixes for job in jobs):
@@ -169,8 +172,13 @@ class Batcher:
         self._answer(
             jobs,
             lambda: translator.translate_nbest(
-                lines, prefixes=prefixes, seeds=seeds, terms=terms, glossary=jobs[0].glossary
-            ),
+                lines,
+                prefixes=prefixes,
+                seeds=seeds,
+                terms=terms,
+                glossary=jobs[0].glossary,
+                **({"attention_layer": attention_layer} if attention_layer is not None else {}),
+            ),  # fmt: skip
         )
 
     def _score(self, jobs: list[Job]) -> None:

@@ -19,6 +19,7 @@ class ServeLimits:
     max_nbest: int = 8
     max_temperature: float = 10.0
     max_glossary_entries: int = 1000  # a request's own glossary
+    max_document_bytes: int = 10 * 1024 * 1024  # an XLIFF document (POST /xliff)
 
 
 class TranslateRequest(BaseModel):

@@ -13,7 +13,7 @@ from collections import Counter
 # Upper bounds (seconds) of the latency histogram's buckets: a one-line request on a CPU takes ~10-50 ms,
 # a full batch under load a few seconds.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-PATHS = ("/translate", "/score", "/health", "/")  # the routes counted (others would only add noise)
+PATHS = ("/translate", "/score", "/xliff", "/health", "/")  # the routes counted (others would only add noise)
 
 
 class Latencies:
