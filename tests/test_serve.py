@@ -141,7 +141,7 @@ def test_an_xliff_document_is_filled_in_as_translate_fills_it(server, checkpoint
     )
     status, text, headers = server.document("/xliff", document.encode("utf-8"))
     assert status == 200 and headers["content-type"] == "application/xliff+xml"
-    assert text == (tmp_path / "o.xlf").read_text(encoding="utf-8")  # the same document, byte for byte
+    assert text == (tmp_path / "out.xlf").read_text(encoding="utf-8")  # the same document, byte for byte
     report = json.loads(headers["x-mt-report"])
     assert (report["translated"], report["with_codes"], report["placed_by_position"]) == (20, 1, 0)
     status, answer = server.request("POST", "/xliff", "<tmx/>")
