@@ -144,6 +144,7 @@ def test_an_xliff_document_is_filled_in_as_translate_fills_it(server, checkpoint
     assert text == (tmp_path / "out.xlf").read_text(encoding="utf-8")  # the same document, byte for byte
     report = json.loads(headers["x-mt-report"])
     assert (report["translated"], report["with_codes"], report["placed_by_position"]) == (20, 1, 0)
+    assert report["target_language"] == "en"
     status, answer = server.request("POST", "/xliff", "<tmx/>")
     assert status == 422 and answer["error"].startswith("the document: not an XLIFF document")
     status, text, _ = server.document("/xliff", b" " * (10 * 1024 * 1024 + 1))

@@ -142,3 +142,32 @@ def test_a_text_file_longer_than_a_request_goes_as_several_and_comes_back_as_one
         assert server.batcher.lines_decoded == 10
     finally:
         server.stop()
+
+
+def test_an_xliff_file_opened_comes_back_with_its_targets(browser, trained_run, tiny_corpus, tmp_path):
+    translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+    server = RunningServer(translator, ServeLimits(max_lines=4))
+    try:
+        lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:6]
+        units = "".join(
+            f'<unit id="{i}"><segment><source>{line}</source></segment></unit>' for i, line in enumerate(lines)
+        )
+        head = '<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="de" trgLang="en">'
+        document = f'{head}<file id="f">{units}</file></xliff>'
+        (tmp_path / "doc.xlf").write_text(document, encoding="utf-8")
+        status, expected, _ = server.document("/xliff", document.encode("utf-8"))
+        browser.open(f"http://127.0.0.1:{server.port}/")
+        assert browser.wait_for_text("#languages") == "de → en"
+        browser.type("#file", str(tmp_path / "doc.xlf"))
+        assert (
+            browser.wait_for_text("#result", containing="translated")
+            == "doc.xlf: 6 segments translated. Download it below."
+        )
+        got = browser.run_async(
+            "const done = arguments[arguments.length - 1], link = document.querySelector('#download');"
+            "fetch(link.href).then((r) => r.text()).then((text) => done([link.download, text]));"
+        )
+        assert status == 200 and got == ["doc.en.xlf", expected]
+        assert expected.count("<target>") == 6
+    finally:
+        server.stop()

@@ -331,7 +331,8 @@ def create_app(
             return work.doc.text()
 
         text = await asyncio.to_thread(filled)
-        report = json.dumps({"languages": [source, target], **asdict(work.report)})
+        named = [language for _, language, _ in work.doc.languages() if language]
+        report = json.dumps({"target_language": named[0] if named else "", **asdict(work.report)})
         return Response(text, media_type=XLIFF_TYPE, headers={"X-MT-Report": report})
 
     return app
