@@ -145,6 +145,14 @@ def test_an_xliff_document_is_filled_in_as_translate_fills_it(server, checkpoint
     report = json.loads(headers["x-mt-report"])
     assert (report["translated"], report["with_codes"], report["placed_by_position"]) == (20, 1, 0)
     assert report["target_language"] == "en"
+    sampling = RunningServer(mt.load_translator(checkpoint, device="cpu", strategy="sample", seed=3), LIMITS)
+    try:  # a server that samples seeds a document's lines as translate does
+        status, text, _ = sampling.document("/xliff", document.encode("utf-8"))
+    finally:
+        sampling.stop()
+    flags = "--strategy", "sample", "--seed", "3", "-i", str(tmp_path / "doc.xlf"), "-o", str(tmp_path / "sampled.xlf")
+    run_cli("translate", "-c", str(checkpoint), *flags)
+    assert status == 200 and text == (tmp_path / "sampled.xlf").read_text(encoding="utf-8")
     status, answer = server.request("POST", "/xliff", "<tmx/>")
     assert status == 422 and answer["error"].startswith("the document: not an XLIFF document")
     status, text, _ = server.document("/xliff", b" " * (10 * 1024 * 1024 + 1))

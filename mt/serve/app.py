@@ -310,8 +310,8 @@ def create_app(
             return JSONResponse({"error": str(err)}, status_code=422)
         in_use = await server_glossary()
         futures = [
-            batcher.submit(lines, settings, pieces, glossary=in_use, attention_layer=layer)
-            for _, lines, settings, pieces, layer in chunks
+            batcher.submit(lines, settings, pieces, glossary=in_use, attention_layer=layer, seeds=seeds)
+            for _, lines, settings, pieces, layer, seeds in chunks
         ]
         results = []
         for future in futures:
@@ -343,15 +343,18 @@ XLIFF_TYPE = "application/xliff+xml"
 
 def document_work(body: bytes, translator: LineTranslator, max_lines: int) -> tuple[XliffTranslation, list]:
     """An XLIFF document's segments to translate, and its lines in chunks for the batcher: (batch, lines,
-    settings, source pieces, attention layer or None), in the batches' order."""
+    settings, source pieces, attention layer or None, sampling seeds or None), in the batches' order."""
     work = XliffTranslation(Xliff("the document", body), translator)
     chunks = []
-    for batch in work.batches:
+    for batch in work.batches:  # a batch's lines seeded by their place in it, as translate_xliff's call seeds them
+        done = 0
         options = decoding_options(translator, batch)
         settings = translator.settings.updated(tgt_lang=batch.tgt_lang)
         settings = settings.updated(split_sentences=False) if options else settings
         for start in range(0, len(batch.lines), max_lines):
             part = Batch(batch.tgt_lang, batch.aligned, batch.items[start : start + max_lines])
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(part.lines))
-            chunks.append((part, part.lines, settings, pieces, options.get("attention_layer")))
+            seeds = [line_seed(settings.seed, done + i) for i in range(len(part.lines))] if settings.sampling else None
+            chunks.append((part, part.lines, settings, pieces, options.get("attention_layer"), seeds))
+            done += len(part.lines)
     return work, chunks

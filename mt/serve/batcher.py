@@ -178,7 +178,7 @@ class Batcher:
                 terms=terms,
                 glossary=jobs[0].glossary,
                 **({"attention_layer": attention_layer} if attention_layer is not None else {}),
-            ),  # fmt: skip
+            ),
         )
 
     def _score(self, jobs: list[Job]) -> None:
