@@ -82,6 +82,7 @@ def test_runs_side_by_side_train_what_the_same_sweep_trains_one_at_a_time(tiny_c
         assert f"fp32 on cpu ({share} thread{'s' * (share != 1)})" in (run / "train.log").read_text()
         assert "fp32 on cpu (1 thread)" in (tmp_path / "alone" / f"train.seed={seed}" / "train.log").read_text()
         assert "loss" in (run / "output.log").read_text()  # its console output, kept in its directory
+        assert not (run / "multirun.yaml").exists()  # as in a run of the sweep made one at a time
 
     runs = mt.sweep(
         *sweep_args(tiny_corpus, tmp_path / "together", "train.threads=0")[1:], "train.seed=1,2", jobs=2, quiet=True

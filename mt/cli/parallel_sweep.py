@@ -190,6 +190,7 @@ def _start(module, number, total, name, overrides, sweep_dir: Path, share: Share
 
 def _report_end(started: Started) -> bool:
     """Say how the run ended; whether it ended well (or stopped when asked)."""
+    (started.output.parent / "multirun.yaml").unlink(missing_ok=True)  # Hydra's record of a sweep of one run
     minutes = (time.monotonic() - started.since) / 60
     status = started.process.returncode
     if status == 0:
