@@ -72,11 +72,12 @@ def document(lines: list[str], cases, span: int, languages: tuple[str, str]) -> 
     units = []
     for n, (i, j) in enumerate(cases):
         words = lines[i].split()
-        first, last = j, j + span - 1
+        first, last = j, j + max(span, 1) - 1
         lead, trail = re.match(r"^\W*", words[first]).group(), re.search(r"\W*$", words[last]).group()
         words[last] = words[last][: len(words[last]) - len(trail)] + "\x02" + trail
-        words[first] = lead + "\x01" + words[first][len(lead) :]
-        text = escape(" ".join(words)).replace("\x01", '<g id="1">').replace("\x02", "</g>")
+        if span:  # wrapped in <g>, or (span 0) followed by an <x/>, as formatting after a word is
+            words[first] = lead + "\x01" + words[first][len(lead) :]
+        text = escape(" ".join(words)).replace("\x01", '<g id="1">').replace("\x02", "</g>" if span else '<x id="1"/>')
         units.append(f'<trans-unit id="{n}"><source>{text}</source></trans-unit>')
     head = '<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"><file source-language="{}" '
     head += 'target-language="{}" datatype="plaintext"><body>'
@@ -87,8 +88,14 @@ def judged(path: Path, lines: list[str], cases, span: int, lexicon: dict[str, st
     """(exact, covers) shares of the cases."""
     exact = covers = 0
     for (i, j), unit in zip(cases, minidom.parse(str(path)).getElementsByTagName("trans-unit")):
-        wanted = [lexicon[key(w)] for w in lines[i].split()[j : j + span]]
-        g = unit.getElementsByTagName("target")[0].getElementsByTagName("g")[0]
+        wanted = [lexicon[key(w)] for w in lines[i].split()[j : j + max(span, 1)]]
+        target = unit.getElementsByTagName("target")[0]
+        if not span:  # an <x/> right after the word's translation: exact; after it at all: covers
+            before = [key(w) for w in re.sub(r"<[^>]+>", "", target.toxml().split("<x ")[0]).split()]
+            exact += bool(before) and before[-1] == wanted[0]
+            covers += wanted[0] in before
+            continue
+        g = target.getElementsByTagName("g")[0]
         got = [key(w) for w in re.sub(r"<[^>]+>", "", g.toxml()).split()]
         covers += all(w in got for w in wanted)
         exact += bool(got) and got[0] == wanted[0] and got[-1] == wanted[-1] and all(w in got for w in wanted)
@@ -101,7 +108,7 @@ def main() -> None:
     p.add_argument("--train-src", required=True)
     p.add_argument("--train-tgt", required=True)
     p.add_argument("--src", required=True)
-    p.add_argument("--span", type=int, nargs="*", default=[1, 2], help="words a code wraps")
+    p.add_argument("--span", type=int, nargs="*", default=[1, 2, 0], help="words a code wraps (0: an <x/> after one)")
     p.add_argument("--layers", type=int, nargs="*", default=[-1, -2, -3], help="decoder layers to align with")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
@@ -113,7 +120,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for span in args.span:
-            cases = cases_of(lines, plain, lexicon, span, args.seed)
+            cases = cases_of(lines, plain, lexicon, max(span, 1), args.seed)
             source, target = Path(folder) / "in.xlf", Path(folder) / "out.xlf"
             source.write_text(document(lines, cases, span, translator.languages), encoding="utf-8")
             for layer in [None, *args.layers]:
@@ -125,7 +132,8 @@ def main() -> None:
                 print(json.dumps(rows[-1]), flush=True)
     print("\n| words wrapped | cases | placed | exact | covers |\n| --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['span']} | {r['cases']} | {r['placed']} | {r['exact']:.1%} | {r['covers']:.1%} |")
+        wrapped = r["span"] or "an <x/> after 1"
+        print(f"| {wrapped} | {r['cases']} | {r['placed']} | {r['exact']:.1%} | {r['covers']:.1%} |")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,13 @@ def test_codes_wrap_the_aligned_tokens_and_stand_before_the_aligned_token():
     )
     in_place = target_from(source, "a red dog runs quickly.", [{0}, {1}, {2}, {3}, {4}, {5}])
     assert in_place == '<target>a <g id="1">red</g> dog<x id="2"/> runs <ph id="3">{1}</ph>quickly.</target>'
+    # a point written right after a word follows that word's translation, not the next word's
+    stuck = '<source>ein hund<x id="1"/> läuft</source>'
+    assert target_from(stuck, "a dog quickly runs", [{0}, {1}, {3}]) == '<target>a dog<x id="1"/> quickly runs</target>'
+    before = '<source>ein hund <x id="1"/>läuft</source>'
+    assert target_from(before, "a dog quickly runs", [{0}, {1}, {3}]) == (
+        '<target>a dog quickly <x id="1"/>runs</target>'  # one before a word goes before its translation
+    )
     # protected text is a code, copied as it is and not translated
     protected = '<source>a <mrk mtype="protected">Acme Ltd</mrk> b <mrk translate="no">X</mrk></source>'
     assert flatten(source_of(protected), wraps_text).text == "a b"

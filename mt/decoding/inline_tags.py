@@ -130,9 +130,12 @@ def token_alignment(attention, src_pieces: list[str], tgt_pieces: list[str], src
 
 def wanted_places(codes: list[Code], n: int, m: int, aligned: list[set[int]] | None) -> list[float]:
     """Where each code would go among the m target tokens, by itself: a wrapping code around the target
-    tokens aligned to the tokens it wraps, one standing alone before the token aligned to the next source one."""
+    tokens aligned to the tokens it wraps; one standing alone after the token aligned to the source token it
+    follows without a space (word<x/>), else before the token aligned to the source token after it."""
 
-    def point(i: int) -> float:
+    def point(i: int, after_previous: bool) -> float:
+        if aligned is not None and after_previous and i > 0 and aligned[i - 1]:
+            return max(aligned[i - 1]) + 1
         if aligned is not None and i < n and aligned[i]:
             return min(aligned[i])
         if aligned is not None and i > 0 and aligned[i - 1]:
@@ -142,7 +145,7 @@ def wanted_places(codes: list[Code], n: int, m: int, aligned: list[set[int]] | N
     places: list[float] = []
     opened: dict[int, int] = {}  # id of an open code's node -> its index
     for k, code in enumerate(codes):
-        places.append(point(code.boundary))
+        places.append(point(code.boundary, code.before_space()))
         if code.kind == "open":
             opened[id(code.node)] = k
         elif code.kind == "close" and aligned is not None:
