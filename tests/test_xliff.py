@@ -2,6 +2,7 @@
 seg-source, 2.x), the rest of the document kept; inline codes carried into the translation in order and well
 formed whatever the alignment, on the aligned tokens where it is right; translate -i doc.xlf end to end."""
 
+import os
 import random
 import re
 from xml.dom import minidom
@@ -175,6 +176,10 @@ def test_which_segments_are_filled_and_where_their_targets_go(tmp_path):
     doc.write(str(tmp_path / "b.xlf"))
     written = (tmp_path / "b.xlf").read_text(encoding="utf-8")
     assert "<!-- kept -->" in written and written.endswith("</xliff>\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "b.xlf").stat().st_mode & 0o777 == 0o666 & ~umask  # as any file written here
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.xlf", "b.xlf"]  # nothing left aside
     assert (  # a new target on a line of its own after the source, marked as machine translation
         '  <source>hund</source>\n  <target xml:lang="en" state="needs-review-translation" '
         'state-qualifier="mt-suggestion">HUND</target>'

@@ -17,7 +17,6 @@ namespace prefixes (as the XML parser reads them: entities expanded, attribute q
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,15 +123,15 @@ class Xliff:
         if path is None:
             out.write(text)
             return
-        folder = Path(path).parent
-        handle, aside = tempfile.mkstemp(dir=folder, prefix=f".{Path(path).name}.")
+        aside = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")  # made as any file is (umask)
         try:
-            with os.fdopen(handle, "w", encoding="utf-8", newline="") as f:
+            with open(aside, "x", encoding="utf-8", newline="") as f:
                 f.write(text)
             os.replace(aside, path)
-        except BaseException:
-            Path(aside).unlink(missing_ok=True)
-            raise
+        except OSError as err:
+            raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
+        finally:
+            aside.unlink(missing_ok=True)
 
     def _segments_1(self, unit: Node, target_language: str) -> list[Segment]:
         """A 1.x <trans-unit>'s segments: its <source>, or each <mrk mtype="seg"> of its <seg-source>."""
