@@ -200,6 +200,12 @@ def check_engine_args(args) -> None:
         raise MTError("--dtype int8 needs --engine ctranslate2 (export with mt-export)")
 
 
+def models_note(args, translator) -> str:
+    """The models decoding, for the summary line, where more than one: an ensemble, a reverse model."""
+    models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
+    return models + (f", reranked by the reverse model at weight {translator.reverse_weight:g}" if args.reverse else "")
+
+
 def describe(settings) -> str:
     """The strategy in a few words, for the summary line."""
     rules = [f"at least {settings.min_len} pieces"] if settings.min_len else []
@@ -301,7 +307,7 @@ def run(args) -> None:
     start = time.perf_counter()
     translator = load_translator(args)
     if is_xliff_name(args.input):
-        return run_xliff(args, translator)
+        return run_xliff(args, translator, describe(translator.settings) + models_note(args, translator))
     settings = translator.settings
     options = dict(
         attention_layer=args.attention_layer if (args.alignments or args.attention_dir) else None,
@@ -369,8 +375,7 @@ def run(args) -> None:
             except OSError as err:
                 raise writing_failed(args.output, err) from None
     if not args.quiet and not interactive:
-        models = f", an ensemble of {len(args.checkpoint)}" if args.ensemble and len(args.checkpoint) > 1 else ""
-        models += f", reranked by the reverse model at weight {translator.reverse_weight:g}" if args.reverse else ""
+        models = models_note(args, translator)
         models += f", {glossed} {'line holds' if glossed == 1 else 'lines hold'} glossary entries" if glossary else ""
         models += tmx.summary() if tmx is not None else ""
         seconds = time.perf_counter() - start

@@ -32,8 +32,9 @@ def check_xliff_args(args) -> None:
         raise MTError(f"--input {args.input}: {given[0]} goes with a file of lines, not an XLIFF document")
 
 
-def run_xliff(args, translator) -> None:
-    """translate's run for an XLIFF input: the document read whole, translated, written whole."""
+def run_xliff(args, translator, how: str) -> None:
+    """translate's run for an XLIFF input: the document read whole, translated, written whole (how: the
+    decoding, in a few words, for the summary line)."""
     from mt.decoding.xliff_translation import translate_xliff
 
     start = time.perf_counter()
@@ -43,6 +44,6 @@ def run_xliff(args, translator) -> None:
     if not args.quiet:
         seconds = time.perf_counter() - start
         where = f" into {args.output}" if args.output else ""
-        print(f"translated {args.input}{where} in {seconds:.1f}s: {report.summary()}", file=sys.stderr)
+        print(f"translated {args.input}{where} in {seconds:.1f}s ({how}): {report.summary()}", file=sys.stderr)
     if translator.truncated:
         print(truncation_warning(translator.truncated, "segment", args.max_src_len), file=sys.stderr)
