@@ -4,6 +4,7 @@ its own, and the target named when translating (CLI, Python, HTTP), else one lin
 
 import json
 from pathlib import Path
+from xml.dom import minidom
 
 import pytest
 from omegaconf import OmegaConf
@@ -325,3 +326,22 @@ def test_an_export_of_a_model_of_several_targets_asks_for_one_and_decodes_as_tor
         assert theirs.stdout == ours.stdout
     refused = run_cli("translate", "--engine", "ctranslate2", "-c", str(exported), "-q", input_text=text, check=False)
     assert refused.returncode == 2 and "name the target language" in refused.stderr
+
+
+def test_an_xliff_documents_files_are_translated_into_their_own_target_languages(one_to_many, tmp_path):
+    translator = mt.load_translator(one_to_many, device="cpu")
+    lines = [pair[0] for pair in make_pairs(2, seed=11)]
+    files = "".join(
+        f'<file original="{lang}" source-language="de" target-language="{lang}" datatype="plaintext"><body>'
+        f'<trans-unit id="1"><source>{line}</source></trans-unit></body></file>'
+        for lang, line in zip(("en", REVERSED), lines)
+    )
+    (tmp_path / "doc.xlf").write_text(f'<xliff version="1.2">{files}</xliff>', encoding="utf-8")
+    report = mt.translate_xliff(translator, tmp_path / "doc.xlf", str(tmp_path / "out.xlf"))
+    targets = [t.firstChild.data for t in minidom.parse(str(tmp_path / "out.xlf")).getElementsByTagName("target")]
+    assert report.translated == 2 and targets == [translator.translate(lines[0], tgt_lang="en"),
+                                                  translator.translate(lines[1], tgt_lang=REVERSED)]  # fmt: skip
+    unnamed = f'<xliff version="2.0" srcLang="de"><file id="f"><unit id="u"><segment><source>{lines[0]}</source>'
+    (tmp_path / "unnamed.xlf").write_text(unnamed + "</segment></unit></file></xliff>", encoding="utf-8")
+    with pytest.raises(MTError, match="name the target language"):
+        mt.translate_xliff(translator, tmp_path / "unnamed.xlf", str(tmp_path / "out.xlf"))
