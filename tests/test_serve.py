@@ -153,8 +153,20 @@ def test_an_xliff_document_is_filled_in_as_translate_fills_it(server, checkpoint
     flags = "--strategy", "sample", "--seed", "3", "-i", str(tmp_path / "doc.xlf"), "-o", str(tmp_path / "sampled.xlf")
     run_cli("translate", "-c", str(checkpoint), *flags)
     assert status == 200 and text == (tmp_path / "sampled.xlf").read_text(encoding="utf-8")
-    status, answer = server.request("POST", "/xliff", "<tmx/>")
-    assert status == 422 and answer["error"].startswith("the document: not an XLIFF document")
+    status, text, _ = server.document("/xliff", b"<tmx/>")
+    assert status == 422 and json.loads(text)["error"].startswith("the document: not an XLIFF document")
+    # as JSON, with the request's own choices: as translate with the same flags
+    (tmp_path / "glossary.tsv").write_text("hund\tpuppy\n", encoding="utf-8")
+    flags = "--beam", "3", "--glossary", str(tmp_path / "glossary.tsv"), "-i", str(tmp_path / "doc.xlf")
+    run_cli("translate", "-c", str(checkpoint), *flags, "-o", str(tmp_path / "glossed.xlf"))
+    utf16 = document.replace('encoding="UTF-8"', 'encoding="UTF-16"')  # as the file said; the text is what counts
+    asked = {"document": utf16, "strategy": "beam", "beam": 3, "glossary": {"hund": "puppy"}}
+    status, answer = server.request("POST", "/xliff", asked)
+    assert status == 200 and answer == (tmp_path / "glossed.xlf").read_text(encoding="utf-8")
+    assert "hund" in document and "puppy" in answer  # the request's glossary held
+    for wrong, message in (({"beam": 99}, "beam: 99 is over this server's limit of 4"), ({"lines": []}, "lines:")):
+        status, answer = server.request("POST", "/xliff", {"document": document, **wrong})
+        assert status == 422 and answer["error"].startswith(message), answer
     status, text, _ = server.document("/xliff", b" " * (10 * 1024 * 1024 + 1))
     assert status == 413 and "over the server's limit of 10,485,760" in text
 

@@ -155,9 +155,13 @@ def test_an_xliff_file_opened_comes_back_with_its_targets(browser, trained_run, 
         head = '<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="de" trgLang="en">'
         document = f'{head}<file id="f">{units}</file></xliff>'
         (tmp_path / "doc.xlf").write_text(document, encoding="utf-8")
-        status, expected, _ = server.document("/xliff", document.encode("utf-8"))
+        asked = {"document": document, "split_sentences": True, "no_repeat_ngram": 0, "strategy": "beam"}
+        word = lines[0].split()[0]
+        status, expected = server.request("POST", "/xliff", {**asked, "glossary": {word: "puppy"}})  # the page's
         browser.open(f"http://127.0.0.1:{server.port}/")
         assert browser.wait_for_text("#languages") == "de → en"
+        browser.click("#glossary-title")
+        browser.type("#glossary", f"{word} = puppy")  # the page's glossary goes with the document
         browser.type("#file", str(tmp_path / "doc.xlf"))
         assert (
             browser.wait_for_text("#result", containing="translated")
@@ -168,6 +172,6 @@ def test_an_xliff_file_opened_comes_back_with_its_targets(browser, trained_run, 
             "fetch(link.href).then((r) => r.text()).then((text) => done([link.download, text]));"
         )
         assert status == 200 and got == ["doc.en.xlf", expected]
-        assert expected.count("<target>") == 6
+        assert expected.count("<target>") == 6 and "puppy" in expected
     finally:
         server.stop()

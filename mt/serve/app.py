@@ -18,15 +18,22 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.data.languages import into
-from mt.data.xliff import Xliff
 from mt.decoding.glossary import Glossary
 from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
-from mt.decoding.xliff_translation import Batch, XliffTranslation, decoding_options
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
+from mt.serve.documents import XLIFF_TYPE, document_work, without_declaration
 from mt.serve.glossary_file import GlossaryFile
-from mt.serve.limits import RequestError, ScoreRequest, ServeLimits, TranslateRequest, parse_request
+from mt.serve.limits import (
+    DecodingChoices,
+    RequestError,
+    ScoreRequest,
+    ServeLimits,
+    TranslateRequest,
+    XliffRequest,
+    parse_request,
+)
 from mt.serve.metrics import Metrics, RecordRequests
 
 log = logging.getLogger(__name__)
@@ -34,15 +41,16 @@ log = logging.getLogger(__name__)
 SAMPLING_FIELDS = ("temperature", "topk", "topp", "epsilon", "seed")
 
 
-def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeSettings:
-    """The server's settings with the request's choices on top, or a RequestError."""
+def request_settings(base: DecodeSettings, request: DecodingChoices, nbest: int | None = None) -> DecodeSettings:
+    """The server's settings with the request's choices (nbest: a /translate request's) on top, or a
+    RequestError."""
     sampling = request.strategy == "sample" or (request.strategy is None and base.sampling)
     for name in SAMPLING_FIELDS:
         if getattr(request, name) is not None and not sampling:
             raise RequestError(422, f'{name}: a sampling setting; add "strategy": "sample"')
     choices = dict(
         alpha=request.alpha,
-        nbest=request.nbest,
+        nbest=nbest,
         tgt_lang=request.tgt_lang,
         min_len=request.min_len,
         no_repeat_ngram=request.no_repeat_ngram,
@@ -56,13 +64,13 @@ def request_settings(base: DecodeSettings, request: TranslateRequest) -> DecodeS
             raise RequestError(422, 'beam: greedy decodes with beam 1; use "strategy": "beam"')
         choices.update(strategy="search", beam=1)
     elif request.strategy == "beam":
-        choices.update(strategy="search", beam=request.beam or max(base.beam, DEFAULT_BEAM, request.nbest or 1))
+        choices.update(strategy="search", beam=request.beam or max(base.beam, DEFAULT_BEAM, nbest or 1))
     elif request.strategy == "sample":
         choices.update(strategy="sample")
     else:
         choices.update(beam=request.beam)
-    if not sampling and choices.get("beam") is None and (request.nbest or 1) > base.beam:
-        choices["beam"] = request.nbest  # "nbest": 3 alone asks for a beam that can hold 3
+    if not sampling and choices.get("beam") is None and (nbest or 1) > base.beam:
+        choices["beam"] = nbest  # "nbest": 3 alone asks for a beam that can hold 3
     try:
         return base.updated(**choices)
     except MTError as err:
@@ -236,7 +244,7 @@ def create_app(
             return Response(status_code=499)
         try:
             ask = parse_request(body, limits)
-            settings = request_settings(translator.settings, ask)
+            settings = request_settings(translator.settings, ask, ask.nbest)
             known_language(settings.tgt_lang, translator.languages)
             rerank_usable(translator, settings, ask.reverse_weight)
             current = await server_glossary()
@@ -293,26 +301,47 @@ def create_app(
                 entry.update(pieces=r.pieces, piece_log_probs=[round(lp, 4) for lp in r.piece_log_probs])
         return {"scores": scores}
 
-    @app.post("/xliff", response_class=Response, openapi_extra={"requestBody": {"content": {XLIFF_TYPE: {}}}})
+    @app.post(
+        "/xliff",
+        response_class=Response,
+        openapi_extra={
+            "requestBody": {
+                "content": {XLIFF_TYPE: {}, "application/json": {"schema": XliffRequest.model_json_schema()}}
+            }
+        },
+    )
     async def xliff(request: Request):
-        """The XLIFF document of the body with its targets filled in, as `translate -i doc.xlf` fills them
-        (the server's settings and glossary); what was done in the X-MT-Report header, as JSON."""
+        """The XLIFF document of the body with its targets filled in, as `translate -i doc.xlf` fills them:
+        the body is the document, with the server's settings and glossary, or JSON with the document and the
+        request's own choices (as /translate takes them); what was done in the X-MT-Report header, as JSON."""
         try:
             body = await request.body()
         except ClientDisconnect:
             return Response(status_code=499)
-        if len(body) > limits.max_document_bytes:
-            size = f"{len(body):,} bytes, over the server's limit of {limits.max_document_bytes:,}"
-            return JSONResponse({"error": f"the document is {size} (--max-document-bytes)"}, status_code=413)
-        try:  # reading it, and its lines' pieces, in a thread: the event loop goes on answering
-            work, chunks = await asyncio.to_thread(document_work, body, translator, limits.max_lines)
-        except MTError as err:
-            return JSONResponse({"error": str(err)}, status_code=422)
-        in_use = await server_glossary()
+        settings, entries, weight = translator.settings, None, None
+        try:
+            if request.headers.get("content-type", "").split(";")[0].strip() == "application/json":
+                ask = parse_request(body, limits, XliffRequest)
+                settings, entries, weight = request_settings(translator.settings, ask), ask.glossary, ask.reverse_weight
+                known_language(settings.tgt_lang, translator.languages)
+                rerank_usable(translator, settings, weight)
+                body = without_declaration(ask.document).encode("utf-8")  # decoded already: UTF-8 now
+            elif len(body) > limits.max_document_bytes:
+                size = f"{len(body):,} bytes, over the server's limit of {limits.max_document_bytes:,}"
+                raise RequestError(413, f"the document is {size} (--max-document-bytes)")
+            current = await server_glossary()
+            in_use = await request_glossaries(current, entries, source) or current
+            # reading it, and its lines' pieces, in a thread: the event loop goes on answering
+            work, chunks = await asyncio.to_thread(
+                document_work, body, translator.with_settings(settings), in_use, limits.max_lines
+            )
+        except RequestError as err:
+            return JSONResponse({"error": str(err)}, status_code=err.status)
         futures = [
-            batcher.submit(lines, settings, pieces, glossary=in_use, attention_layer=layer, seeds=seeds)
-            for _, lines, settings, pieces, layer, seeds in chunks
-        ]
+            batcher.submit(lines, chunk_settings, pieces, glossary=in_use, attention_layer=layer, seeds=seeds,
+                           reverse_weight=weight)
+            for _, lines, chunk_settings, pieces, layer, seeds in chunks
+        ]  # fmt: skip
         results = []
         for future in futures:
             try:
@@ -336,25 +365,3 @@ def create_app(
         return Response(text, media_type=XLIFF_TYPE, headers={"X-MT-Report": report})
 
     return app
-
-
-XLIFF_TYPE = "application/xliff+xml"
-
-
-def document_work(body: bytes, translator: LineTranslator, max_lines: int) -> tuple[XliffTranslation, list]:
-    """An XLIFF document's segments to translate, and its lines in chunks for the batcher: (batch, lines,
-    settings, source pieces, attention layer or None, sampling seeds or None), in the batches' order."""
-    work = XliffTranslation(Xliff("the document", body), translator)
-    chunks = []
-    for batch in work.batches:  # a batch's lines seeded by their place in it, as translate_xliff's call seeds them
-        done = 0
-        options = decoding_options(translator, batch)
-        settings = translator.settings.updated(tgt_lang=batch.tgt_lang)
-        settings = settings.updated(split_sentences=False) if options else settings
-        for start in range(0, len(batch.lines), max_lines):
-            part = Batch(batch.tgt_lang, batch.aligned, batch.items[start : start + max_lines])
-            pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(part.lines))
-            seeds = [line_seed(settings.seed, done + i) for i in range(len(part.lines))] if settings.sampling else None
-            chunks.append((part, part.lines, settings, pieces, options.get("attention_layer"), seeds))
-            done += len(part.lines)
-    return work, chunks

@@ -22,16 +22,11 @@ class ServeLimits:
     max_document_bytes: int = 10 * 1024 * 1024  # an XLIFF document (POST /xliff)
 
 
-class TranslateRequest(BaseModel):
-    """POST /translate's body. Every field but lines is optional: the server's settings stand in."""
+class DecodingChoices(BaseModel):
+    """How a request asks to decode, beyond the server's settings: every field optional."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    lines: list[str] = Field(description="source lines; one translation comes back for each, in order")
-    prefixes: list[str] | None = Field(None, description="a target prefix per line (empty: none), kept verbatim")
-    terms: list[list[str]] | None = Field(
-        None, description="the phrases each line's translation must hold (beam search), a list per line"
-    )
     glossary: dict[str, str] | None = Field(
         None,
         description="source -> target entries: a line (or sentence) holding a source entry must translate it as its "
@@ -40,7 +35,6 @@ class TranslateRequest(BaseModel):
     strategy: Literal["greedy", "beam", "sample"] | None = None
     beam: int | None = Field(None, ge=1)
     alpha: float | None = Field(None, ge=0, le=5)
-    nbest: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0)
     topk: int | None = Field(None, ge=0)
     topp: float | None = Field(None, gt=0, le=1)
@@ -55,7 +49,24 @@ class TranslateRequest(BaseModel):
     reverse_weight: float | None = Field(
         None, ge=0, le=100, description="a server started with --reverse: the reverse model's weight in reranking"
     )
+
+
+class TranslateRequest(DecodingChoices):
+    """POST /translate's body. Every field but lines is optional: the server's settings stand in."""
+
+    lines: list[str] = Field(description="source lines; one translation comes back for each, in order")
+    prefixes: list[str] | None = Field(None, description="a target prefix per line (empty: none), kept verbatim")
+    terms: list[list[str]] | None = Field(
+        None, description="the phrases each line's translation must hold (beam search), a list per line"
+    )
+    nbest: int | None = Field(None, ge=1)
     scores: bool = Field(False, description="also return each line's hypotheses with their scores")
+
+
+class XliffRequest(DecodingChoices):
+    """POST /xliff's body as JSON (the document alone may be the body, as XML): the document, and how to decode."""
+
+    document: str = Field(description="an XLIFF document, its targets to fill in")
 
 
 class ScoreRequest(BaseModel):
@@ -79,8 +90,9 @@ class RequestError(Exception):
 
 def parse_request(body: bytes, limits: ServeLimits, kind: type[BaseModel] = TranslateRequest):
     """The request in body (a TranslateRequest, or what kind names), or a RequestError naming what is wrong."""
-    if len(body) > limits.max_bytes:
-        raise RequestError(413, f"request body is {len(body)} bytes; the limit is {limits.max_bytes}")
+    most = limits.max_document_bytes if kind is XliffRequest else limits.max_bytes
+    if len(body) > most:
+        raise RequestError(413, f"request body is {len(body)} bytes; the limit is {most}")
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -97,7 +109,9 @@ def parse_request(body: bytes, limits: ServeLimits, kind: type[BaseModel] = Tran
     return request
 
 
-def check_limits(request: TranslateRequest | ScoreRequest, limits: ServeLimits) -> None:
+def check_limits(request: TranslateRequest | ScoreRequest | XliffRequest, limits: ServeLimits) -> None:
+    if isinstance(request, XliffRequest):
+        return check_choices(request, limits)
     if len(request.lines) > limits.max_lines:
         raise RequestError(422, f"lines: {len(request.lines)} lines; the limit is {limits.max_lines} a request")
     per_line = "targets" if isinstance(request, ScoreRequest) else "prefixes"  # one per line, or none
@@ -120,12 +134,18 @@ def check_limits(request: TranslateRequest | ScoreRequest, limits: ServeLimits) 
                 raise RequestError(
                     422, f"terms.{i}: over this server's limit of {limits.max_line_chars} characters a line"
                 )
+    if request.nbest is not None and request.nbest > limits.max_nbest:
+        raise RequestError(422, f"nbest: {request.nbest} is over this server's limit of {limits.max_nbest}")
+    check_choices(request, limits)
+
+
+def check_choices(request: DecodingChoices, limits: ServeLimits) -> None:
+    """A request's glossary and settings within the server's limits, or a RequestError."""
     if request.glossary is not None:
         check_glossary(request.glossary, limits)
     for field, most in (
         ("beam", limits.max_beam),
         ("mbr", limits.max_beam),  # a beam of that many, or that many samples
-        ("nbest", limits.max_nbest),
         ("temperature", limits.max_temperature),
     ):
         value = getattr(request, field)
