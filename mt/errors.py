@@ -132,6 +132,15 @@ def report_errors(main):
     return wrapper
 
 
+def terms_missed_warning(count: int, noun: str) -> str:
+    """The line that says how many translations lack a required term (noun: what was decoded)."""
+    lines = f"{noun} lacks" if count == 1 else f"{noun}s lack"
+    return (
+        f"warning: the translation of {count} {lines} a required term: no hypothesis held them all by the length "
+        "limit (a larger --beam or --max-len-b may)"
+    )
+
+
 def truncation_warning(count: int, noun: str, limit: int) -> str:
     """The line that says how many inputs (noun: "line", "source") were cut to `limit` pieces."""
     if count == 1:

@@ -253,6 +253,10 @@ def test_translate_fills_an_xliff_document(trained_run, tiny_corpus, tmp_path):
     from conftest import LEXICON
 
     assert wrapped.group(1) == LEXICON[words[1]]  # the word-for-word model's attention finds the word
+    (tmp_path / "long.tsv").write_text(f"{words[0]}\tone two three four five six\n", encoding="utf-8")
+    flags = "--glossary", str(tmp_path / "long.tsv"), "--max-len-a", "0", "--max-len-b", "3"  # no room for it
+    short = run_cli(*given, "-i", str(tmp_path / "doc.xlf"), "-o", str(tmp_path / "short.xlf"), *flags)
+    assert "warning: the translation of 1 segment lacks a required term" in short.stderr
     for flags, message in (
         (["--beam", "2", "--nbest", "2"], "--nbest goes with a file of lines, not an XLIFF document"),
         (["-o", str(tmp_path / "out.txt")], "an XLIFF input is written as XLIFF"),

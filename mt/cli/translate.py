@@ -37,7 +37,7 @@ from mt.data.xliff import is_xliff_name
 from mt.decoding.glossary import load_glossary, terms_of
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
-from mt.errors import MTError, StoppedAfter, check_output_file, truncation_warning
+from mt.errors import MTError, StoppedAfter, check_output_file, terms_missed_warning, truncation_warning
 from mt.export.engine import load_export_translator
 
 # torch, the model and the search are imported where the torch engine is picked: `--engine ctranslate2`
@@ -386,11 +386,6 @@ def run(args) -> None:
         print(truncation_warning(translator.truncated, noun, args.max_src_len), file=sys.stderr)
     if translator.terms_missed:
         noun = "sentence" if settings.split_sentences else "line"  # what was decoded
-        lines = f"{noun} lacks" if translator.terms_missed == 1 else f"{noun}s lack"
-        print(
-            f"warning: the translation of {translator.terms_missed} {lines} a required term: no hypothesis held "
-            "them all by the length limit (a larger --beam or --max-len-b may)",
-            file=sys.stderr,
-        )
+        print(terms_missed_warning(translator.terms_missed, noun), file=sys.stderr)
     if translator.several_sentences and not (args.quiet or interactive):
         print(several_sentences_note(translator.several_sentences, done), file=sys.stderr)

@@ -8,7 +8,7 @@ import time
 
 from mt.data.xliff import is_xliff_name
 from mt.decoding.glossary import load_glossary
-from mt.errors import MTError, truncation_warning
+from mt.errors import MTError, terms_missed_warning, truncation_warning
 
 
 def check_xliff_args(args) -> None:
@@ -47,3 +47,5 @@ def run_xliff(args, translator, how: str) -> None:
         print(f"translated {args.input}{where} in {seconds:.1f}s ({how}): {report.summary()}", file=sys.stderr)
     if translator.truncated:
         print(truncation_warning(translator.truncated, "segment", args.max_src_len), file=sys.stderr)
+    if translator.terms_missed:
+        print(terms_missed_warning(translator.terms_missed, "segment"), file=sys.stderr)

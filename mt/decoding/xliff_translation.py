@@ -109,10 +109,14 @@ def translate_xliff(
     a translation, as translator.translate would (its settings; glossary: an mt.Glossary), codes kept."""
     work = XliffTranslation(Xliff(path), translator)
     for batch in work.batches:
-        found = translator.translate_nbest(
-            batch.lines, glossary=glossary, progress=progress, tgt_lang=batch.tgt_lang, nbest=1,
-            **decoding_options(translator, batch),
-        )  # fmt: skip
+        options = decoding_options(translator, batch)
+        split = {"split_sentences": options.pop("split_sentences")} if "split_sentences" in options else {}
+        call = translator.for_call(tgt_lang=batch.tgt_lang, nbest=1, **split)  # a copy where a setting differs
+        before = call.truncated, call.terms_missed
+        found = call.translate_nbest(batch.lines, glossary=glossary, progress=progress, **options)
+        if call is not translator:  # what the copy counted, where the caller looks for it
+            translator.truncated += call.truncated - before[0]
+            translator.terms_missed += call.terms_missed - before[1]
         work.fill(batch, [hyps[0] for hyps in found])
     work.doc.write(output, out or sys.stdout)
     return work.report
