@@ -239,13 +239,18 @@ def test_translate_fills_an_xliff_document(trained_run, tiny_corpus, tmp_path):
     coded = " ".join([words[0], f'<g id="1">{words[1]}</g><x id="2"/>', *words[2:]])
     units = [f'<trans-unit id="{i}"><source>{line}</source></trans-unit>' for i, line in enumerate(lines[1:])]
     units.append(f'<trans-unit id="c"><source>{coded}</source></trans-unit>')
+    units.append('<trans-unit id="n"><source>3.1 <x id="9"/>(12)</source></trans-unit>')  # no word: copied
     (tmp_path / "doc.xlf").write_text(xliff12("\n".join(units)), encoding="utf-8")
     (tmp_path / "in.de").write_text("\n".join(lines[1:] + [lines[0]]) + "\n", encoding="utf-8")
     given = ["translate", "-c", str(trained_run)]
     plain = run_cli(*given, "-i", str(tmp_path / "in.de")).stdout.splitlines()
     done = run_cli(*given, "-i", str(tmp_path / "doc.xlf"), "-o", str(tmp_path / "doc.en.xlf"))
-    assert "5 segments translated; 1 with inline codes placed by alignment" in done.stderr
+    assert (
+        "5 segments translated; 1 with inline codes placed by alignment; 1 segment without words copied" in done.stderr
+    )
     targets = minidom.parse(str(tmp_path / "doc.en.xlf")).getElementsByTagName("target")
+    assert targets[-1].toxml().endswith('>3.1 <x id="9"/>(12)</target>')
+    targets = targets[:-1]
     assert [re.sub(r"<[^>]+>", "", t.toxml()) for t in targets] == plain  # the same translations, codes aside
     coded_target = targets[-1].toxml()
     wrapped = re.search(r'<g id="1">([^<]*)</g><x id="2"/>', coded_target)

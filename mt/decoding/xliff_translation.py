@@ -21,7 +21,7 @@ class XliffReport:
     translated: int = 0
     with_codes: int = 0  # translated segments holding inline codes
     placed_by_position: int = 0  # of those, placed without an alignment
-    copied: int = 0  # segments of codes and spaces alone, copied as they are
+    copied: int = 0  # segments without a word (codes, numbers, punctuation), copied as they are
     kept: int = 0  # segments whose target already held text
     not_translated: int = 0  # units marked translate="no"
     replaced: int = 0  # characters XML cannot hold, written as U+FFFD
@@ -37,7 +37,7 @@ class XliffReport:
             how = how or f": {aligned} placed by alignment, {by_position} by relative position"
             parts.append(f"{self.with_codes} with inline codes{how}")
         if self.copied:
-            parts.append(f"{count(self.copied, 'segment')} of codes alone copied")
+            parts.append(f"{count(self.copied, 'segment')} without words copied")
         if self.kept:
             parts.append(f"{count(self.kept, 'target')} already translated kept")
         if self.not_translated:
@@ -72,7 +72,7 @@ class XliffTranslation:
         by_language: dict[str, list[tuple[Segment, Flattened]]] = {}
         for segment in segments:
             flat = flatten(segment.source, wraps_text)
-            if not flat.tokens:  # nothing to translate: its codes and spaces as they are
+            if not any(char.isalpha() for char in flat.text):  # no word: its numbers, codes and spaces as they are
                 target = segment.fill()
                 for child in segment.source.childNodes:
                     target.appendChild(child.cloneNode(True))
