@@ -1,6 +1,7 @@
 """The Transformer against ground truth: torch.nn.Transformer, causality, padding, incremental decoding."""
 
 import math
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -199,6 +200,37 @@ def test_hypotheses_sharing_their_sentences_memory_step_as_with_copies_of_it():
                 shared, copied = shared.select(keep), copied.select(keep)
                 tokens = tokens[:, [0, 1, 2, 6, 7, 8]]
                 assert shared.memory.size(0) == 2
+
+
+def test_each_thread_reads_back_the_attention_weights_of_its_own_decode():
+    """Two threads decoding with one model (mt-serve's decoding threads): each one's cross_attention is its
+    own decode's, though the other decoded in between."""
+    model = small_model()
+    src = padded_batch([5, 3], 7)
+    inputs = [torch.randint(3, 50, (2, n), generator=torch.Generator().manual_seed(n)) for n in (4, 6)]
+    first, second, seen = threading.Barrier(2), threading.Barrier(2), {}
+
+    def decode(i: int) -> None:  # thread 1 decodes after thread 0 has, and before thread 0 reads its weights
+        with torch.no_grad():
+            memory, mask = model.encode(src)
+            if i == 1:
+                first.wait()
+            model.decode(inputs[i], memory, mask, need_weights=True)
+            if i == 0:
+                first.wait()
+            second.wait()
+            seen[i] = model.cross_attention()
+
+    threads = [threading.Thread(target=decode, args=(i,)) for i in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [tuple(seen[i].shape[2:]) for i in (0, 1)] == [(4, 7), (6, 7)]  # (T, S) of each one's own decode
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        model.decode(inputs[0], memory, mask, need_weights=True)
+    torch.testing.assert_close(seen[0], model.cross_attention())
 
 
 def test_beam_search_over_shared_memory_equals_search_over_copies():

@@ -6,12 +6,28 @@ Masks are boolean and broadcast to (B, h, T_query, T_key): True means "may atten
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from mt import fastpath
+
+_kept = threading.local()  # each thread's attention weights, by the module that computed them
+
+
+def keep_weights(owner: nn.Module, weights: torch.Tensor | None) -> None:
+    """Keep the attention weights owner computed in a call with need_weights, for this thread alone: threads
+    decoding with one model (mt-serve's) each read back their own, never another's."""
+    if not hasattr(_kept, "weights"):
+        _kept.weights = {}
+    _kept.weights[id(owner)] = weights
+
+
+def kept_weights(owner: nn.Module) -> torch.Tensor | None:
+    """The weights owner kept in this thread's last call with need_weights (None before any)."""
+    return _kept.weights.get(id(owner)) if hasattr(_kept, "weights") else None
 
 
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mt import fastpath
-from mt.model.attention import MultiHeadAttention
+from mt.model.attention import MultiHeadAttention, keep_weights
 from mt.model.state import LayerCache
 
 
@@ -172,7 +172,6 @@ class DecoderLayer(nn.Module):
         self.self_sublayer = Residual(d_model, dropout, norm_first)
         self.cross_sublayer = Residual(d_model, dropout, norm_first)
         self.ffn_sublayer = Residual(d_model, dropout, norm_first)
-        self.cross_weights: torch.Tensor | None = None
 
     def _self_attend(self, h: torch.Tensor, cache: LayerCache | None) -> torch.Tensor:
         if cache is None:  # teacher forcing: all positions at once, look-ahead masked
@@ -195,7 +194,8 @@ class DecoderLayer(nn.Module):
         out, weights = self.cross_attn(queries, mask=src_mask, kv=kv, need_weights=need_weights)
         if weights is not None and copies > 1:  # (B, heads, copies * T, S) -> (rows, heads, T, S)
             weights = weights.unflatten(2, (copies, length)).transpose(1, 2).flatten(0, 1)
-        self.cross_weights = weights
+        if need_weights:
+            keep_weights(self, weights)  # per thread: decoding threads share the model
         return out.reshape(rows, length, d)
 
     def forward(self, x, memory, src_mask, cache: LayerCache | None = None, need_weights: bool = False):

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from mt.model.attention import padding_mask
+from mt.model.attention import keep_weights, kept_weights, padding_mask
 from mt.model.layers import vocabulary_layers
 from mt.model.state import DecoderState, LayerCache
 
@@ -88,7 +88,6 @@ class RNNAttention(nn.Module):
         self.decoder_cell = cell(2 * d_model, d_model)  # input: [E y_{t-1}; c_t]
         self.deep_output = nn.Linear(3 * d_model, d_model)  # from [s_t; c_t; E y_{t-1}]
         self.dropout = nn.Dropout(dropout)
-        self.last_weights: torch.Tensor | None = None
 
     # ---- the encoder ----------------------------------------------------------------------------
 
@@ -142,7 +141,7 @@ class RNNAttention(nn.Module):
         """One target word per hypothesis, tokens (B,) -> logits (B, V) of the next one."""
         out, weights = self._advance(tokens, state)
         if need_weights:
-            self.last_weights = weights[:, None, None, :]  # (B, 1 head, 1 step, S)
+            keep_weights(self, weights[:, None, None, :])  # (B, 1 head, 1 step, S), for this thread
         return self.logits(out), state
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
@@ -158,7 +157,7 @@ class RNNAttention(nn.Module):
             outputs.append(out)
             weights.append(w)
         if need_weights:
-            self.last_weights = torch.stack(weights, dim=1)[:, None]  # (B, 1, T, S)
+            keep_weights(self, torch.stack(weights, dim=1)[:, None])  # (B, 1, T, S), for this thread
         return torch.stack(outputs, dim=1)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
@@ -167,8 +166,8 @@ class RNNAttention(nn.Module):
         return self.logits(h if keep is None else h[keep])
 
     def cross_attention(self, layer: int = -1) -> torch.Tensor | None:
-        """Attention weights (B, 1, T, S) of the last step or decode made with need_weights."""
-        return self.last_weights
+        """Attention weights (B, 1, T, S) of this thread's last step or decode made with need_weights."""
+        return kept_weights(self)
 
     def attention_maps(self) -> tuple[int, int]:
         """(decoder layers, heads) cross_attention can show: one attention, however many RNN layers."""

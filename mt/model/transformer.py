@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from mt import fastpath
-from mt.model.attention import padding_mask
+from mt.model.attention import kept_weights, padding_mask
 from mt.model.layers import (
     DecoderLayer,
     EncoderLayer,
@@ -152,8 +152,8 @@ class Transformer(nn.Module):
         return self.logits(x)[:, 0], state
 
     def cross_attention(self, layer: int = -1) -> torch.Tensor | None:
-        """Cross-attention weights (B, h, T, S) of the last call made with need_weights."""
-        return self.decoder_layers[layer].cross_weights
+        """Cross-attention weights (B, h, T, S) of this thread's last call made with need_weights."""
+        return kept_weights(self.decoder_layers[layer])
 
     def attention_maps(self) -> tuple[int, int]:
         """(decoder layers, heads): the layers and heads cross_attention can show."""
