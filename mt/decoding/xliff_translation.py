@@ -109,11 +109,10 @@ def translate_xliff(
     a translation, as translator.translate would (its settings; glossary: an mt.Glossary), codes kept."""
     work = XliffTranslation(Xliff(path), translator)
     for batch in work.batches:
-        options = decoding_options(translator, batch)
-        split = {"split_sentences": options.pop("split_sentences")} if "split_sentences" in options else {}
-        call = translator.for_call(tgt_lang=batch.tgt_lang, nbest=1, **split)  # a copy where a setting differs
+        changes, layer = batch_settings(translator, batch)
+        call = translator.for_call(nbest=1, **changes)  # a copy where a setting differs
         before = call.truncated, call.terms_missed
-        found = call.translate_nbest(batch.lines, glossary=glossary, progress=progress, **options)
+        found = call.translate_nbest(batch.lines, glossary=glossary, progress=progress, attention_layer=layer)
         if call is not translator:  # what the copy counted, where the caller looks for it
             translator.truncated += call.truncated - before[0]
             translator.terms_missed += call.terms_missed - before[1]
@@ -122,11 +121,11 @@ def translate_xliff(
     return work.report
 
 
-def decoding_options(translator, batch: Batch) -> dict:
-    """What translate_nbest takes for a batch, beyond its lines: an alignment where its codes need one (each
-    segment whole, for its alignment)."""
+def batch_settings(translator, batch: Batch) -> tuple[dict, int | None]:
+    """The settings a batch decodes with beside the translator's (its target language, and each segment
+    whole where its codes need an alignment), and the decoder layer to align with (None: none)."""
     layer = alignment_layer(translator) if batch.aligned else None
-    return dict(attention_layer=layer, split_sentences=False) if layer is not None else {}
+    return {"tgt_lang": batch.tgt_lang, **({"split_sentences": False} if layer is not None else {})}, layer
 
 
 def alignment_layer(translator) -> int | None:

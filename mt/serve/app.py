@@ -338,21 +338,22 @@ def create_app(
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)
         futures = [
-            batcher.submit(lines, chunk_settings, pieces, glossary=in_use, attention_layer=layer, seeds=seeds,
+            batcher.submit(part.lines, chunk_settings, pieces, glossary=in_use, attention_layer=layer, seeds=seeds,
                            reverse_weight=weight)
-            for _, lines, chunk_settings, pieces, layer, seeds in chunks
+            for part, chunk_settings, pieces, layer, seeds in chunks
         ]  # fmt: skip
         results = []
-        for future in futures:
-            try:
+        try:
+            for future in futures:
                 found = await answer_or_hang_up(request, future)
-            except Exception as err:  # noqa: BLE001 - one request fails, the server goes on
-                return JSONResponse({"error": f"decoding failed: {str(err).splitlines()[0][:300]}"}, status_code=500)
-            if found is None:
-                for other in futures:
-                    other.cancel()
-                return Response(status_code=499)
-            results.append(found)
+                if found is None:
+                    return Response(status_code=499)  # the client left; nobody reads this
+                results.append(found)
+        except Exception as err:  # noqa: BLE001 - one request fails, the server goes on
+            return JSONResponse({"error": f"decoding failed: {str(err).splitlines()[0][:300]}"}, status_code=500)
+        finally:
+            for other in futures[len(results) :]:  # stopped part-way: the rest of the document is not decoded
+                other.cancel()
 
         def filled() -> str:
             for (batch, *_), found in zip(chunks, results):

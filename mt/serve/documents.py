@@ -9,7 +9,7 @@ from mt.data.xliff import Xliff
 from mt.decoding.glossary import Glossary
 from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import line_seed
-from mt.decoding.xliff_translation import Batch, XliffTranslation, decoding_options
+from mt.decoding.xliff_translation import Batch, XliffTranslation, batch_settings
 from mt.errors import MTError
 from mt.serve.limits import RequestError
 
@@ -24,17 +24,16 @@ def without_declaration(document: str) -> str:
 
 def document_work(body: bytes, translator: LineTranslator, glossary: Glossary | None, max_lines: int):
     """An XLIFF document's segments to translate (an XliffTranslation), and its lines in chunks for the
-    batcher: (batch, lines, settings, source pieces, attention layer or None, sampling seeds or None), in the
-    batches' order; a RequestError where the document cannot be read or its glossary terms not placed."""
+    batcher: (a part of a batch, its settings, source pieces, attention layer or None, sampling seeds or None),
+    in the batches' order; a RequestError where the document cannot be read or its glossary terms not placed."""
     try:
         work = XliffTranslation(Xliff("the document", body), translator)
     except MTError as err:
         raise RequestError(422, str(err)) from None
     chunks = []
     for batch in work.batches:  # a batch's lines seeded by their place in it, as translate_xliff's call seeds them
-        options = decoding_options(translator, batch)
-        settings = translator.settings.updated(tgt_lang=batch.tgt_lang)
-        settings = settings.updated(split_sentences=False) if options else settings
+        changes, layer = batch_settings(translator, batch)
+        settings = translator.settings.updated(**changes)
         if glossary is not None:
             try:
                 found = {"terms": glossary.terms(batch.lines)}
@@ -46,6 +45,6 @@ def document_work(body: bytes, translator: LineTranslator, glossary: Glossary | 
             part = Batch(batch.tgt_lang, batch.aligned, batch.items[start : start + max_lines])
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(part.lines))
             seeds = [line_seed(settings.seed, done + i) for i in range(len(part.lines))] if settings.sampling else None
-            chunks.append((part, part.lines, settings, pieces, options.get("attention_layer"), seeds))
+            chunks.append((part, settings, pieces, layer, seeds))
             done += len(part.lines)
     return work, chunks
