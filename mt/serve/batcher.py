@@ -177,7 +177,7 @@ class Batcher:
                 seeds=seeds,
                 terms=terms,
                 glossary=jobs[0].glossary,
-                attention_layer=attention_layer,
+                **({"attention_layer": attention_layer} if attention_layer is not None else {}),  # where asked
             ),
         )
 
