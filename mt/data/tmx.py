@@ -125,6 +125,11 @@ def not_xml(path, err: ET.ParseError) -> MTError:
     return MTError(f"{path}:{line}:{column}: not well-formed XML ({str(err).split(':')[0]})")
 
 
+def xml_text(text: str) -> tuple[str, int]:
+    """text with the characters XML cannot hold as U+FFFD, and how many there were (a TMX or XLIFF written)."""
+    return NOT_XML.subn("\ufffd", text)
+
+
 def same_language(code: str, lang: str) -> bool:
     """Whether a variant's xml:lang (de-DE) is the language code lang (de), by its first part unless lang
     names a region too."""
@@ -214,6 +219,6 @@ class TmxWriter:
         return said + (replaced if self.replaced else "")
 
     def _text(self, text: str) -> str:
-        text, replaced = NOT_XML.subn("\ufffd", text)
+        text, replaced = xml_text(text)
         self.replaced += replaced
         return escape(text)

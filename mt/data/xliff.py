@@ -23,7 +23,7 @@ from pathlib import Path
 from xml.dom import Node, minidom
 from xml.parsers.expat import ExpatError
 
-from mt.data.tmx import NOT_XML, same_language
+from mt.data.tmx import same_language
 from mt.errors import MTError
 
 XLIFF_SUFFIXES = (".xlf", ".xliff", ".sdlxliff", ".mqxliff")
@@ -264,8 +264,3 @@ def mark_machine_translated(target: Node) -> None:
 def prefixed(sibling: Node, name: str) -> str:
     """name with the namespace prefix its sibling is written with (xliff:target beside xliff:source)."""
     return f"{sibling.prefix}:{name}" if sibling.prefix else name
-
-
-def xml_text(text: str) -> tuple[str, int]:
-    """text with the characters XML cannot hold as U+FFFD, and how many there were."""
-    return NOT_XML.subn("\ufffd", text)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from mt.data.tmx import same_language
-from mt.data.xliff import Segment, Xliff, wraps_text, xml_text
+from mt.data.tmx import same_language, xml_text
+from mt.data.xliff import Segment, Xliff, wraps_text
 from mt.decoding.inline_tags import Flattened, flatten, place, render, token_alignment
 
 
@@ -79,12 +79,12 @@ class XliffTranslation:
                 self.report.copied += 1
                 continue
             by_language.setdefault(segment.target_language, []).append((segment, flat))
-        self.batches = [
-            Batch(target_of(translator, language), aligned, [(s, f) for s, f in todo if bool(f.codes) == aligned])
+        self.batches = [  # per target language, the segments without codes, then those with
+            Batch(target_of(translator, language), aligned, items)
             for language, todo in by_language.items()
             for aligned in (False, True)
+            if (items := [(s, f) for s, f in todo if bool(f.codes) == aligned])
         ]
-        self.batches = [batch for batch in self.batches if batch.items]
 
     def fill(self, batch: Batch, found: list) -> None:
         """The batch's targets filled with their Translations (in order), and their codes placed."""
