@@ -272,6 +272,14 @@ def test_sentence_by_sentence(server, checkpoint):
     assert status == 422 and refused["error"] == "nbest=2: must be 1 with split_sentences (one translation a line)"
 
 
+def test_protected_spans_as_translate_protects_them(server, checkpoint):
+    spanned = ["ein hund läuft www.x.de/a schnell", "ein <b>mann</b> isst %s", "https://x.de", ""]
+    for request_settings, flags in (({}, []), ({"protect": "url,printf"}, ["--protect", "url,printf"])):
+        status, answer = server.translate({"lines": spanned, **request_settings})
+        assert status == 200 and answer["translations"] == translate_cli(checkpoint, spanned, *flags)
+    assert "www.x.de/a" in answer["translations"][0] and "%s" in answer["translations"][1]
+
+
 def test_lines_in_equal_lines_out(server, checkpoint):
     odd = ["", "ein hund", "   ", "rot\rblau", "klein\u2028rot", "nul\x00byte", "\t", "ein hund\n"]
     status, answer = server.translate({"lines": odd})
@@ -324,6 +332,7 @@ BAD_REQUESTS = [
         "terms.0: Input should be a valid list",
     ),
     ("terms greedy", b'{"lines": ["a"], "terms": [["x"]]}', 422, "terms are placed by beam search"),
+    ("protect unknown", b'{"lines": ["a"], "protect": "url,links"}', 422, "protect: 'links' is not a kind of span"),
     ("glossary empty", b'{"lines": ["a"], "glossary": {"a": " "}}', 422, "glossary: the entry 'a': ' ' has an empty"),
     ("glossary not text", b'{"lines": ["a"], "glossary": {"a": 1}}', 422, "glossary.a: Input should be a valid string"),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from mt.decoding.protected_spans import DEFAULT, KINDS
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT
 from mt.errors import MTError
 
@@ -72,6 +73,16 @@ def split_option(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         help="cut each line into sentences, translate them apart and join the translations into one line: "
         "for paragraphs, where a model trained on single sentences drops some (default: the checkpoint's, off)",
+    )
+
+
+def protect_option(p: argparse.ArgumentParser) -> None:
+    """--protect (mt/decoding/protected_spans.py), as translate, mt-evaluate and mt-serve take it."""
+    p.add_argument(
+        "--protect",
+        metavar="KINDS",
+        help="spans carried through untranslated, put back where the model aligns their neighbouring words: a "
+        f"comma-separated list of {', '.join(KINDS)}, or none (default: the checkpoint's, {DEFAULT})",
     )
 
 

@@ -196,7 +196,8 @@ def decode_grid(
             **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
         )
         translator = Translator(model, tokenizer, settings, device)
-        rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k)}
+        unset = DecodeSettings()  # a rule is said where it differs from the default (off; protect: its kinds)
+        rules = {k: getattr(settings, k) for k in RULE_FIELDS if getattr(settings, k) != getattr(unset, k)}
         if settings.mbr:
             rules.update(mbr=settings.mbr, mbr_utility=settings.mbr_utility)
         for weight, results in zip(weights, decoded(translator, sources, placing, reverse, weights)):

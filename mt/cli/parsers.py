@@ -10,6 +10,7 @@ from mt.cli.decoding_options import (
     constraint_options,
     glossary_option,
     mbr_options,
+    protect_option,
     reverse_options,
     split_option,
     terms_options,
@@ -143,6 +144,7 @@ def translate_parser() -> argparse.ArgumentParser:
     limits.add_argument("--max-src-len", type=int, default=1024, help="longer inputs are truncated (and counted)")
     constraint_options(rules)
     split_option(rules)
+    protect_option(rules)
     engine = p.add_argument_group("engine and device")
     engine_options(engine)
     engine.add_argument(
@@ -232,6 +234,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
     )
     constraint_options(decoding)
     split_option(decoding)
+    protect_option(decoding)
     mbr_options(decoding)
     reverse_options(decoding, several=True)
     terms = p.add_argument_group("required terms (counted in the translations; with --hyp, give --src)")
@@ -347,6 +350,7 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, help="the default length penalty (default: the checkpoint's)")
     constraint_options(p)
     split_option(p)
+    protect_option(p)
     mbr_options(p)
     glossary_option(p)
     reverse_options(p)

@@ -378,6 +378,9 @@ def run(args) -> None:
         models = models_note(args, translator)
         models += f", {glossed} {'line holds' if glossed == 1 else 'lines hold'} glossary entries" if glossary else ""
         models += tmx.summary() if tmx is not None else ""
+        if translator.protected:
+            noun = ("sentence" if settings.split_sentences else "line") + ("" if translator.protected == 1 else "s")
+            models += f", spans kept untranslated in {translator.protected} {noun}"
         seconds = time.perf_counter() - start
         lines = "line" if done == 1 else "lines"
         print(f"translated {done} {lines} in {seconds:.1f}s ({describe(settings)}{models})", file=sys.stderr)

@@ -176,6 +176,9 @@ class DecodeConfig:
     # keep the one that agrees most with the others, by sentence chrF or BLEU (mbr_utility); 0 = off
     mbr: int = 0
     mbr_utility: str = "chrf"
+    # Spans carried through untranslated, put back by the model's alignment: url, email, tag (<b>...</b>),
+    # placeholder ({name}, %(n)d), code (`code`), printf (%s %d: not by default, as German writes "100%ig"); none: off
+    protect: str = "url,email,tag,placeholder,code"
     # Greedy and beam search in fixed slots (static caches, finished sentences masked), each step captured
     # once as a CUDA graph and replayed; the same translations. Off until measured faster on a GPU.
     cuda_graphs: bool = False

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from xml.dom import Node
 
 TOKEN = re.compile(r"\w+|[^\w\s]+")  # a word, or a run of punctuation: where codes may stand
 TEXT_NODES = (Node.TEXT_NODE, Node.CDATA_SECTION_NODE)
+CLOSING = frozenset(".,;:!?)]}»”’…")  # punctuation written against the word before it, no space between
 # where codes must move to stay in order, a wrapping code keeps to its words before a point keeps its place
 WRAPPING_WEIGHT = 4.0
 
@@ -28,11 +29,13 @@ WRAPPING_WEIGHT = 4.0
 @dataclass
 class Code:
     kind: str  # "open" and "close" around the text an element wraps; "point" for one copied whole
-    node: Node
+    node: Node | object  # the element or comment it copies; what text protection copies (protected_spans.py)
     boundary: int  # where it stands among the source's tokens: 0 before the first, n after the last
     sticks: bool = False  # a point written right after text (word<x/>): it stays before the space that follows
     space_before: bool = False  # a point with a space before it (word <x/>), or after it (<x/> word), in the source
     space_after: bool = False
+    word_before: bool = False  # a point written against a word's letters or digits on that side (word<x/>)
+    word_after: bool = False
 
     def before_space(self) -> bool:
         """Whether the code goes before the space at its place (after the word before), not after it."""
@@ -71,13 +74,19 @@ def flatten(element: Node, wraps_text: Callable[[Node], bool]) -> Flattened:
                 marks.append((length, "point", child))
 
     walk(element)
-    raw = "".join(parts)
+    return flattened("".join(parts), marks)
+
+
+def flattened(raw: str, marks: list[tuple[int, str, object]]) -> Flattened:
+    """raw text and its codes, each (character offset, kind, payload) in order, as the model reads the text
+    (its words one space apart) and the codes between its tokens."""
     middles = [(m.start() + m.end()) / 2 for m in TOKEN.finditer(raw)]  # a code inside a token: its nearer edge
     codes = []
     for offset, kind, node in marks:
         before, after = offset > 0 and raw[offset - 1].isspace(), offset < len(raw) and raw[offset].isspace()
         boundary = bisect.bisect_left(middles, offset)
-        codes.append(Code(kind, node, boundary, offset > 0 and not before, before, after))
+        word_before, word_after = offset > 0 and raw[offset - 1].isalnum(), offset < len(raw) and raw[offset].isalnum()
+        codes.append(Code(kind, node, boundary, offset > 0 and not before, before, after, word_before, word_after))
     first, last = (marks[0][0], marks[-1][0]) if marks else (len(raw), 0)
     lead = raw[: min(len(raw) - len(raw.lstrip()), first)]
     trail = raw[max(len(raw.rstrip()), last) :] if raw.strip() else ""
@@ -153,6 +162,8 @@ def wanted_places(codes: list[Code], n: int, m: int, aligned: list[set[int]] | N
             inside = set().union(*aligned[codes[start].boundary : code.boundary])
             if inside:
                 places[start], places[k] = min(inside), max(inside) + 1
+            elif codes[start].boundary == code.boundary:  # it wraps no token (codes alone): it stays whole
+                places[k] = places[start]
     return places
 
 
@@ -168,35 +179,37 @@ def in_order(values: list[float], weights: list[float] | None = None) -> list[fl
 
 
 def place(flat: Flattened, translation: str, aligned: list[set[int]] | None) -> list[int]:
-    """The target token boundary (0..m) of each code, in order."""
-    m = len(TOKEN.findall(translation))
+    """The target token boundary (0..m) of each code, in order. A point the source set apart by a space
+    goes to the nearest boundary where the translation has a space, an end, or punctuation that closes
+    (never inside a hyphenated word: cold-s)."""
+    spans = [m.span() for m in TOKEN.finditer(translation)]
+    m = len(spans)
     wanted = wanted_places(flat.codes, flat.tokens, m, aligned)
+    free = [0, *(b for b in range(1, m) if spans[b - 1][1] < spans[b][0] or translation[spans[b][0]] in CLOSING), m]
+    for k, code in enumerate(flat.codes):
+        if code.kind == "point" and (code.space_before or code.space_after):
+            wanted[k] = min(free, key=lambda b, w=wanted[k]: (abs(b - w), -b))
     weights = [WRAPPING_WEIGHT if code.kind != "point" else 1.0 for code in flat.codes]
     return [min(m, max(0, round(p))) for p in in_order(wanted, weights)]
 
 
-def render(target: Node, flat: Flattened, translation: str, places: list[int]) -> None:
-    """Fill the empty element target with the translation and the codes at their places: closing codes, and
-    points that stuck to the text before them, before the space at their place; the others after it, with
-    the space the source had after (or, at the end, before) them. The source's leading and trailing whitespace
-    (a segment's space before the next) comes first and last."""
-    doc = target.ownerDocument
+def arranged(flat: Flattened, translation: str, places: list[int]) -> Iterator[str | Code]:
+    """The translation's text and the codes at their places, in writing order: closing codes, and points
+    that stuck to the text before them, before the space at their place; the others after it, with the
+    space the source had on their far side from the gap (where the translation has none there, before one);
+    a point the source set apart by a space on one side is set apart from a word it meets on the other, unless
+    it was written against a word there.
+    The source's leading and trailing whitespace (a segment's space before the next) comes first and last."""
     spans = [m.span() for m in TOKEN.finditer(translation)]
-    open_elements = [target]
+    last = flat.lead[-1:]  # the last character written, for the spaces around points
 
-    def put(code: Code) -> None:
-        if code.kind == "close":
-            open_elements.pop()
-        elif code.kind == "open":
-            open_elements.append(open_elements[-1].appendChild(code.node.cloneNode(False)))
-        else:
-            open_elements[-1].appendChild(code.node.cloneNode(True))
+    def text(piece: str) -> Iterator[str]:
+        nonlocal last
+        if piece:
+            last = piece[-1]
+            yield piece
 
-    def write(text: str) -> None:
-        if text:
-            open_elements[-1].appendChild(doc.createTextNode(text))
-
-    write(flat.lead)
+    yield from text(flat.lead)
     k = 0
     for boundary in range(len(spans) + 1):
         here = []
@@ -206,17 +219,47 @@ def render(target: Node, flat: Flattened, translation: str, places: list[int]) -
         before = 0  # the codes that go before the space
         while before < len(here) and here[before].before_space():
             before += 1
-        for code in here[:before]:
-            put(code)
+        yield from here[:before]
         if 0 < boundary < len(spans):
-            write(translation[spans[boundary - 1][1] : spans[boundary][0]])  # the space between, or none
-        for code in here[before:]:  # a point keeps a space the source had on its far side from the gap
-            if code.kind == "point" and code.space_before and boundary == len(spans) > 0:
-                write(" ")
-            put(code)
-            if code.kind == "point" and code.space_after and boundary < len(spans):
-                write(" ")
+            yield from text(translation[spans[boundary - 1][1] : spans[boundary][0]])  # the space between, or none
+        for code in here[before:]:
+            point = code.kind == "point"
+            apart = point and (code.space_before or code.space_after)  # kept apart from a word it now meets
+            meets = apart and last.isalnum() and not code.word_before
+            if boundary > 0 and not last.isspace() and (point and code.space_before or meets):
+                yield from text(" ")
+            yield code
+            following = translation[spans[boundary][0]] if boundary < len(spans) else ""
+            meets = apart and following.isalnum() and not code.word_after
+            if point and code.space_after and following and following not in CLOSING or meets:
+                yield from text(" ")
         if boundary < len(spans):
-            write(translation[slice(*spans[boundary])])
-    write(flat.trail)
+            yield from text(translation[slice(*spans[boundary])])
+    yield from text(flat.trail)
+
+
+def render(target: Node, flat: Flattened, translation: str, places: list[int]) -> None:
+    """Fill the empty element target with the translation and the codes at their places (arranged)."""
+    doc = target.ownerDocument
+    open_elements = [target]
+    for item in arranged(flat, translation, places):
+        if isinstance(item, str):
+            open_elements[-1].appendChild(doc.createTextNode(item))
+        elif item.kind == "close":
+            open_elements.pop()
+        elif item.kind == "open":
+            open_elements.append(open_elements[-1].appendChild(item.node.cloneNode(False)))
+        else:
+            open_elements[-1].appendChild(item.node.cloneNode(True))
     target.normalize()  # adjacent text nodes joined
+
+
+def alignment_layer(translator) -> int | None:
+    """The decoder layer whose cross-attention places codes: the one before the last, which placed them best
+    of the last three on Multi30k in both directions (docs/benchmarks.md); None where the translator gives no
+    attention (the CTranslate2 engine, an ensemble, minimum Bayes risk)."""
+    model = getattr(translator, "model", None)  # the torch engine's; CTranslate2 exports no attention
+    if translator.settings.mbr or not hasattr(model, "attention_maps"):
+        return None
+    layers, _ = translator.model.attention_maps()
+    return -2 if layers > 1 else -1

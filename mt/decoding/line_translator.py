@@ -12,6 +12,7 @@ from dataclasses import fields, replace
 from mt.data.languages import into, languages_label
 from mt.decoding.glossary import Glossary, joined_terms
 from mt.decoding.mbr import bleu_words, mbr_order
+from mt.decoding.protected_spans import decode_protected, pattern_of
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, reranked
 from mt.decoding.sentences import several_sentences, several_sentences_note, translate_by_sentence
 from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
@@ -31,6 +32,7 @@ class LineTranslator:
     several_sentences: int = 0  # lines of several sentences translated whole, for the caller's note
     truncated: int = 0  # lines cut to max_src_len, for the caller's warning
     terms_missed: int = 0  # lines translated without one of their required terms, for the caller's warning
+    protected: int = 0  # lines whose protected spans were carried through untranslated, for the caller's summary
     places_terms: bool = False  # whether _translate_nbest takes required terms (mt/decoding/terms.py)
     reverse: LineTranslator | None = None  # a target -> source model reranking the beam (mt/decoding/rerank.py)
     reverse_weight: float = DEFAULT_REVERSE_WEIGHT
@@ -101,6 +103,14 @@ class LineTranslator:
         return translator._decode(lines, **options)
 
     def _decode(self, lines: list[str], **options) -> list[list[Translation]]:
+        """_decode_text, with the spans settings.protect names carried through untranslated
+        (mt/decoding/protected_spans.py); not where the caller asks for attention (maps, alignments), which
+        shows the model's view of the whole line."""
+        if options.get("attention_layer") is None and pattern_of(self.settings.protect):
+            return decode_protected(self._decode_text, self, lines, **options)
+        return self._decode_text(lines, **options)
+
+    def _decode_text(self, lines: list[str], **options) -> list[list[Translation]]:
         """The engine's _translate_nbest; with settings.mbr, on that many candidates a line, of which the one
         that agrees most with the others is kept (mt/decoding/mbr.py); with a reverse model, the beam's
         candidates reranked by it (mt/decoding/rerank.py)."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
+from mt.decoding.protected_spans import DEFAULT as DEFAULT_PROTECT
+from mt.decoding.protected_spans import kinds_of
 from mt.errors import MTError
 
 if TYPE_CHECKING:
@@ -20,7 +22,7 @@ MBR_UTILITIES = ("chrf", "bleu")  # mt/decoding/mbr.py
 SCORE_BATCH_TOKENS = 4096
 DEFAULT_BEAM = 5  # beam search asked for where the settings at hand are greedy (beam 1)
 # Rules on what a translation may be, each a flag of translate, mt-evaluate and mt-serve of the same name.
-RULE_FIELDS = ("min_len", "no_repeat_ngram", "split_sentences")
+RULE_FIELDS = ("min_len", "no_repeat_ngram", "split_sentences", "protect")
 MBR_FIELDS = ("mbr", "mbr_utility")  # flags of translate, mt-evaluate and mt-serve: --mbr, --mbr-utility
 
 
@@ -63,6 +65,7 @@ class DecodeSettings:
     split_sentences: bool = False  # translate each line's sentences one by one (mt/decoding/sentences.py)
     mbr: int = 0  # minimum Bayes risk: candidates a line to choose among; 0 = off (mt/decoding/mbr.py)
     mbr_utility: str = "chrf"  # how MBR compares two candidates: sentence chrF or BLEU
+    protect: str = DEFAULT_PROTECT  # spans carried through untranslated (mt/decoding/protected_spans.py); none: off
 
     def __post_init__(self):
         for field in fields(self):  # a value of another type would fail deep inside a search
@@ -91,6 +94,7 @@ class DecodeSettings:
             ("mbr", self.mbr == 0 or self.nbest == 1, "0 with nbest > 1 (MBR keeps one translation a line)"),
             ("mbr_utility", self.mbr_utility in MBR_UTILITIES, f"one of {', '.join(MBR_UTILITIES)}"),
         )
+        kinds_of(self.protect)  # a kind it lacks: one line naming it
         for name, ok, rule in checks:
             if not ok:
                 raise MTError(f"decode setting {name}={getattr(self, name)!r}: must be {rule}")

@@ -70,6 +70,7 @@ class Translator(LineTranslator):
         lines: list[str],
         attention_layer: int | None = None,
         attention_head: int | None = None,
+        attention_lines: list[bool] | None = None,
         progress: bool = False,
         prefixes: list[str] | None = None,
         seeds: list[int] | None = None,
@@ -84,12 +85,14 @@ class Translator(LineTranslator):
         terms: the phrases each line's translations must hold (mt/decoding/terms.py); lines with none are
         searched as they would be without.
         With attention_layer set, each translation carries that decoder layer's cross-attention
-        (one head, or the mean over heads), from a forced pass over the chosen hypothesis.
+        (one head, or the mean over heads), from a forced pass over the chosen hypothesis; attention_lines:
+        of the lines where it is True alone (None: every line).
         """
         s = self.settings
         check_aligned(lines, prefixes, "prefixes")
         check_aligned(lines, seeds, "seeds")
         check_aligned(lines, terms, "terms")
+        check_aligned(lines, attention_lines, "attention_lines")
         if attention_layer is not None:
             check_attention_choice(self.model, attention_layer, attention_head)
         ids, cut = self.tokenizer.encode_src_truncated(self._sources(lines), self.max_src_len)
@@ -117,10 +120,12 @@ class Translator(LineTranslator):
             for row, hyps in zip(rows, found):
                 prefix = (prefixes[row], self.tokenizer.decode_tgt([prefix_ids[row]])[0]) if prefixes else None
                 results[row] = [self._finish(ids[row][tag:], h, prefix) for h in hyps]
-            if attention_layer is not None:
-                best = [hyps[0] for hyps in found]
-                for row, weights in zip(rows, self._attention(src, best, attention_layer, attention_head)):
-                    results[row][0].attention = weights[:, tag:]  # the caller's pieces only, as src_pieces
+            asked = [k for k, row in enumerate(rows) if attention_lines is None or attention_lines[row]]
+            if attention_layer is not None and asked:
+                best = [found[k][0] for k in asked]
+                weights = self._attention(src[asked], best, attention_layer, attention_head)
+                for k, row_weights in zip(asked, weights):
+                    results[rows[k]][0].attention = row_weights[:, tag:]  # the caller's pieces only, as src_pieces
             bar.update(len(rows))
         bar.close()
         return results

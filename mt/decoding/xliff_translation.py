@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mt.data.tmx import same_language, xml_text
 from mt.data.xliff import Segment, Xliff, wraps_text
-from mt.decoding.inline_tags import Flattened, flatten, place, render, token_alignment
+from mt.decoding.inline_tags import Flattened, alignment_layer, flatten, place, render, token_alignment
 
 
 @dataclass
@@ -122,21 +122,12 @@ def translate_xliff(
 
 
 def batch_settings(translator, batch: Batch) -> tuple[dict, int | None]:
-    """The settings a batch decodes with beside the translator's (its target language, and each segment
-    whole where its codes need an alignment), and the decoder layer to align with (None: none)."""
+    """The settings a batch decodes with beside the translator's (its target language, each segment whole
+    where its codes need an alignment, no protected spans: a CAT tool marks what to keep as inline codes),
+    and the decoder layer to align with (None: none)."""
     layer = alignment_layer(translator) if batch.aligned else None
-    return {"tgt_lang": batch.tgt_lang, **({"split_sentences": False} if layer is not None else {})}, layer
-
-
-def alignment_layer(translator) -> int | None:
-    """The decoder layer whose cross-attention places codes: the one before the last, which placed them best
-    of the last three on Multi30k in both directions (docs/benchmarks.md); None where the translator gives no
-    attention (the CTranslate2 engine, an ensemble, minimum Bayes risk)."""
-    model = getattr(translator, "model", None)  # the torch engine's; CTranslate2 exports no attention
-    if translator.settings.mbr or not hasattr(model, "attention_maps"):
-        return None
-    layers, _ = translator.model.attention_maps()
-    return -2 if layers > 1 else -1
+    whole = {"split_sentences": False} if layer is not None else {}
+    return {"tgt_lang": batch.tgt_lang, "protect": "none", **whole}, layer
 
 
 def target_of(translator, language: str) -> str | None:

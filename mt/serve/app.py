@@ -55,6 +55,7 @@ def request_settings(base: DecodeSettings, request: DecodingChoices, nbest: int 
         min_len=request.min_len,
         no_repeat_ngram=request.no_repeat_ngram,
         split_sentences=request.split_sentences,
+        protect=request.protect,
         mbr=request.mbr,
         mbr_utility=request.mbr_utility,
         **{n: getattr(request, n) for n in SAMPLING_FIELDS},

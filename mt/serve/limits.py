@@ -44,6 +44,11 @@ class DecodingChoices(BaseModel):
     no_repeat_ngram: int | None = Field(None, ge=0, description="no n-gram of this many pieces twice (0: off)")
     tgt_lang: str | None = Field(None, description="the language to translate into, for a model of several")
     split_sentences: bool | None = Field(None, description="translate each line's sentences apart, joined back")
+    protect: str | None = Field(
+        None,
+        description="spans carried through untranslated: comma-separated url, email, tag, placeholder, code, "
+        "printf, or none",
+    )
     mbr: int | None = Field(None, ge=0, description="minimum Bayes risk over this many candidates a line (0: off)")
     mbr_utility: Literal["chrf", "bleu"] | None = Field(None, description="how MBR compares two candidates")
     reverse_weight: float | None = Field(
