@@ -6,6 +6,7 @@
     print(translator.translate("Zwei Kinder spielen.", beam=5))  # one line; settings for this call
     print(translator.score(["Ein Hund rennt."], ["A dog runs."])[0].log_prob)  # log P(target | source)
     mt.translate_xliff(translator, "doc.xlf", "doc.en.xlf")  # a CAT tool's XLIFF, its targets filled in
+    mt.translate_po(translator, "app.pot", "en.po")  # a gettext catalogue, its messages translated
     run = mt.train("experiment=smoke")  # as `mt-train experiment=smoke`; run.results, run.translator()
     runs = mt.sweep("experiment=smoke", "train.lr=5e-4,1e-3")  # as `mt-train -m ...`: one run per value
 
@@ -23,6 +24,7 @@ _LAZY = {
     "Translation": "mt.decoding.settings",
     "Glossary": "mt.decoding.glossary",
     "translate_xliff": "mt.decoding.xliff_translation",
+    "translate_po": "mt.decoding.po_translation",
     "PairScore": "mt.decoding.settings",
     "MTError": "mt.errors",
     "Interrupted": "mt.errors",

@@ -106,7 +106,10 @@ def translate_parser() -> argparse.ArgumentParser:
     checkpoint_options(model)
     files = p.add_argument_group("input and output")
     files.add_argument(
-        "--input", "-i", help="input file (default: stdin); an XLIFF document (.xlf, .xliff) gets its targets filled in"
+        "--input",
+        "-i",
+        help="input file (default: stdin); an XLIFF document (.xlf, .xliff) gets its targets filled in, a PO "
+        "catalogue (.po, .pot) its messages translated",
     )
     files.add_argument(
         "--output",

@@ -9,7 +9,8 @@ Output formats:
                 ("0-0 2-1 ..."), the most-attended source piece of each target piece (EOS included)
 
 An XLIFF input (-i doc.xlf -o doc.en.xlf) is a CAT tool's document: its empty targets are filled in, its
-inline formatting codes placed by the model's alignment (mt/cli/translate_xliff.py).
+inline formatting codes placed by the model's alignment. A PO input (-i app.pot -o de.po) is a gettext
+catalogue: its untranslated messages are translated (mt/cli/translate_document.py).
 
 Strategies: greedy, beam search, and sampling (--strategy sample --temperature T --topk K --topp P
 --epsilon E --seed S; --nbest N draws N samples a line, ranked in the order drawn). --prefix FILE forces a
@@ -30,10 +31,9 @@ from tqdm import tqdm
 
 import mt
 from mt.cli.decoding_options import check_glossary_args
-from mt.cli.translate_xliff import check_xliff_args, run_xliff
+from mt.cli.translate_document import check_document_args, document_kind, run_document
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
 from mt.data.tmx import TmxWriter, is_tmx_name, tmx_pair
-from mt.data.xliff import is_xliff_name
 from mt.decoding.glossary import load_glossary, terms_of
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
@@ -115,7 +115,7 @@ def check_args(args) -> None:
             raise MTError(f"{flag} reads a line per input line: give the input as a file or a pipe, not a terminal")
     check_terms_args(args)
     check_glossary_args(args)
-    check_xliff_args(args)
+    check_document_args(args)
     if args.reverse and (args.strategy in ("greedy", "sample") or args.beam == 1 or args.mbr):
         raise MTError("--reverse reranks a beam's candidates: not --strategy greedy or sample, --beam 1 or --mbr")
     if args.reverse_weight is not None and not args.reverse:
@@ -306,8 +306,8 @@ def run(args) -> None:
     check_args(args)
     start = time.perf_counter()
     translator = load_translator(args)
-    if is_xliff_name(args.input):
-        return run_xliff(args, translator, describe(translator.settings) + models_note(args, translator))
+    if document_kind(args.input):
+        return run_document(args, translator, describe(translator.settings) + models_note(args, translator))
     settings = translator.settings
     options = dict(
         attention_layer=args.attention_layer if (args.alignments or args.attention_dir) else None,

@@ -263,3 +263,20 @@ def _chunks(stream, origin: str, size: int, bom: bool = False) -> Iterator[list[
 def _looks_like_text(head: bytes) -> bool:
     """NUL bytes are legal UTF-8 and may sit inside a line; only a file of many (>10%) is binary."""
     return head.count(b"\x00") * 10 <= len(head)
+
+
+def write_document(path: str | None, text: str, out=None) -> None:
+    """A document made whole (XLIFF, PO), to path (written aside, then renamed: a whole document or none,
+    with the permissions any new file gets) or, path None, to out."""
+    if path is None:
+        out.write(text)
+        return
+    aside = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+    try:
+        with open(aside, "x", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(aside, path)
+    except OSError as err:
+        raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
+    finally:
+        aside.unlink(missing_ok=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 from xml.dom import Node, minidom
 from xml.parsers.expat import ExpatError
 
+from mt.data.lines import write_document
 from mt.data.tmx import same_language
 from mt.errors import MTError
 
@@ -119,19 +120,7 @@ class Xliff:
 
     def write(self, path: str | None, out=None) -> None:
         """The document as UTF-8, to path (written aside, then renamed: a whole document or none) or to out."""
-        text = self.text()
-        if path is None:
-            out.write(text)
-            return
-        aside = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")  # made as any file is (umask)
-        try:
-            with open(aside, "x", encoding="utf-8", newline="") as f:
-                f.write(text)
-            os.replace(aside, path)
-        except OSError as err:
-            raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
-        finally:
-            aside.unlink(missing_ok=True)
+        write_document(path, self.text(), out)
 
     def _segments_1(self, unit: Node, target_language: str) -> list[Segment]:
         """A 1.x <trans-unit>'s segments: its <source>, or each <mrk mtype="seg"> of its <seg-source>."""

@@ -102,6 +102,19 @@ class LineTranslator:
         self.several_sentences += several_sentences(lines)
         return translator._decode(lines, **options)
 
+    def translate_with(self, lines: list[str], changes: dict, **options) -> list[Translation]:
+        """The best Translation of every line, decoded with these settings changed (a document's batch: its
+        target language, its spans to protect), counted on this translator (truncated, terms missed,
+        protected) as its own call would be. options: translate_nbest's (glossary, progress, ...)."""
+        call = self.for_call(nbest=1, **changes)  # a copy where a setting differs
+        before = call.truncated, call.terms_missed, call.protected
+        found = call.translate_nbest(lines, **options)
+        if call is not self:  # what the copy counted, where the caller looks for it
+            self.truncated += call.truncated - before[0]
+            self.terms_missed += call.terms_missed - before[1]
+            self.protected += call.protected - before[2]
+        return [hyps[0] for hyps in found]
+
     def _decode(self, lines: list[str], **options) -> list[list[Translation]]:
         """_decode_text, with the spans settings.protect names carried through untranslated
         (mt/decoding/protected_spans.py); not where the caller asks for attention (maps, alignments), which

@@ -110,13 +110,10 @@ def translate_xliff(
     work = XliffTranslation(Xliff(path), translator)
     for batch in work.batches:
         changes, layer = batch_settings(translator, batch)
-        call = translator.for_call(nbest=1, **changes)  # a copy where a setting differs
-        before = call.truncated, call.terms_missed
-        found = call.translate_nbest(batch.lines, glossary=glossary, progress=progress, attention_layer=layer)
-        if call is not translator:  # what the copy counted, where the caller looks for it
-            translator.truncated += call.truncated - before[0]
-            translator.terms_missed += call.terms_missed - before[1]
-        work.fill(batch, [hyps[0] for hyps in found])
+        found = translator.translate_with(
+            batch.lines, changes, glossary=glossary, progress=progress, attention_layer=layer
+        )
+        work.fill(batch, found)
     work.doc.write(output, out or sys.stdout)
     return work.report
 

@@ -1,0 +1,93 @@
+"""translate -i doc.xlf -o doc.en.xlf, translate -i app.pot -o de.po: a document read whole, translated and
+written whole, in place of a file of lines: a CAT tool's XLIFF with its targets filled in
+(mt/decoding/xliff_translation.py), a gettext catalogue with its messages (mt/decoding/po_translation.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mt.data.po import is_po_name
+from mt.data.xliff import is_xliff_name
+from mt.decoding.glossary import load_glossary
+from mt.errors import MTError, terms_missed_warning, truncation_warning
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of document translate takes whole."""
+
+    named: Callable[[str | None], bool]  # whether a file named so is one
+    document: str  # "an XLIFF document"
+    format: str  # "XLIFF"
+    article: str
+    suffixes: str  # the output names it takes
+    example: str  # an input to give
+    unit: str  # what the warnings count
+
+
+KINDS = {
+    "xliff": Kind(is_xliff_name, "an XLIFF document", "XLIFF", "an", ".xlf or .xliff", "-i doc.xlf", "segment"),
+    "po": Kind(is_po_name, "a PO catalogue", "PO", "a", ".po", "-i app.pot", "message line"),
+}
+
+
+def document_kind(path: str | None) -> str | None:
+    """The kind of document a file named so is, None for a file of lines."""
+    return next((name for name, kind in KINDS.items() if kind.named(path)), None)
+
+
+def check_document_args(args) -> None:
+    """The flags that go with a document input or output, or a one-line error."""
+    kind, output_kind = document_kind(args.input), document_kind(args.output)
+    if output_kind and output_kind != kind:
+        out = KINDS[output_kind]
+        raise MTError(
+            f"--output {args.output}: {out.article} {out.format} output is {out.article} {out.format} input "
+            f"translated: give {out.example}"
+        )
+    if kind is None:
+        return
+    doc = KINDS[kind]
+    if args.output and output_kind is None:
+        raise MTError(
+            f"--output {args.output}: {doc.article} {doc.format} input is written as {doc.format}: name the output "
+            f"{doc.suffixes}"
+        )
+    line_flags = {
+        "--prefix": args.prefix,
+        "--terms": args.terms,
+        "--nbest": args.nbest > 1,
+        "--alignments": args.alignments,
+        "--attention-dir": args.attention_dir,
+        "--interactive": args.interactive,
+    }
+    given = [flag for flag, value in line_flags.items() if value]
+    if given:
+        raise MTError(f"--input {args.input}: {given[0]} goes with a file of lines, not {doc.document}")
+
+
+def run_document(args, translator, how: str) -> None:
+    """translate's run for a document input: read whole, translated, written whole (how: the decoding, in
+    a few words, for the summary line)."""
+    kind = document_kind(args.input)
+    if kind == "xliff":
+        from mt.decoding.xliff_translation import translate_xliff as translate_document
+    else:
+        from mt.decoding.po_translation import translate_po as translate_document
+
+    start = time.perf_counter()
+    glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)
+    shown = not args.quiet and sys.stderr.isatty()
+    report = translate_document(translator, args.input, args.output, glossary=glossary, progress=shown)
+    unit = KINDS[kind].unit
+    if not args.quiet:
+        seconds = time.perf_counter() - start
+        where = f" into {args.output}" if args.output else ""
+        print(f"translated {args.input}{where} in {seconds:.1f}s ({how}): {report.summary()}", file=sys.stderr)
+    if translator.truncated:
+        print(truncation_warning(translator.truncated, unit, args.max_src_len), file=sys.stderr)
+    if translator.terms_missed:
+        print(terms_missed_warning(translator.terms_missed, unit), file=sys.stderr)

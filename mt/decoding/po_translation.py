@@ -1,0 +1,97 @@
+"""A gettext catalogue translated: each untranslated message through the translator, line by line, its
+placeholders kept (protected spans, printf's %s and %d among them), the
+translations written in and marked fuzzy for review (mt/data/po.py).
+
+    report = mt.translate_po(translator, "app.pot", "de.po")
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from mt.data.po import Catalogue
+from mt.decoding.protected_spans import pattern_of
+from mt.decoding.xliff_translation import target_of
+
+
+@dataclass
+class PoReport:
+    """What was done to a catalogue's entries, for the caller's summary."""
+
+    translated: int = 0  # entries given translations
+    plural: int = 0  # of those, with plural forms
+    copied: int = 0  # entries without a word (numbers, placeholders, punctuation), copied as they are
+    kept: int = 0  # entries translated already
+
+    def summary(self) -> str:
+        def count(n: int, noun: str) -> str:
+            return f"{n} {noun}{'' if n == 1 else 's'}"
+
+        plural = f" ({self.plural} with plural forms)" if self.plural else ""
+        parts = [count(self.translated, "message") + f" translated{plural}, marked fuzzy for review"]
+        if self.copied:
+            parts.append(f"{count(self.copied, 'message')} without words copied")
+        if self.kept:
+            parts.append(f"{count(self.kept, 'message')} already translated kept")
+        return "; ".join(parts)
+
+
+def protect_for(protect: str) -> str:
+    """The spans to protect in a catalogue's messages: the translator's, and printf's placeholders (%s, %d)
+    too where protecting is on: software's strings hold them far more often than a "100%ig"."""
+    return f"{protect},printf" if pattern_of(protect) and "printf" not in protect else protect
+
+
+@dataclass
+class Message:
+    """A line of one of an entry's texts (msgid, msgid_plural), cut from the whitespace around it."""
+
+    entry: int
+    text: int
+    line: int
+    core: str
+    lead: str
+    trail: str
+
+
+def translate_po(
+    translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
+) -> PoReport:
+    """Translate the PO catalogue (or .pot template) at path into output (None: out, by default stdout):
+    every entry without a translation, each line of a message apart (a message of no word copied), as
+    translator.translate would (its settings; glossary: an mt.Glossary)."""
+    catalogue = Catalogue(path)
+    language = catalogue.check_language(translator.settings.tgt_lang or translator.languages[1])
+    tgt_lang = target_of(translator, language)
+    entries = [e for e in catalogue.entries if not e.obsolete and not e.is_header]
+    todo = [e for e in entries if e.untranslated()]
+    report = PoReport(kept=len(entries) - len(todo))
+    texts = [[e.strings["msgid"], *([e.strings["msgid_plural"]] if "msgid_plural" in e.strings else [])] for e in todo]
+    outputs = [[text.split("\n") for text in entry_texts] for entry_texts in texts]  # filled in line by line
+    protect = protect_for(translator.settings.protect)
+    spans = pattern_of(protect)
+    messages = []
+    for i, entry_texts in enumerate(texts):
+        for j, text in enumerate(entry_texts):
+            for k, line in enumerate(text.split("\n")):
+                core = line.strip()
+                if any(char.isalpha() for char in (spans.sub("", core) if spans else core)):
+                    lead, trail = line[: len(line) - len(line.lstrip())], line[len(line.rstrip()) :]
+                    messages.append(Message(i, j, k, core, lead, trail))
+    changes = {"tgt_lang": tgt_lang, "protect": protect}
+    found = translator.translate_with([m.core for m in messages], changes, glossary=glossary, progress=progress)
+    for m, translation in zip(messages, found):
+        outputs[m.entry][m.text][m.line] = m.lead + translation.text + m.trail
+    translated = {m.entry for m in messages}
+    forms = catalogue.plural_forms(language) if any("msgid_plural" in e.strings for e in todo) else 2
+    for i, entry in enumerate(todo):
+        done = ["\n".join(lines) for lines in outputs[i]]
+        if len(done) == 2:  # singular, then the plural for every other form (one form: the plural's)
+            done = [done[1]] if forms == 1 else [done[0]] + [done[1]] * (forms - 1)
+        entry.fill(done)
+        report.translated += i in translated
+        report.plural += i in translated and "msgid_plural" in entry.strings
+        report.copied += i not in translated
+    catalogue.write(output, out or sys.stdout)
+    return report
