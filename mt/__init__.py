@@ -7,6 +7,7 @@
     print(translator.score(["Ein Hund rennt."], ["A dog runs."])[0].log_prob)  # log P(target | source)
     mt.translate_xliff(translator, "doc.xlf", "doc.en.xlf")  # a CAT tool's XLIFF, its targets filled in
     mt.translate_po(translator, "app.pot", "en.po")  # a gettext catalogue, its messages translated
+    mt.translate_html(translator, "page.html", "page.en.html")  # a web page, its markup kept
     run = mt.train("experiment=smoke")  # as `mt-train experiment=smoke`; run.results, run.translator()
     runs = mt.sweep("experiment=smoke", "train.lr=5e-4,1e-3")  # as `mt-train -m ...`: one run per value
 
@@ -25,6 +26,7 @@ _LAZY = {
     "Glossary": "mt.decoding.glossary",
     "translate_xliff": "mt.decoding.xliff_translation",
     "translate_po": "mt.decoding.po_translation",
+    "translate_html": "mt.decoding.html_translation",
     "PairScore": "mt.decoding.settings",
     "MTError": "mt.errors",
     "Interrupted": "mt.errors",

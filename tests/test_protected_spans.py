@@ -156,3 +156,16 @@ def test_translate_protects_by_default_and_says_what_it_takes(trained_run, tmp_p
     refused = run_cli(*given, "--protect", "url,links", check=False)
     assert refused.returncode != 0 and "protect: 'links' is not a kind of span" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_code_and_elements_marked_translate_no_are_one_span_each_and_keep_the_space_between():
+    pattern = pattern_of(DEFAULT)
+    line = 'Run <code>make test</code> <span class="x notranslate">Acme <b>Ltd</b></span> now'
+    flat = flatten_line(line, pattern)
+    assert flat.text == "Run now"
+    assert [c.node for c in flat.codes] == [
+        "<code>make test</code>",
+        '<span class="x notranslate">Acme <b>Ltd</b></span>',
+    ]
+    got = render_line(flat, "Start now", place(flat, "Start now", [{0}, {1}]))
+    assert got == 'Start <code>make test</code> <span class="x notranslate">Acme <b>Ltd</b></span> now'

@@ -1,6 +1,7 @@
-"""translate -i doc.xlf -o doc.en.xlf, translate -i app.pot -o de.po: a document read whole, translated and
-written whole, in place of a file of lines: a CAT tool's XLIFF with its targets filled in
-(mt/decoding/xliff_translation.py), a gettext catalogue with its messages (mt/decoding/po_translation.py)."""
+"""translate -i doc.xlf -o doc.en.xlf, -i app.pot -o de.po, -i page.html -o page.en.html: a document read
+whole, translated and written whole, in place of a file of lines: a CAT tool's XLIFF with its targets
+filled in (mt/decoding/xliff_translation.py), a gettext catalogue with its messages
+(mt/decoding/po_translation.py), an HTML page with its text (mt/decoding/html_translation.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mt.data.html_document import is_html_name
 from mt.data.po import is_po_name
 from mt.data.xliff import is_xliff_name
 from mt.decoding.glossary import load_glossary
@@ -31,6 +33,7 @@ class Kind:
 KINDS = {
     "xliff": Kind(is_xliff_name, "an XLIFF document", "XLIFF", "an", ".xlf or .xliff", "-i doc.xlf", "segment"),
     "po": Kind(is_po_name, "a PO catalogue", "PO", "a", ".po", "-i app.pot", "message line"),
+    "html": Kind(is_html_name, "an HTML page", "HTML", "an", ".html or .htm", "-i page.html", "segment"),
 }
 
 
@@ -75,8 +78,10 @@ def run_document(args, translator, how: str) -> None:
     kind = document_kind(args.input)
     if kind == "xliff":
         from mt.decoding.xliff_translation import translate_xliff as translate_document
-    else:
+    elif kind == "po":
         from mt.decoding.po_translation import translate_po as translate_document
+    else:
+        from mt.decoding.html_translation import translate_html as translate_document
 
     start = time.perf_counter()
     glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)

@@ -21,6 +21,7 @@ from xml.dom import Node
 
 TOKEN = re.compile(r"\w+|[^\w\s]+")  # a word, or a run of punctuation: where codes may stand
 TEXT_NODES = (Node.TEXT_NODE, Node.CDATA_SECTION_NODE)
+CODE_END = ">"  # what arranged takes a point to end in: neither a space nor a letter
 CLOSING = frozenset(".,;:!?)]}»”’…")  # punctuation written against the word before it, no space between
 # where codes must move to stay in order, a wrapping code keeps to its words before a point keeps its place
 WRAPPING_WEIGHT = 4.0
@@ -219,7 +220,9 @@ def arranged(flat: Flattened, translation: str, places: list[int]) -> Iterator[s
         before = 0  # the codes that go before the space
         while before < len(here) and here[before].before_space():
             before += 1
-        yield from here[:before]
+        for code in here[:before]:
+            last = CODE_END if code.kind == "point" else last  # a wrapping code is no neighbour for spacing
+            yield code
         if 0 < boundary < len(spans):
             yield from text(translation[spans[boundary - 1][1] : spans[boundary][0]])  # the space between, or none
         for code in here[before:]:
@@ -228,6 +231,7 @@ def arranged(flat: Flattened, translation: str, places: list[int]) -> Iterator[s
             meets = apart and last.isalnum() and not code.word_before
             if boundary > 0 and not last.isspace() and (point and code.space_before or meets):
                 yield from text(" ")
+            last = CODE_END if point else last
             yield code
             following = translation[spans[boundary][0]] if boundary < len(spans) else ""
             meets = apart and following.isalnum() and not code.word_after

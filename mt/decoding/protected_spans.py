@@ -35,6 +35,8 @@ KINDS = tuple(PATTERNS)
 DEFAULT = "url,email,tag,placeholder,code"  # decode.protect, translate --protect
 VOID_TAGS = frozenset("area base br col embed hr img input link meta source track wbr".split())  # HTML's, never closed
 TAG_NAME = re.compile(r"</?([A-Za-z][\w:.-]*)")
+VERBATIM_TAGS = frozenset("code kbd samp var pre script style".split())  # what they wrap is copied, not translated
+NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"']*\bnotranslate\b""", re.IGNORECASE)
 
 
 def kinds_of(protect: str) -> list[str]:
@@ -63,7 +65,8 @@ class TagPair:
 
 def flatten_line(line: str, pattern: re.Pattern) -> Flattened | None:
     """The line without its protected spans, each a code at its place; None where it has none. A tag closed
-    by the next closing tag of its name, with none left open between, wraps the text between them."""
+    by the next closing tag of its name, with none left open between, wraps the text between them; one
+    around code or marked translate="no" is one span with what it wraps."""
     found = list(pattern.finditer(line))
     if not found:
         return None
@@ -85,8 +88,9 @@ def flatten_line(line: str, pattern: re.Pattern) -> Flattened | None:
             continue
         raw.append(line[at : match.start()])
         offset, at = sum(map(len, raw)), match.end()
-        if i in closer and not any(c.isalnum() for c in pattern.sub("", line[at : found[closer[i]].start()])):
-            at = found[closer[i]].end()  # a pair around spans alone (<b>www.x.de</b>): one span
+        inside = line[at : found[closer[i]].start()] if i in closer else ""
+        if i in closer and (verbatim(match.group()) or not any(c.isalnum() for c in pattern.sub("", inside))):
+            at = found[closer[i]].end()  # <code>, translate="no", or a pair around spans alone: one span
             marks.append((offset, "point", line[match.start() : at]))
         elif i in pairs:
             marks.append((offset, "open" if i in closer else "close", pairs[i]))
@@ -94,6 +98,12 @@ def flatten_line(line: str, pattern: re.Pattern) -> Flattened | None:
             marks.append((offset, "point", match.group()))
     raw.append(line[at:])
     return flattened("".join(raw), marks)
+
+
+def verbatim(tag: str) -> bool:
+    """Whether an opening tag's content is copied as it is: code (<code>, <kbd>, ...), or marked not to be
+    translated (HTML's translate="no", the class notranslate)."""
+    return TAG_NAME.match(tag).group(1).lower() in VERBATIM_TAGS or bool(NO_TRANSLATE.search(tag))
 
 
 def render_line(flat: Flattened, translation: str, places: list[int]) -> str:

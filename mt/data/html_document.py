@@ -1,0 +1,173 @@
+"""HTML pages: `translate -i page.html -o page.en.html` translates their text and keeps their markup.
+
+A page is cut into segments at block elements (<p>, <li>, <h1>, <td>, <div>, <title>, ...): a segment is
+the text between two of them, with its inline elements (<b>, <a href="...">, <br>, ...), which the
+translation keeps around the words they wrapped (protected spans, mt/decoding/protected_spans.py). What
+holds no text to translate is left as it is: <script>, <style>, <pre>, <textarea>, <svg>, <math>,
+<template>, and any element marked translate="no" or with the class notranslate, as HTML and web
+translators agree; inline code (<code>, <kbd>, ...) is copied within its sentence. The page is written back
+as it was read, each segment replaced by its translation, and <html lang> set to the target language.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt.data.lines import decode_utf8, write_document
+from mt.data.tmx import same_language
+from mt.errors import MTError
+
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
+# A tag, its attribute values quoted or not; a comment; a declaration (<!DOCTYPE ...>) or processing instruction.
+TOKEN = re.compile(
+    r"<!--.*?-->|<![^>]*>|<\?.*?\?>"
+    r"|<(/?)([A-Za-z][\w:.-]*)((?:\s+[^\s\"'>/=]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'=<>`]+))?)*)\s*/?>",
+    re.DOTALL,
+)
+BLOCKS = frozenset(
+    """address article aside blockquote body caption center dd details dialog div dl dt fieldset
+    figcaption figure footer form br h1 h2 h3 h4 h5 h6 head header hgroup hr html legend li main menu nav ol
+    optgroup option p section summary table tbody td tfoot th thead title tr ul select button label meta link
+    iframe video audio canvas object noscript""".split()
+)
+SKIPPED = frozenset("script style pre textarea svg math template".split())  # their content is not text to translate
+NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"']*\bnotranslate\b""", re.IGNORECASE)
+LANG = re.compile(r"""(\blang\s*=\s*)(["']?)([\w-]*)\2""", re.IGNORECASE)
+CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.-]+)""", re.IGNORECASE)
+KEPT_ENTITIES = re.compile(r"&(?:lt|gt);")  # left as they are: read, they would look like markup
+
+
+def is_html_name(path: str | None) -> bool:
+    """Whether a file named so is an HTML page (.html, .htm, .xhtml)."""
+    return bool(path) and Path(path).name.lower().endswith(HTML_SUFFIXES)
+
+
+@dataclass
+class Segment:
+    """A run of text and inline elements between two block elements: where it stands in the page, and
+    what the translator reads (its text's character references read, its tags as they are)."""
+
+    start: int
+    end: int
+    source: str
+    lead: str = ""  # the whitespace before and after it in the page, kept around its translation
+    trail: str = ""
+
+
+class HtmlPage:
+    """An HTML page read whole, its segments to translate, and written back with their translations."""
+
+    def __init__(self, path: str | os.PathLike, data: bytes | None = None):
+        self.path = str(path)
+        try:
+            raw = Path(path).read_bytes() if data is None else data
+        except OSError as err:
+            raise MTError(f"{path}: cannot be read ({err.strerror or err})") from None
+        declared = CHARSET.search(raw[:4096])
+        if declared and declared.group(1).decode("ascii", "replace").replace("_", "-").lower() not in ("utf-8", "utf8"):
+            raise MTError(f"{path}: its charset is {declared.group(1).decode()}; save it as UTF-8 first")
+        self.text = decode_utf8(raw.removeprefix(b"\xef\xbb\xbf"), self.path)
+        self.bom = raw.startswith(b"\xef\xbb\xbf")
+        self.segments = self._segments()
+        self.translations: dict[int, str] = {}  # a segment's index -> its translation
+        self.target_language = ""  # written into <html lang> (check_language sets it)
+
+    def _segments(self) -> list[Segment]:
+        """The page's segments in order: the runs of text and inline elements between block elements,
+        comments and declarations, outside the elements whose content is left as it is."""
+        text, found, skipping, at = self.text, [], [], 0
+        start = None  # where the segment being gathered began
+
+        def close(end: int) -> None:
+            nonlocal start
+            if start is not None:
+                found.append(self._segment(start, end))
+                start = None
+
+        for match in TOKEN.finditer(text):
+            if not skipping and start is None and text[at : match.start()].strip():
+                start = at
+            at = match.end()
+            closing, name = match.group(1) == "/", (match.group(2) or "").lower()
+            if skipping:  # only the element being skipped, and the same nested in it, count
+                if name == skipping[-1]:
+                    skipping.pop() if closing else skipping.append(name)
+            elif not name:  # a comment or a declaration
+                close(match.start())
+            elif name in BLOCKS or name in SKIPPED:
+                close(match.start())
+                marked = name in SKIPPED or NO_TRANSLATE.search(match.group(0))
+                if not closing and marked and not match.group(0).endswith("/>"):
+                    skipping.append(name)
+            elif start is None:  # an inline element begins the segment (one marked translate="no" is copied)
+                start = match.start()
+        if not skipping and start is None and text[at:].strip():
+            start = at
+        if not skipping:
+            close(len(text))
+        return [segment for segment in found if segment is not None]
+
+    def _segment(self, start: int, end: int) -> Segment | None:
+        """The page's text from start to end as a segment, None where it has no word outside its tags. Its
+        text's whitespace runs are one space each (as a browser shows them); the segment's own leading and
+        trailing whitespace stays around its translation."""
+        parts, at = [], start
+        for match in TOKEN.finditer(self.text, start, end):
+            parts += [self.text[at : match.start()], match.group(0)]
+            at = match.end()
+        parts.append(self.text[at:end])
+        words = "".join(parts[::2])
+        if not any(char.isalpha() for char in words):
+            return None
+        raw = "".join(part if i % 2 else re.sub(r"\s+", " ", read_references(part)) for i, part in enumerate(parts))
+        whole = self.text[start:end]
+        lead, trail = whole[: len(whole) - len(whole.lstrip())], whole[len(whole.rstrip()) :]
+        return Segment(start, end, raw.strip(), lead, trail)
+
+    def check_language(self, src_lang, tgt_lang) -> None:
+        """A one-line error where <html lang> names another language than the model's source; the target
+        language (a str: the model's one, or the one chosen) written into it."""
+        html_tag = re.search(r"<html\b[^>]*>", self.text, re.IGNORECASE)
+        lang = LANG.search(html_tag.group(0)) if html_tag else None
+        if lang and lang.group(3) and isinstance(src_lang, str) and src_lang:
+            if not same_language(lang.group(3), src_lang):
+                raise MTError(f"{self.path}: its language is {lang.group(3)}; the model translates from {src_lang}")
+        self.target_language = tgt_lang if isinstance(tgt_lang, str) else ""
+
+    def output(self) -> str:
+        """The page with each translated segment replaced, and <html lang> naming the target language."""
+        parts, at = [], 0
+        for i, segment in enumerate(self.segments):
+            if i in self.translations:
+                translation = segment.lead + escape_text(self.translations[i]) + segment.trail
+                parts += [self.text[at : segment.start], translation]
+                at = segment.end
+        page = "".join(parts) + self.text[at:]
+        if self.target_language:
+            page = re.sub(
+                r"<html\b[^>]*>",
+                lambda m: LANG.sub(lambda n: f"{n.group(1)}{n.group(2)}{self.target_language}{n.group(2)}", m[0], 1),
+                page,
+                count=1,
+                flags=re.IGNORECASE,
+            )
+        return ("\ufeff" if self.bom else "") + page
+
+    def write(self, path: str | None, out=None) -> None:
+        write_document(path, self.output(), out)
+
+
+def read_references(text: str) -> str:
+    """Text with its character references read (&amp; &nbsp; &uuml; &#233;), but &lt; and &gt; kept."""
+    kept = KEPT_ENTITIES.split(text)
+    marks = KEPT_ENTITIES.findall(text)
+    return "".join(html.unescape(part) + (marks[i] if i < len(marks) else "") for i, part in enumerate(kept))
+
+
+def escape_text(text: str) -> str:
+    """A translation as page text: an ampersand that begins no reference written &amp;."""
+    return re.sub(r"&(?!#?\w+;)", "&amp;", text)

@@ -1,0 +1,45 @@
+"""An HTML page translated: each segment of text through the translator, its inline elements and
+placeholders kept in place as protected spans (mt/decoding/protected_spans.py), the translations written
+into the page (mt/data/html_document.py).
+
+    report = mt.translate_html(translator, "page.html", "page.en.html")
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from mt.data.html_document import HtmlPage
+from mt.decoding.protected_spans import kinds_of, pattern_of
+
+
+@dataclass
+class HtmlReport:
+    """What was done to a page, for the caller's summary."""
+
+    translated: int = 0  # segments
+    with_elements: int = 0  # of those, holding inline elements (or other protected spans)
+
+    def summary(self) -> str:
+        segments = f"{self.translated} segment{'' if self.translated == 1 else 's'} translated"
+        return segments + (f", {self.with_elements} with inline elements kept in place" if self.with_elements else "")
+
+
+def translate_html(
+    translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
+) -> HtmlReport:
+    """Translate the HTML page at path into output (None: out, by default stdout): the text of every
+    segment, its markup kept, as translator.translate would (its settings; glossary: an mt.Glossary). Tags
+    are protected spans whatever the translator's protect setting says: the markup is not the model's to write."""
+    page = HtmlPage(path)
+    page.check_language(translator.languages[0], translator.settings.tgt_lang or translator.languages[1])
+    protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))
+    lines = [segment.source for segment in page.segments]
+    found = translator.translate_with(lines, {"protect": protect}, glossary=glossary, progress=progress)
+    spans = pattern_of(protect)
+    for i, translation in enumerate(found):
+        page.translations[i] = translation.text
+    report = HtmlReport(translated=len(found), with_elements=sum(bool(spans.search(line)) for line in lines))
+    page.write(output, out or sys.stdout)
+    return report

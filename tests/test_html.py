@@ -1,0 +1,103 @@
+"""HTML pages (mt/data/html_document.py, mt/decoding/html_translation.py): cut into segments at block
+elements, their inline elements kept in place, what is not text to translate left as it is, the page
+written back as it was read but for the translations and <html lang>."""
+
+import pytest
+
+import mt
+from mt.data.html_document import HtmlPage
+from mt.errors import MTError
+
+from conftest import LEXICON, run_cli
+
+PAGE = """\ufeff<!DOCTYPE html>
+<html lang="de">
+<head>
+  <meta charset="utf-8">
+  <title>ein hund</title>
+  <style>p { color: red; }</style>
+  <script>var s = "<p>ein hund</p>";</script>
+</head>
+<body>
+  <!-- ein kommentar -->
+  <h1>ein mann läuft</h1>
+  <p>ein <b>hund</b> springt<br>
+     eine katze   schläft <a href="/x?a=1&amp;b=2" title="t">hier</a></p>
+  <ul><li>ein kind &amp; eine frau</li><li>42</li></ul>
+  <div class="box notranslate"><p>ein hund bleibt</p><div>auch <div>das</div></div></div>
+  <p>ein mann isst <code>ein hund</code> <span translate="no">Bello</span></p>
+  <pre>ein hund
+  bleibt</pre>
+</body>
+</html>
+"""
+
+
+def write_page(folder, text=PAGE, name="page.html"):
+    path = folder / name
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def test_a_page_is_cut_into_segments_between_its_block_elements(tmp_path):
+    page = HtmlPage(write_page(tmp_path))
+    assert [s.source for s in page.segments] == [
+        "ein hund",
+        "ein mann läuft",
+        "ein <b>hund</b> springt",
+        'eine katze schläft <a href="/x?a=1&amp;b=2" title="t">hier</a>',  # one space a run, as shown
+        "ein kind & eine frau",  # references read
+        'ein mann isst <code>ein hund</code> <span translate="no">Bello</span>',
+    ]
+    assert page.segments[3].lead == "\n     "
+    assert page.output() == PAGE  # nothing translated: the page as it was read, byte for byte
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('<html><head><meta charset="iso-8859-1"></head></html>', "its charset is iso-8859-1; save it as UTF-8"),
+        ('<html lang="fr"><p>un chien</p></html>', "its language is fr; the model translates from de"),
+    ],
+)
+def test_a_page_the_model_cannot_take_is_one_line(tmp_path, translator, text, message):
+    with pytest.raises(MTError, match=message):
+        mt.translate_html(translator, write_page(tmp_path, text), str(tmp_path / "out.html"))
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    return mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+
+
+def test_the_text_is_translated_and_the_markup_kept(translator, tmp_path):
+    report = mt.translate_html(translator, write_page(tmp_path), str(tmp_path / "page.en.html"))
+    assert (report.translated, report.with_elements) == (6, 3)
+    out = (tmp_path / "page.en.html").read_bytes().decode("utf-8")
+    assert out.startswith('\ufeff<!DOCTYPE html>\n<html lang="en">')
+    for kept in (
+        '<script>var s = "<p>ein hund</p>";</script>',
+        "<!-- ein kommentar -->",
+        '<div class="box notranslate"><p>ein hund bleibt</p><div>auch <div>das</div></div></div>',
+        "<pre>ein hund\n  bleibt</pre>",
+        "<li>42</li>",
+        '<code>ein hund</code> <span translate="no">Bello</span></p>',
+    ):
+        assert kept in out
+    words = translator.translate(["ein hund", "ein mann läuft"])
+    assert f"<title>{words[0]}</title>" in out and f"<h1>{words[1]}</h1>" in out
+    assert f"<b>{LEXICON['hund']}</b>" in out  # the inline element around its word's translation
+    assert "<br>\n     " in out and '<a href="/x?a=1&amp;b=2" title="t">' in out
+    assert "&amp;" in out.split("<ul>")[1] or "&" not in out.split("<ul>")[1]  # an ampersand written as one
+    back = HtmlPage(tmp_path / "page.en.html")
+    assert len(back.segments) == 6  # the translation is a page of the same shape
+
+
+def test_translate_takes_a_page(trained_run, tmp_path):
+    given = ["translate", "-c", str(trained_run), "-i", str(write_page(tmp_path))]
+    done = run_cli(*given, "-o", str(tmp_path / "page.en.html"))
+    assert "6 segments translated, 3 with inline elements kept in place" in done.stderr
+    refused = run_cli(*given, "-o", str(tmp_path / "page.txt"), check=False)
+    assert (
+        refused.returncode == 2 and "an HTML input is written as HTML: name the output .html or .htm" in refused.stderr
+    )
