@@ -207,3 +207,13 @@ def test_the_ctranslate2_engine_translates_without_importing_torch(trained):
                             text=True, cwd=REPO, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.split("\n")) == 4 and result.stdout.split("\n")[1] == ""
+
+
+def test_protected_spans_come_through_ctranslate2_placed_by_their_place_in_the_line(trained):
+    """CTranslate2 gives no attention: a span keeps its relative place (here, the end)."""
+    _, exported, sentences = trained
+    engine = CTranslate2Translator(str(exported), DecodeSettings(beam=1), compute_type="fp32")
+    lines = [f"{line} https://x.de/{i}" for i, line in enumerate(sentences[:6])]
+    plain = engine.translate(sentences[:6])
+    assert engine.translate(lines) == [f"{out} https://x.de/{i}" for i, out in enumerate(plain)]
+    assert engine.protected == 6
