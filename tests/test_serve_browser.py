@@ -175,3 +175,33 @@ def test_an_xliff_file_opened_comes_back_with_its_targets(browser, trained_run, 
         assert expected.count("<target>") == 6 and "puppy" in expected
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("name", ["app.pot", "page.html"])
+def test_a_catalogue_or_a_page_opened_comes_back_translated(browser, trained_run, tiny_corpus, tmp_path, name):
+    translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+    server = RunningServer(translator, ServeLimits(max_lines=4))
+    try:
+        lines = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()[:6]
+        if name.endswith(".pot"):
+            document = "".join(f'msgid "{line}"\nmsgstr ""\n\n' for line in lines)
+            route, said, written = "/po", "app.pot: 6 messages translated.", "app.en.po"
+        else:
+            words = lines[0].split()
+            lines[0] = " ".join([words[0], f"<b>{words[1]}</b>", *words[2:]])
+            document = "<html><body>" + "".join(f"<p>{line}</p>" for line in lines) + "</body></html>"
+            route, said, written = "/html", "page.html: 6 segments translated; 1 with inline elements.", "page.en.html"
+        (tmp_path / name).write_text(document, encoding="utf-8")
+        asked = {"document": document, "split_sentences": True, "no_repeat_ngram": 0, "strategy": "beam"}
+        status, expected = server.request("POST", route, asked)  # with the page's choices
+        browser.open(f"http://127.0.0.1:{server.port}/")
+        assert browser.wait_for_text("#languages") == "de → en"
+        browser.type("#file", str(tmp_path / name))
+        assert browser.wait_for_text("#result", containing="translated") == f"{said} Download it below."
+        got = browser.run_async(
+            "const done = arguments[arguments.length - 1], link = document.querySelector('#download');"
+            "fetch(link.href).then((r) => r.text()).then((text) => done([link.download, text]));"
+        )
+        assert status == 200 and got == [written, expected]
+    finally:
+        server.stop()

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mt.data.lines import read_lines, write_document
+from mt.data.lines import read_lines, split_lines, write_document
 from mt.data.tmx import same_language
 from mt.errors import MTError
 
@@ -140,11 +140,12 @@ class Catalogue:
     """A PO catalogue read whole: its entries (and the blank lines between them), written back with the
     translations filled in."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, text: str | None = None):
+        """The catalogue at path, or (text given) the catalogue text, named path in messages."""
         self.path = str(path)
         self.blocks: list[Entry | str] = []  # entries, and the blank lines between them as they were
         block: list[str] = []
-        lines = read_lines(path)  # a missing, binary or not UTF-8 file: one line naming it
+        lines = read_lines(path) if text is None else split_lines(text.removeprefix("\ufeff"))
         for number, line in enumerate([*lines, ""], 1):
             line = line.rstrip("\r")
             if line.strip():

@@ -26,20 +26,35 @@ class HtmlReport:
         return segments + (f", {self.with_elements} with inline elements kept in place" if self.with_elements else "")
 
 
+class HtmlTranslation:
+    """A page's segments as lines to translate with these setting changes (tags always protected: the
+    markup is not the model's to write); fill() writes their translations in."""
+
+    def __init__(self, page: HtmlPage, translator):
+        self.page = page
+        page.check_language(translator.languages[0], translator.settings.tgt_lang or translator.languages[1])
+        protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))
+        self.lines = [segment.source for segment in page.segments]
+        self.changes = {"protect": protect}
+        spans = pattern_of(protect)
+        self.report = HtmlReport(with_elements=sum(bool(spans.search(line)) for line in self.lines))
+
+    def fill(self, found: list) -> None:
+        """The Translations of self.lines, in order, written into the page."""
+        for i, translation in enumerate(found):
+            self.page.translations[i] = translation.text
+        self.report.translated = len(found)
+
+    def text(self) -> str:
+        return self.page.output()
+
+
 def translate_html(
     translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
 ) -> HtmlReport:
     """Translate the HTML page at path into output (None: out, by default stdout): the text of every
-    segment, its markup kept, as translator.translate would (its settings; glossary: an mt.Glossary). Tags
-    are protected spans whatever the translator's protect setting says: the markup is not the model's to write."""
-    page = HtmlPage(path)
-    page.check_language(translator.languages[0], translator.settings.tgt_lang or translator.languages[1])
-    protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))
-    lines = [segment.source for segment in page.segments]
-    found = translator.translate_with(lines, {"protect": protect}, glossary=glossary, progress=progress)
-    spans = pattern_of(protect)
-    for i, translation in enumerate(found):
-        page.translations[i] = translation.text
-    report = HtmlReport(translated=len(found), with_elements=sum(bool(spans.search(line)) for line in lines))
-    page.write(output, out or sys.stdout)
-    return report
+    segment, its markup kept, as translator.translate would (its settings; glossary: an mt.Glossary)."""
+    work = HtmlTranslation(HtmlPage(path), translator)
+    work.fill(translator.translate_with(work.lines, work.changes, glossary=glossary, progress=progress))
+    work.page.write(output, out or sys.stdout)
+    return work.report

@@ -55,43 +55,61 @@ class Message:
     trail: str
 
 
+class PoTranslation:
+    """A catalogue's untranslated messages as lines to translate with these setting changes (its target
+    language, its spans to protect); fill() writes their translations in."""
+
+    def __init__(self, catalogue: Catalogue, translator):
+        self.catalogue = catalogue
+        self.language = catalogue.check_language(translator.settings.tgt_lang or translator.languages[1])
+        entries = [e for e in catalogue.entries if not e.obsolete and not e.is_header]
+        self.todo = [e for e in entries if e.untranslated()]
+        self.report = PoReport(kept=len(entries) - len(self.todo))
+        texts = [
+            [e.strings["msgid"], *([e.strings["msgid_plural"]] if "msgid_plural" in e.strings else [])]
+            for e in self.todo
+        ]
+        self.outputs = [[text.split("\n") for text in entry_texts] for entry_texts in texts]  # filled line by line
+        protect = protect_for(translator.settings.protect)
+        spans = pattern_of(protect)
+        self.messages = []
+        for i, entry_texts in enumerate(texts):
+            for j, text in enumerate(entry_texts):
+                for k, line in enumerate(text.split("\n")):
+                    core = line.strip()
+                    if any(char.isalpha() for char in (spans.sub("", core) if spans else core)):
+                        lead, trail = line[: len(line) - len(line.lstrip())], line[len(line.rstrip()) :]
+                        self.messages.append(Message(i, j, k, core, lead, trail))
+        self.lines = [m.core for m in self.messages]
+        self.changes = {"tgt_lang": target_of(translator, self.language), "protect": protect}
+
+    def fill(self, found: list) -> None:
+        """The Translations of self.lines, in order, written into their entries (marked fuzzy)."""
+        for m, translation in zip(self.messages, found):
+            self.outputs[m.entry][m.text][m.line] = m.lead + translation.text + m.trail
+        translated = {m.entry for m in self.messages}
+        plural = any("msgid_plural" in e.strings for e in self.todo)
+        forms = self.catalogue.plural_forms(self.language) if plural else 2
+        for i, entry in enumerate(self.todo):
+            done = ["\n".join(lines) for lines in self.outputs[i]]
+            if len(done) == 2:  # singular, then the plural for every other form (one form: the plural's)
+                done = [done[1]] if forms == 1 else [done[0]] + [done[1]] * (forms - 1)
+            entry.fill(done)
+            self.report.translated += i in translated
+            self.report.plural += i in translated and "msgid_plural" in entry.strings
+            self.report.copied += i not in translated
+
+    def text(self) -> str:
+        return self.catalogue.text()
+
+
 def translate_po(
     translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
 ) -> PoReport:
     """Translate the PO catalogue (or .pot template) at path into output (None: out, by default stdout):
     every entry without a translation, each line of a message apart (a message of no word copied), as
     translator.translate would (its settings; glossary: an mt.Glossary)."""
-    catalogue = Catalogue(path)
-    language = catalogue.check_language(translator.settings.tgt_lang or translator.languages[1])
-    tgt_lang = target_of(translator, language)
-    entries = [e for e in catalogue.entries if not e.obsolete and not e.is_header]
-    todo = [e for e in entries if e.untranslated()]
-    report = PoReport(kept=len(entries) - len(todo))
-    texts = [[e.strings["msgid"], *([e.strings["msgid_plural"]] if "msgid_plural" in e.strings else [])] for e in todo]
-    outputs = [[text.split("\n") for text in entry_texts] for entry_texts in texts]  # filled in line by line
-    protect = protect_for(translator.settings.protect)
-    spans = pattern_of(protect)
-    messages = []
-    for i, entry_texts in enumerate(texts):
-        for j, text in enumerate(entry_texts):
-            for k, line in enumerate(text.split("\n")):
-                core = line.strip()
-                if any(char.isalpha() for char in (spans.sub("", core) if spans else core)):
-                    lead, trail = line[: len(line) - len(line.lstrip())], line[len(line.rstrip()) :]
-                    messages.append(Message(i, j, k, core, lead, trail))
-    changes = {"tgt_lang": tgt_lang, "protect": protect}
-    found = translator.translate_with([m.core for m in messages], changes, glossary=glossary, progress=progress)
-    for m, translation in zip(messages, found):
-        outputs[m.entry][m.text][m.line] = m.lead + translation.text + m.trail
-    translated = {m.entry for m in messages}
-    forms = catalogue.plural_forms(language) if any("msgid_plural" in e.strings for e in todo) else 2
-    for i, entry in enumerate(todo):
-        done = ["\n".join(lines) for lines in outputs[i]]
-        if len(done) == 2:  # singular, then the plural for every other form (one form: the plural's)
-            done = [done[1]] if forms == 1 else [done[0]] + [done[1]] * (forms - 1)
-        entry.fill(done)
-        report.translated += i in translated
-        report.plural += i in translated and "msgid_plural" in entry.strings
-        report.copied += i not in translated
-    catalogue.write(output, out or sys.stdout)
-    return report
+    work = PoTranslation(Catalogue(path), translator)
+    work.fill(translator.translate_with(work.lines, work.changes, glossary=glossary, progress=progress))
+    work.catalogue.write(output, out or sys.stdout)
+    return work.report

@@ -23,15 +23,15 @@ from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
-from mt.serve.documents import XLIFF_TYPE, document_work, without_declaration
+from mt.serve.documents import MEDIA_TYPES, document_work, filled, without_declaration
 from mt.serve.glossary_file import GlossaryFile
 from mt.serve.limits import (
     DecodingChoices,
+    DocumentRequest,
     RequestError,
     ScoreRequest,
     ServeLimits,
     TranslateRequest,
-    XliffRequest,
     parse_request,
 )
 from mt.serve.metrics import Metrics, RecordRequests
@@ -39,6 +39,13 @@ from mt.serve.metrics import Metrics, RecordRequests
 log = logging.getLogger(__name__)
 
 SAMPLING_FIELDS = ("temperature", "topk", "topp", "epsilon", "seed")
+
+
+DOCUMENT_ROUTES = {  # what each document route answers, for its page of the API docs
+    "xliff": "The XLIFF document of the body with its targets filled in, as `translate -i doc.xlf` fills them.",
+    "po": "The PO catalogue of the body with its untranslated messages translated, as `translate -i app.pot` does.",
+    "html": "The HTML page of the body with its text translated, its markup kept, as `translate -i page.html` does.",
+}
 
 
 def request_settings(base: DecodeSettings, request: DecodingChoices, nbest: int | None = None) -> DecodeSettings:
@@ -302,19 +309,20 @@ def create_app(
                 entry.update(pieces=r.pieces, piece_log_probs=[round(lp, 4) for lp in r.piece_log_probs])
         return {"scores": scores}
 
-    @app.post(
-        "/xliff",
-        response_class=Response,
-        openapi_extra={
-            "requestBody": {
-                "content": {XLIFF_TYPE: {}, "application/json": {"schema": XliffRequest.model_json_schema()}}
-            }
-        },
-    )
-    async def xliff(request: Request):
-        """The XLIFF document of the body with its targets filled in, as `translate -i doc.xlf` fills them:
-        the body is the document, with the server's settings and glossary, or JSON with the document and the
-        request's own choices (as /translate takes them); what was done in the X-MT-Report header, as JSON."""
+    def document_route(kind: str):
+        async def translate_document(request: Request):
+            return await document_answer(kind, request)
+
+        translate_document.__doc__ = DOCUMENT_ROUTES[kind]
+        body = {MEDIA_TYPES[kind]: {}, "application/json": {"schema": DocumentRequest.model_json_schema()}}
+        app.post(f"/{kind}", response_class=Response, openapi_extra={"requestBody": {"content": body}})(
+            translate_document
+        )
+
+    async def document_answer(kind: str, request: Request):
+        """The document of the body translated, as `translate -i` translates it: the body is the document,
+        with the server's settings and glossary, or JSON with the document and the request's own choices (as
+        /translate takes them); what was done in the X-MT-Report header, as JSON."""
         try:
             body = await request.body()
         except ClientDisconnect:
@@ -322,11 +330,12 @@ def create_app(
         settings, entries, weight = translator.settings, None, None
         try:
             if request.headers.get("content-type", "").split(";")[0].strip() == "application/json":
-                ask = parse_request(body, limits, XliffRequest)
+                ask = parse_request(body, limits, DocumentRequest)
                 settings, entries, weight = request_settings(translator.settings, ask), ask.glossary, ask.reverse_weight
                 known_language(settings.tgt_lang, translator.languages)
                 rerank_usable(translator, settings, weight)
-                body = without_declaration(ask.document).encode("utf-8")  # decoded already: UTF-8 now
+                document = without_declaration(ask.document) if kind == "xliff" else ask.document
+                body = document.encode("utf-8")  # decoded already: UTF-8 now
             elif len(body) > limits.max_document_bytes:
                 size = f"{len(body):,} bytes, over the server's limit of {limits.max_document_bytes:,}"
                 raise RequestError(413, f"the document is {size} (--max-document-bytes)")
@@ -334,7 +343,7 @@ def create_app(
             in_use = await request_glossaries(current, entries, source) or current
             # reading it, and its lines' pieces, in a thread: the event loop goes on answering
             work, chunks = await asyncio.to_thread(
-                document_work, body, translator.with_settings(settings), in_use, limits.max_lines
+                document_work, kind, body, translator.with_settings(settings), in_use, limits.max_lines
             )
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)
@@ -355,15 +364,10 @@ def create_app(
         finally:
             for other in futures[len(results) :]:  # stopped part-way: the rest of the document is not decoded
                 other.cancel()
+        text, report = await asyncio.to_thread(filled, kind, work, chunks, results)
+        return Response(text, media_type=MEDIA_TYPES[kind], headers={"X-MT-Report": json.dumps(report)})
 
-        def filled() -> str:
-            for (batch, *_), found in zip(chunks, results):
-                work.fill(batch, [hyps[0] for hyps in found])
-            return work.doc.text()
-
-        text = await asyncio.to_thread(filled)
-        named = [language for _, language, _ in work.doc.languages() if language]
-        report = json.dumps({"target_language": named[0] if named else "", **asdict(work.report)})
-        return Response(text, media_type=XLIFF_TYPE, headers={"X-MT-Report": report})
+    for kind in DOCUMENT_ROUTES:
+        document_route(kind)
 
     return app

@@ -1,19 +1,25 @@
-"""XLIFF documents served (POST /xliff): a document's segments read and its lines cut into the batcher's
-chunks, off the event loop; the route itself is in app.py."""
+"""Documents served (POST /xliff, /po, /html): a document read and its lines cut into the batcher's chunks,
+off the event loop, and filled in with their translations; the routes themselves are in app.py."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import asdict, dataclass
 
+from mt.data.html_document import HtmlPage
+from mt.data.po import Catalogue
 from mt.data.xliff import Xliff
 from mt.decoding.glossary import Glossary
+from mt.decoding.html_translation import HtmlTranslation
 from mt.decoding.line_translator import LineTranslator, check_terms_use
+from mt.decoding.po_translation import PoTranslation
 from mt.decoding.settings import line_seed
 from mt.decoding.xliff_translation import Batch, XliffTranslation, batch_settings
 from mt.errors import MTError
 from mt.serve.limits import RequestError
 
-XLIFF_TYPE = "application/xliff+xml"
+MEDIA_TYPES = {"xliff": "application/xliff+xml", "po": "text/x-gettext-translation", "html": "text/html"}
+XLIFF_TYPE = MEDIA_TYPES["xliff"]
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
@@ -22,17 +28,33 @@ def without_declaration(document: str) -> str:
     return DECLARATION.sub("", document, count=1)
 
 
-def document_work(body: bytes, translator: LineTranslator, glossary: Glossary | None, max_lines: int):
-    """An XLIFF document's segments to translate (an XliffTranslation), and its lines in chunks for the
-    batcher: (a part of a batch, its settings, source pieces, attention layer or None, sampling seeds or None),
-    in the batches' order; a RequestError where the document cannot be read or its glossary terms not placed."""
+@dataclass
+class Lines:
+    """A run of a PO catalogue's or an HTML page's lines, as the batcher takes them."""
+
+    lines: list[str]
+
+
+def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: Glossary | None, max_lines: int):
+    """A document's lines to translate (an XliffTranslation, PoTranslation or HtmlTranslation), and its
+    lines in chunks for the batcher: (a part of a batch, its settings, source pieces, attention layer or
+    None, sampling seeds or None), in order; a RequestError where the document cannot be read or its
+    glossary terms not placed."""
     try:
-        work = XliffTranslation(Xliff("the document", body), translator)
-    except MTError as err:
-        raise RequestError(422, str(err)) from None
+        if kind == "xliff":
+            work = XliffTranslation(Xliff("the document", body), translator)
+        elif kind == "po":
+            work = PoTranslation(Catalogue("the document", body.decode("utf-8")), translator)
+        else:
+            work = HtmlTranslation(HtmlPage("the document", body), translator)
+    except (MTError, UnicodeDecodeError) as err:
+        raise RequestError(422, str(err) if isinstance(err, MTError) else "the document: not UTF-8") from None
+    if kind == "xliff":  # per target language, with an alignment or without
+        batches = [(batch, *batch_settings(translator, batch)) for batch in work.batches]
+    else:
+        batches = [(Lines(work.lines), work.changes, None)]
     chunks = []
-    for batch in work.batches:  # a batch's lines seeded by their place in it, as translate_xliff's call seeds them
-        changes, layer = batch_settings(translator, batch)
+    for batch, changes, layer in batches:  # a batch's lines seeded by their place in it, as its call seeds them
         settings = translator.settings.updated(**changes)
         if glossary is not None:
             try:
@@ -40,11 +62,25 @@ def document_work(body: bytes, translator: LineTranslator, glossary: Glossary | 
                 check_terms_use(translator.with_settings(settings), found, by_sentence=settings.split_sentences)
             except MTError as err:
                 raise RequestError(422, str(err)) from None
-        done = 0
         for start in range(0, len(batch.lines), max_lines):
-            part = Batch(batch.tgt_lang, batch.aligned, batch.items[start : start + max_lines])
+            if kind == "xliff":
+                part = Batch(batch.tgt_lang, batch.aligned, batch.items[start : start + max_lines])
+            else:
+                part = Lines(batch.lines[start : start + max_lines])
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(part.lines))
-            seeds = [line_seed(settings.seed, done + i) for i in range(len(part.lines))] if settings.sampling else None
+            seeds = [line_seed(settings.seed, start + i) for i in range(len(part.lines))] if settings.sampling else None
             chunks.append((part, settings, pieces, layer, seeds))
-            done += len(part.lines)
     return work, chunks
+
+
+def filled(kind: str, work, chunks: list, results: list) -> tuple[str, dict]:
+    """The document with the chunks' translations (results: each chunk's n-best lists) written in, and
+    what was done (the X-MT-Report header)."""
+    if kind == "xliff":
+        for (batch, *_), found in zip(chunks, results):
+            work.fill(batch, [hyps[0] for hyps in found])
+        named = [language for _, language, _ in work.doc.languages() if language]
+        return work.doc.text(), {"target_language": named[0] if named else "", **asdict(work.report)}
+    work.fill([hyps[0] for found in results for hyps in found])
+    language = work.language if kind == "po" else work.page.target_language
+    return work.text(), {"target_language": language, **asdict(work.report)}

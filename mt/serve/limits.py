@@ -68,10 +68,11 @@ class TranslateRequest(DecodingChoices):
     scores: bool = Field(False, description="also return each line's hypotheses with their scores")
 
 
-class XliffRequest(DecodingChoices):
-    """POST /xliff's body as JSON (the document alone may be the body, as XML): the document, and how to decode."""
+class DocumentRequest(DecodingChoices):
+    """POST /xliff's, /po's and /html's body as JSON (the document alone may be the body): the document, and
+    how to decode."""
 
-    document: str = Field(description="an XLIFF document, its targets to fill in")
+    document: str = Field(description="the document: XLIFF, a PO catalogue or an HTML page, as the path says")
 
 
 class ScoreRequest(BaseModel):
@@ -95,7 +96,7 @@ class RequestError(Exception):
 
 def parse_request(body: bytes, limits: ServeLimits, kind: type[BaseModel] = TranslateRequest):
     """The request in body (a TranslateRequest, or what kind names), or a RequestError naming what is wrong."""
-    most = limits.max_document_bytes if kind is XliffRequest else limits.max_bytes
+    most = limits.max_document_bytes if kind is DocumentRequest else limits.max_bytes
     if len(body) > most:
         raise RequestError(413, f"request body is {len(body)} bytes; the limit is {most}")
     try:
@@ -114,8 +115,8 @@ def parse_request(body: bytes, limits: ServeLimits, kind: type[BaseModel] = Tran
     return request
 
 
-def check_limits(request: TranslateRequest | ScoreRequest | XliffRequest, limits: ServeLimits) -> None:
-    if isinstance(request, XliffRequest):
+def check_limits(request: TranslateRequest | ScoreRequest | DocumentRequest, limits: ServeLimits) -> None:
+    if isinstance(request, DocumentRequest):
         return check_choices(request, limits)
     if len(request.lines) > limits.max_lines:
         raise RequestError(422, f"lines: {len(request.lines)} lines; the limit is {limits.max_lines} a request")
