@@ -76,11 +76,21 @@ def test_a_catalogue_is_written_back_line_for_line(tmp_path):
     assert entries[-1].obsolete and entries[4].strings["msgctxt"] == "menu"
 
 
+def test_entries_without_a_blank_line_between_are_read_apart(tmp_path):
+    text = 'msgid "ein hund"\nmsgstr ""\n#: a.py:1\nmsgid "eine katze"\nmsgstr "a cat"\n'
+    text += 'msgctxt "x"\nmsgid "ein"\nmsgstr ""\n'
+    (tmp_path / "tight.po").write_text(text, encoding="utf-8")
+    catalogue = Catalogue(tmp_path / "tight.po")
+    assert [e.strings["msgid"] for e in catalogue.entries] == ["ein hund", "eine katze", "ein"]
+    assert [e.untranslated() for e in catalogue.entries] == [True, False, True]
+    assert catalogue.text() == text
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
         ('msgid "a"\n"b\nmsgstr ""\n', "bad.po:2: a quoted string is expected"),
-        ('msgid "a"\nmsgstr ""\nmsgid "b"\nmsgstr ""\n', "bad.po:3: a second msgid in one entry"),
+        ('msgid "a"\nmsgid "b"\nmsgstr ""\n', "bad.po:2: a second msgid in one entry"),
         ('"a"\nmsgid "a"\nmsgstr ""\n', "bad.po:1: a string continues no msgid or msgstr"),
         ('msgid "a"\n', "bad.po:1: an entry without msgstr"),
         ('msgid "a"\nmsgstring ""\n', "bad.po:2: not a PO line"),

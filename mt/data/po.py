@@ -136,6 +136,12 @@ def parse_entry(lines: list[str], first_line: int, path: str) -> Entry:
     return entry
 
 
+def starts_entry(line: str, block: list[str]) -> bool:
+    """Whether line begins another entry than the block's: a comment, msgctxt or msgid after its msgstr."""
+    after_msgstr = any(earlier.lstrip().startswith("msgstr") for earlier in block)
+    return after_msgstr and (line.startswith("#") or re.match(r"(msgctxt|msgid)\s", line.lstrip()) is not None)
+
+
 class Catalogue:
     """A PO catalogue read whole: its entries (and the blank lines between them), written back with the
     translations filled in."""
@@ -148,6 +154,9 @@ class Catalogue:
         lines = read_lines(path) if text is None else split_lines(text.removeprefix("\ufeff"))
         for number, line in enumerate([*lines, ""], 1):
             line = line.rstrip("\r")
+            if block and starts_entry(line, block):  # entries not apart by a blank line, as some tools write
+                self.blocks.append(parse_entry(block, number - len(block), self.path))
+                block = []
             if line.strip():
                 block.append(line)
                 continue

@@ -19,6 +19,7 @@ import mmap
 import os
 import platform
 import sys
+from pathlib import Path
 
 import torch
 
@@ -140,7 +141,7 @@ def cpu_flags() -> set[str] | None:
 def _cpuinfo_field(*keys: str) -> str | None:
     """The first CPU's value for the first of keys found in /proc/cpuinfo; None without such a file or key."""
     try:
-        text = open("/proc/cpuinfo", encoding="utf-8").read()
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
     except OSError:
         return None
     for line in text.splitlines():
