@@ -3,13 +3,14 @@ line, untranslated messages translated line by line with their placeholders kept
 the language has them, new translations marked fuzzy; bad files one line naming file and line."""
 
 import gettext
+import random
 import shutil
 import subprocess
 
 import pytest
 
 import mt
-from mt.data.po import Catalogue
+from mt.data.po import Catalogue, parse_entry, string_lines
 from mt.errors import MTError
 
 from conftest import LEXICON, run_cli
@@ -74,6 +75,15 @@ def test_a_catalogue_is_written_back_line_for_line(tmp_path):
     assert [e.untranslated() for e in entries] == [False, True, True, True, False, True, False]
     assert entries[3].strings["msgid"] == "ein kind springt\n  ein hund schläft: "
     assert entries[-1].obsolete and entries[4].strings["msgctxt"] == "menu"
+
+
+def test_a_string_written_reads_back_as_it_was():
+    rng = random.Random(0)
+    for _ in range(300):
+        value = "".join(rng.choice('ab "\\\n\t\rü{}%') for _ in range(rng.randint(0, 12)))
+        lines = string_lines("msgstr", value)
+        assert not any(char in line for line in lines for char in "\r\n\t")  # escaped, each line one line
+        assert parse_entry(['msgid "x"', *lines], 1, "t.po").strings["msgstr"] == value, lines
 
 
 def test_entries_without_a_blank_line_between_are_read_apart(tmp_path):

@@ -54,7 +54,9 @@ def unquote(text: str, where: str) -> str:
 
 
 def quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+    for char, escape in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\t", "\\t"), ("\r", "\\r")):
+        value = value.replace(char, escape)
+    return f'"{value}"'
 
 
 def string_lines(keyword: str, value: str) -> list[str]:
@@ -88,12 +90,12 @@ class Entry:
     def untranslated(self) -> bool:
         return not self.obsolete and not self.is_header and not any(self.translations.values())
 
-    def fill(self, translations: list[str], fuzzy: bool = True) -> None:
+    def fill(self, translations: list[str]) -> None:
         """Its msgstr lines replaced by these translations (one, or one per plural form); marked fuzzy."""
         keys = ["msgstr"] if "msgid_plural" not in self.strings else [f"msgstr[{i}]" for i in range(len(translations))]
         new = [line for key, text in zip(keys, translations) for line in string_lines(key, text)]
         self.lines[self.msgstr_at :] = new
-        if fuzzy and "fuzzy" not in self.flags:
+        if "fuzzy" not in self.flags:
             self.flags.insert(0, "fuzzy")
             if self.flags_at is not None:
                 self.lines[self.flags_at] = "#, " + ", ".join(self.flags)
@@ -125,7 +127,7 @@ def parse_entry(lines: list[str], first_line: int, path: str) -> Entry:
                 raise MTError(f"{where}: not a PO line (msgid, msgstr, msgctxt, a string or a # comment)")
             key = match.group(1)
             if key in entry.strings:
-                raise MTError(f"{where}: a second {key} in one entry (a blank line between entries?)")
+                raise MTError(f"{where}: a second {key} in one entry")
             if key.startswith("msgstr") and entry.msgstr_at is None:
                 entry.msgstr_at = i
             entry.strings[key] = unquote(match.group(3), where)
