@@ -23,7 +23,7 @@ PAGE = """\ufeff<!DOCTYPE html>
   <h1>ein mann läuft</h1>
   <p>ein <b>hund</b> springt<br>
      eine katze   schläft <a href="/x?a=1&amp;b=2" title="t">hier</a></p>
-  <ul><li>ein kind &amp; eine frau</li><li>42</li></ul>
+  <hr class="notranslate"><ul><li>ein kind &amp; eine frau</li><li>42</li></ul>
   <div class="box notranslate"><p>ein hund bleibt</p><div>auch <div>das</div></div></div>
   <p>ein mann isst <code>ein hund</code> <span translate="no">Bello</span></p>
   <pre>ein hund

@@ -34,6 +34,7 @@ BLOCKS = frozenset(
     optgroup option p section summary table tbody td tfoot th thead title tr ul select button label meta link
     iframe video audio canvas object noscript""".split()
 )
+VOID_TAGS = frozenset("area base br col embed hr img input link meta source track wbr".split())  # never closed
 SKIPPED = frozenset("script style pre textarea svg math template".split())  # their content is not text to translate
 NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"']*\bnotranslate\b""", re.IGNORECASE)
 LANG = re.compile(r"""(\blang\s*=\s*)(["']?)([\w-]*)\2""", re.IGNORECASE)
@@ -101,7 +102,7 @@ class HtmlPage:
             elif name in BLOCKS or name in SKIPPED:
                 close(match.start())
                 marked = name in SKIPPED or NO_TRANSLATE.search(match.group(0))
-                if not closing and marked and not match.group(0).endswith("/>"):
+                if not closing and marked and name not in VOID_TAGS and not match.group(0).endswith("/>"):
                     skipping.append(name)
             elif start is None:  # an inline element begins the segment (one marked translate="no" is copied)
                 start = match.start()

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from mt.data.html_document import VOID_TAGS
 from mt.decoding.inline_tags import Flattened, alignment_layer, arranged, flattened, place, token_alignment
 from mt.errors import MTError
 
@@ -33,7 +34,6 @@ PATTERNS = {
 }
 KINDS = tuple(PATTERNS)
 DEFAULT = "url,email,tag,placeholder,code"  # decode.protect, translate --protect
-VOID_TAGS = frozenset("area base br col embed hr img input link meta source track wbr".split())  # HTML's, never closed
 TAG_NAME = re.compile(r"</?([A-Za-z][\w:.-]*)")
 VERBATIM_TAGS = frozenset("code kbd samp var pre script style".split())  # what they wrap is copied, not translated
 NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"']*\bnotranslate\b""", re.IGNORECASE)
