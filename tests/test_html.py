@@ -22,8 +22,8 @@ PAGE = """\ufeff<!DOCTYPE html>
   <!-- ein kommentar -->
   <h1>ein mann läuft</h1>
   <p>ein <b>hund</b> springt<br>
-     eine katze   schläft <a href="/x?a=1&amp;b=2" title="t">hier</a></p>
-  <hr class="notranslate"><ul><li>ein kind &amp; eine frau</li><li>42</li></ul>
+     eine katze   schläft <a href="/x?a=1&amp;b=2" title="hier">hier</a></p>
+  <hr class="notranslate"><ul><li>ein kind &amp; eine frau</li><li>42</li></ul><img src="k.png" alt='eine &amp; katze'>
   <div class="box notranslate"><p>ein hund bleibt</p><div>auch <div>das</div></div></div>
   <p>ein mann isst <code>ein hund</code> <span translate="no">Bello</span></p>
   <pre>ein hund
@@ -45,11 +45,12 @@ def test_a_page_is_cut_into_segments_between_its_block_elements(tmp_path):
         "ein hund",
         "ein mann läuft",
         "ein <b>hund</b> springt",
-        'eine katze schläft <a href="/x?a=1&amp;b=2" title="t">hier</a>',  # one space a run, as shown
+        'eine katze schläft <a href="/x?a=1&amp;b=2" title="hier">hier</a>',  # one space a run, as shown
         "ein kind & eine frau",  # references read
         'ein mann isst <code>ein hund</code> <span translate="no">Bello</span>',
     ]
     assert page.segments[3].lead == "\n     "
+    assert [a.source for a in page.attributes] == ["hier", "eine & katze"]  # what a reader sees, read
     assert page.output() == PAGE  # nothing translated: the page as it was read, byte for byte
 
 
@@ -72,7 +73,7 @@ def translator(trained_run):
 
 def test_the_text_is_translated_and_the_markup_kept(translator, tmp_path):
     report = mt.translate_html(translator, write_page(tmp_path), str(tmp_path / "page.en.html"))
-    assert (report.translated, report.with_elements) == (6, 3)
+    assert (report.translated, report.with_elements, report.attributes) == (6, 3, 2)
     out = (tmp_path / "page.en.html").read_bytes().decode("utf-8")
     assert out.startswith('\ufeff<!DOCTYPE html>\n<html lang="en">')
     for kept in (
@@ -87,7 +88,8 @@ def test_the_text_is_translated_and_the_markup_kept(translator, tmp_path):
     words = translator.translate(["ein hund", "ein mann läuft"])
     assert f"<title>{words[0]}</title>" in out and f"<h1>{words[1]}</h1>" in out
     assert f"<b>{LEXICON['hund']}</b>" in out  # the inline element around its word's translation
-    assert "<br>\n     " in out and '<a href="/x?a=1&amp;b=2" title="t">' in out
+    assert "<br>\n     " in out and f'<a href="/x?a=1&amp;b=2" title="{LEXICON["hier"]}">' in out
+    assert f"<img src=\"k.png\" alt='{translator.translate('eine & katze')}'>" in out  # quoted as it was
     assert "&amp;" in out.split("<ul>")[1] or "&" not in out.split("<ul>")[1]  # an ampersand written as one
     back = HtmlPage(tmp_path / "page.en.html")
     assert len(back.segments) == 6  # the translation is a page of the same shape
@@ -96,7 +98,8 @@ def test_the_text_is_translated_and_the_markup_kept(translator, tmp_path):
 def test_translate_takes_a_page(trained_run, tmp_path):
     given = ["translate", "-c", str(trained_run), "-i", str(write_page(tmp_path))]
     done = run_cli(*given, "-o", str(tmp_path / "page.en.html"))
-    assert "6 segments translated, 3 with inline elements kept in place" in done.stderr
+    said = "6 segments translated, 3 with inline elements kept in place; 2 attribute texts (alt, title, ...) translated"
+    assert said in done.stderr
     refused = run_cli(*given, "-o", str(tmp_path / "page.txt"), check=False)
     assert (
         refused.returncode == 2 and "an HTML input is written as HTML: name the output .html or .htm" in refused.stderr

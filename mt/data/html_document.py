@@ -5,8 +5,9 @@ the text between two of them, with its inline elements (<b>, <a href="...">, <br
 translation keeps around the words they wrapped (protected spans, mt/decoding/protected_spans.py). What
 holds no text to translate is left as it is: <script>, <style>, <pre>, <textarea>, <svg>, <math>,
 <template>, and any element marked translate="no" or with the class notranslate, as HTML and web
-translators agree; inline code (<code>, <kbd>, ...) is copied within its sentence. The page is written back
-as it was read, each segment replaced by its translation, and <html lang> set to the target language.
+translators agree; inline code (<code>, <kbd>, ...) is copied within its sentence. The text of alt, title,
+placeholder and aria-label attributes is translated too. The page is written back as it was read, each
+segment and attribute value replaced by its translation, and <html lang> set to the target language.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ SKIPPED = frozenset("script style pre textarea svg math template".split())  # th
 NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"']*\bnotranslate\b""", re.IGNORECASE)
 LANG = re.compile(r"""(\blang\s*=\s*)(["']?)([\w-]*)\2""", re.IGNORECASE)
 CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.-]+)""", re.IGNORECASE)
+# Attribute text a reader sees (an image's description, a tooltip, a field's hint), translated too.
+ATTRIBUTE = re.compile(r"""\s(?:alt|title|placeholder|aria-label)\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 KEPT_ENTITIES = re.compile(r"&(?:lt|gt);")  # left as they are: read, they would look like markup
 
 
@@ -59,6 +62,18 @@ class Segment:
     trail: str = ""
 
 
+@dataclass
+class Attribute:
+    """An attribute value to translate: its tag's place in the page, its value's place in the tag, and
+    what the translator reads (references read, whitespace runs one space)."""
+
+    tag_start: int
+    tag_end: int
+    value_start: int  # in the tag
+    value_end: int
+    source: str
+
+
 class HtmlPage:
     """An HTML page read whole, its segments to translate, and written back with their translations."""
 
@@ -73,8 +88,10 @@ class HtmlPage:
             raise MTError(f"{path}: its charset is {declared.group(1).decode()}; save it as UTF-8 first")
         self.text = decode_utf8(raw.removeprefix(b"\xef\xbb\xbf"), self.path)
         self.bom = raw.startswith(b"\xef\xbb\xbf")
+        self.attributes: list[Attribute] = []  # found with the segments
         self.segments = self._segments()
         self.translations: dict[int, str] = {}  # a segment's index -> its translation
+        self.attribute_translations: dict[int, str] = {}  # an attribute's index -> its translation
         self.target_language = ""  # written into <html lang> (check_language sets it)
 
     def _segments(self) -> list[Segment]:
@@ -106,6 +123,8 @@ class HtmlPage:
                     skipping.append(name)
             elif start is None:  # an inline element begins the segment (one marked translate="no" is copied)
                 start = match.start()
+            if name and not skipping and not closing and not NO_TRANSLATE.search(match.group(0)):
+                self.attributes += attributes_of(match.group(0), match.start())
         if not skipping and start is None and text[at:].strip():
             start = at
         if not skipping:
@@ -140,13 +159,30 @@ class HtmlPage:
         self.target_language = tgt_lang if isinstance(tgt_lang, str) else ""
 
     def output(self) -> str:
-        """The page with each translated segment replaced, and <html lang> naming the target language."""
-        parts, at = [], 0
+        """The page with each translated segment and attribute replaced, and <html lang> naming the target
+        language. A tag inside a segment is copied into its translation as it was: its translated attributes
+        are written there."""
+        tags: dict[tuple[int, int], str] = {}  # a tag's place -> the tag with its attributes translated
+        for i, attribute in enumerate(self.attributes):
+            if i in self.attribute_translations:
+                where = attribute.tag_start, attribute.tag_end
+                tag = tags.get(where, self.text[slice(*where)])
+                value = html.escape(self.attribute_translations[i], quote=True)
+                tags[where] = tag[: attribute.value_start] + value + tag[attribute.value_end :]
+        changes = []  # (start, end, new text), in the page's order
         for i, segment in enumerate(self.segments):
-            if i in self.translations:
-                translation = segment.lead + escape_text(self.translations[i]) + segment.trail
-                parts += [self.text[at : segment.start], translation]
-                at = segment.end
+            inside = {where: tag for where, tag in tags.items() if segment.start <= where[0] < segment.end}
+            if i in self.translations or inside:
+                translation = self.translations.get(i, self.text[segment.start : segment.end].strip())
+                for (start, end), tag in inside.items():
+                    translation = translation.replace(self.text[start:end], tag)
+                    del tags[start, end]
+                changes.append((segment.start, segment.end, segment.lead + escape_text(translation) + segment.trail))
+        changes += [(start, end, tag) for (start, end), tag in tags.items()]
+        parts, at = [], 0
+        for start, end, new in sorted(changes):
+            parts += [self.text[at:start], new]
+            at = end
         page = "".join(parts) + self.text[at:]
         if self.target_language:
             page = re.sub(
@@ -160,6 +196,17 @@ class HtmlPage:
 
     def write(self, path: str | None, out=None) -> None:
         write_document(path, self.output(), out)
+
+
+def attributes_of(tag: str, tag_start: int) -> list[Attribute]:
+    """A tag's attribute values to translate: those holding a word."""
+    found = []
+    for match in ATTRIBUTE.finditer(tag):
+        group = 1 if match.group(1) is not None else 2
+        value = " ".join(html.unescape(match.group(group)).split())
+        if any(char.isalpha() for char in value):
+            found.append(Attribute(tag_start, tag_start + len(tag), match.start(group), match.end(group), value))
+    return found
 
 
 def read_references(text: str) -> str:

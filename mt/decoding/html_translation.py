@@ -20,10 +20,14 @@ class HtmlReport:
 
     translated: int = 0  # segments
     with_elements: int = 0  # of those, holding inline elements (or other protected spans)
+    attributes: int = 0  # attribute values a reader sees (alt, title, placeholder, aria-label)
 
     def summary(self) -> str:
         segments = f"{self.translated} segment{'' if self.translated == 1 else 's'} translated"
-        return segments + (f", {self.with_elements} with inline elements kept in place" if self.with_elements else "")
+        segments += f", {self.with_elements} with inline elements kept in place" if self.with_elements else ""
+        return segments + (
+            f"; {self.attributes} attribute texts (alt, title, ...) translated" if self.attributes else ""
+        )
 
 
 class HtmlTranslation:
@@ -34,16 +38,18 @@ class HtmlTranslation:
         self.page = page
         page.check_language(translator.languages[0], translator.settings.tgt_lang or translator.languages[1])
         protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))
-        self.lines = [segment.source for segment in page.segments]
+        segments = [segment.source for segment in page.segments]
+        self.lines = segments + [attribute.source for attribute in page.attributes]
         self.changes = {"protect": protect}
         spans = pattern_of(protect)
-        self.report = HtmlReport(with_elements=sum(bool(spans.search(line)) for line in self.lines))
+        self.report = HtmlReport(with_elements=sum(bool(spans.search(line)) for line in segments))
 
     def fill(self, found: list) -> None:
-        """The Translations of self.lines, in order, written into the page."""
-        for i, translation in enumerate(found):
-            self.page.translations[i] = translation.text
-        self.report.translated = len(found)
+        """The Translations of self.lines (the segments', then the attributes'), in order, written into the page."""
+        n = len(self.page.segments)
+        self.page.translations = {i: translation.text for i, translation in enumerate(found[:n])}
+        self.page.attribute_translations = {i: translation.text for i, translation in enumerate(found[n:])}
+        self.report.translated, self.report.attributes = n, len(found) - n
 
     def text(self) -> str:
         return self.page.output()
