@@ -3,6 +3,8 @@ found in a line, taken out before the model reads it and written back, unchanged
 words went."""
 
 import random
+import re
+from xml.dom import minidom
 
 import pytest
 import torch
@@ -169,3 +171,19 @@ def test_code_and_elements_marked_translate_no_are_one_span_each_and_keep_the_sp
     ]
     got = render_line(flat, "Start now", place(flat, "Start now", [{0}, {1}]))
     assert got == 'Start <code>make test</code> <span class="x notranslate">Acme <b>Ltd</b></span> now'
+
+
+def test_an_xliff_segments_spans_come_through_too(translator, tmp_path):
+    units = (
+        '<trans-unit id="1"><source>ein hund läuft https://x.de/a_b schnell</source></trans-unit>'
+        '<trans-unit id="2"><source>ein <g id="g">mann</g> isst {essen}</source></trans-unit>'
+    )
+    head = '<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
+    document = f'{head}<file original="a" source-language="de" target-language="en" datatype="plaintext"><body>'
+    (tmp_path / "doc.xlf").write_text(f"{document}{units}</body></file></xliff>", encoding="utf-8")
+    mt.translate_xliff(translator, tmp_path / "doc.xlf", str(tmp_path / "out.xlf"))
+    targets = [t.toxml() for t in minidom.parse(str(tmp_path / "out.xlf")).getElementsByTagName("target")]
+    assert "https://x.de/a_b" in targets[0] and "{essen}" in targets[1], targets
+    assert f'<g id="g">{LEXICON["mann"]}</g>' in targets[1]
+    plain = translator.translate(["ein hund läuft schnell", "ein mann isst"])
+    assert [" ".join(re.sub(r"<[^>]+>|https://x.de/a_b|\{essen\}", "", t).split()) for t in targets] == plain

@@ -12,6 +12,7 @@ import torch
 
 from mt.data.xliff import Xliff, wraps_text
 from mt.decoding.inline_tags import flatten, in_order, piece_tokens, place, render, token_alignment
+from mt.decoding.protected_spans import DEFAULT, pattern_of
 from mt.errors import MTError
 
 from conftest import run_cli
@@ -68,6 +69,25 @@ def test_codes_wrap_the_aligned_tokens_and_stand_before_the_aligned_token():
     )
     # punctuation is a token of its own: a code closing before it stays before it
     assert target_from("<source><g>Haus</g>.</source>", "house.", [{0}, {1}]) == "<target><g>house</g>.</target>"
+
+
+def test_protected_spans_in_a_segments_text_are_codes_of_their_own():
+    spans = pattern_of(DEFAULT)
+    source = '<source>ein <g id="1">www.x.de/a</g> hund<x id="2"/> {name} und &lt;b&gt;, https://y.de</source>'
+    flat = flatten(source_of(source), wraps_text, spans)
+    assert flat.text == "ein hund und ,"
+    kinds = [(c.kind, c.node.toxml() if c.node.nodeType != c.node.TEXT_NODE else c.node.data) for c in flat.codes]
+    assert kinds == [
+        ("open", '<g id="1">www.x.de/a</g>'), ("point", "www.x.de/a"), ("close", '<g id="1">www.x.de/a</g>'),
+        ("point", '<x id="2"/>'), ("point", "{name}"), ("point", "<b>"), ("point", "https://y.de"),
+    ]  # fmt: skip
+    target = source_of(source).ownerDocument.createElement("target")
+    translation = "a dog and ,"
+    render(target, flat, translation, place(flat, translation, [{0}, {1}, {2}, {3}]))
+    assert target.toxml() == (
+        '<target>a <g id="1">www.x.de/a</g> dog<x id="2"/> {name} and &lt;b&gt;, https://y.de</target>'
+    )
+    assert flatten(source_of("<source>ein <g>www.x.de</g></source>"), wraps_text, None).text == "ein www.x.de"
 
 
 def test_without_an_alignment_codes_keep_their_relative_place():

@@ -54,9 +54,11 @@ class Flattened:
     trail: str = ""
 
 
-def flatten(element: Node, wraps_text: Callable[[Node], bool]) -> Flattened:
+def flatten(element: Node, wraps_text: Callable[[Node], bool], spans: re.Pattern | None = None) -> Flattened:
     """element's text and inline codes. wraps_text(child): whether an element holds text to translate (its
-    codes open and close around it); any other element (and a comment) is a code copied whole."""
+    codes open and close around it); any other element (and a comment) is a code copied whole. spans: text
+    to copy as it is (protected spans: a URL, a placeholder), each a code of its own where no code stands
+    inside it."""
     parts: list[str] = []
     marks: list[tuple[int, str, Node]] = []  # (character offset, kind, node)
     length = 0
@@ -75,7 +77,22 @@ def flatten(element: Node, wraps_text: Callable[[Node], bool]) -> Flattened:
                 marks.append((length, "point", child))
 
     walk(element)
-    return flattened("".join(parts), marks)
+    raw = "".join(parts)
+    found = list(spans.finditer(raw)) if spans else []
+    found = [m for m in found if not any(m.start() < offset < m.end() for offset, _, _ in marks)]
+    if not found:
+        return flattened(raw, marks)
+    doc = element.ownerDocument
+    keyed = [(offset, offset, kind, node) for offset, kind, node in marks]  # (place in raw, offset, ...)
+    keyed += [(m.start() + 0.5, m.start(), "point", doc.createTextNode(m.group())) for m in found]
+    removed = [(m.end(), m.end() - m.start()) for m in found]  # a mark after a span moves back by its length
+    keyed.sort(key=lambda k: k[0])  # stable: codes at one place keep their order
+    moved = [(o - sum(n for end, n in removed if end <= o), kind, node) for _, o, kind, node in keyed]
+    kept, at = [], 0
+    for m in found:
+        kept.append(raw[at : m.start()])
+        at = m.end()
+    return flattened("".join(kept) + raw[at:], moved)
 
 
 def flattened(raw: str, marks: list[tuple[int, str, object]]) -> Flattened:
@@ -225,7 +242,11 @@ def arranged(flat: Flattened, translation: str, places: list[int]) -> Iterator[s
             yield code
         if 0 < boundary < len(spans):
             yield from text(translation[spans[boundary - 1][1] : spans[boundary][0]])  # the space between, or none
+        space = False  # a space owed after a point: after the codes closing right after it (<g>url</g> word)
         for code in here[before:]:
+            if space and code.kind != "close":
+                yield from text(" ")
+                space = False
             point = code.kind == "point"
             apart = point and (code.space_before or code.space_after)  # kept apart from a word it now meets
             meets = apart and last.isalnum() and not code.word_before
@@ -235,8 +256,9 @@ def arranged(flat: Flattened, translation: str, places: list[int]) -> Iterator[s
             yield code
             following = translation[spans[boundary][0]] if boundary < len(spans) else ""
             meets = apart and following.isalnum() and not code.word_after
-            if point and code.space_after and following and following not in CLOSING or meets:
-                yield from text(" ")
+            space = space or point and code.space_after and following and following not in CLOSING or meets
+        if space:
+            yield from text(" ")
         if boundary < len(spans):
             yield from text(translation[slice(*spans[boundary])])
     yield from text(flat.trail)

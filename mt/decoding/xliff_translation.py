@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from mt.data.tmx import same_language, xml_text
 from mt.data.xliff import Segment, Xliff, wraps_text
 from mt.decoding.inline_tags import Flattened, alignment_layer, flatten, place, render, token_alignment
+from mt.decoding.protected_spans import pattern_of
 
 
 @dataclass
@@ -70,8 +71,9 @@ class XliffTranslation:
         segments = doc.segments()
         self.report = XliffReport(kept=doc.kept, not_translated=doc.not_translated)
         by_language: dict[str, list[tuple[Segment, Flattened]]] = {}
+        spans = pattern_of(translator.settings.protect)  # kept as codes are (batch_settings turns it off after)
         for segment in segments:
-            flat = flatten(segment.source, wraps_text)
+            flat = flatten(segment.source, wraps_text, spans)
             if not any(char.isalpha() for char in flat.text):  # no word: its numbers, codes and spaces as they are
                 target = segment.fill()
                 for child in segment.source.childNodes:
@@ -120,8 +122,8 @@ def translate_xliff(
 
 def batch_settings(translator, batch: Batch) -> tuple[dict, int | None]:
     """The settings a batch decodes with beside the translator's (its target language, each segment whole
-    where its codes need an alignment, no protected spans: a CAT tool marks what to keep as inline codes),
-    and the decoder layer to align with (None: none)."""
+    where its codes need an alignment, no protected spans: flatten has made them codes already), and the
+    decoder layer to align with (None: none)."""
     layer = alignment_layer(translator) if batch.aligned else None
     whole = {"split_sentences": False} if layer is not None else {}
     return {"tgt_lang": batch.tgt_lang, "protect": "none", **whole}, layer
