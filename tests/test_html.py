@@ -13,7 +13,7 @@ from conftest import LEXICON, run_cli
 PAGE = """\ufeff<!DOCTYPE html>
 <html lang="de">
 <head>
-  <meta charset="utf-8">
+  <meta charset="utf-8"><meta name="description" content="ein hund"><meta name="viewport" content="width=1">
   <title>ein hund</title>
   <style>p { color: red; }</style>
   <script>var s = "<p>ein hund</p>";</script>
@@ -50,7 +50,7 @@ def test_a_page_is_cut_into_segments_between_its_block_elements(tmp_path):
         'ein mann isst <code>ein hund</code> <span translate="no">Bello</span>',
     ]
     assert page.segments[3].lead == "\n     "
-    assert [a.source for a in page.attributes] == ["hier", "eine & katze"]  # what a reader sees, read
+    assert [a.source for a in page.attributes] == ["ein hund", "hier", "eine & katze"]  # what a reader sees
     assert page.output() == PAGE  # nothing translated: the page as it was read, byte for byte
 
 
@@ -73,7 +73,7 @@ def translator(trained_run):
 
 def test_the_text_is_translated_and_the_markup_kept(translator, tmp_path):
     report = mt.translate_html(translator, write_page(tmp_path), str(tmp_path / "page.en.html"))
-    assert (report.translated, report.with_elements, report.attributes) == (6, 3, 2)
+    assert (report.translated, report.with_elements, report.attributes) == (6, 3, 3)
     out = (tmp_path / "page.en.html").read_bytes().decode("utf-8")
     assert out.startswith('\ufeff<!DOCTYPE html>\n<html lang="en">')
     for kept in (
@@ -87,6 +87,7 @@ def test_the_text_is_translated_and_the_markup_kept(translator, tmp_path):
         assert kept in out
     words = translator.translate(["ein hund", "ein mann läuft"])
     assert f"<title>{words[0]}</title>" in out and f"<h1>{words[1]}</h1>" in out
+    assert f'<meta name="description" content="{words[0]}"><meta name="viewport" content="width=1">' in out
     assert f"<b>{LEXICON['hund']}</b>" in out  # the inline element around its word's translation
     assert "<br>\n     " in out and f'<a href="/x?a=1&amp;b=2" title="{LEXICON["hier"]}">' in out
     assert f"<img src=\"k.png\" alt='{translator.translate('eine & katze')}'>" in out  # quoted as it was
@@ -98,7 +99,7 @@ def test_the_text_is_translated_and_the_markup_kept(translator, tmp_path):
 def test_translate_takes_a_page(trained_run, tmp_path):
     given = ["translate", "-c", str(trained_run), "-i", str(write_page(tmp_path))]
     done = run_cli(*given, "-o", str(tmp_path / "page.en.html"))
-    said = "6 segments translated, 3 with inline elements kept in place; 2 attribute texts (alt, title, ...) translated"
+    said = "6 segments translated, 3 with inline elements kept in place; 3 attribute texts (alt, title, ...) translated"
     assert said in done.stderr
     refused = run_cli(*given, "-o", str(tmp_path / "page.txt"), check=False)
     assert (

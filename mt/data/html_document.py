@@ -6,8 +6,9 @@ translation keeps around the words they wrapped (protected spans, mt/decoding/pr
 holds no text to translate is left as it is: <script>, <style>, <pre>, <textarea>, <svg>, <math>,
 <template>, and any element marked translate="no" or with the class notranslate, as HTML and web
 translators agree; inline code (<code>, <kbd>, ...) is copied within its sentence. The text of alt, title,
-placeholder and aria-label attributes is translated too. The page is written back as it was read, each
-segment and attribute value replaced by its translation, and <html lang> set to the target language.
+placeholder and aria-label attributes is translated too, and a <meta> description's. The page is written
+back as it was read, each segment and attribute value replaced by its translation, and <html lang> set to
+the target language.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ LANG = re.compile(r"""(\blang\s*=\s*)(["']?)([\w-]*)\2""", re.IGNORECASE)
 CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.-]+)""", re.IGNORECASE)
 # Attribute text a reader sees (an image's description, a tooltip, a field's hint), translated too.
 ATTRIBUTE = re.compile(r"""\s(?:alt|title|placeholder|aria-label)\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
+# and a page's description, as search engines and link previews show it
+DESCRIBING = re.compile(
+    r"""<meta\s[^>]*\b(?:name|property)\s*=\s*["']?(?:description|og:title|og:description)\b""", re.I
+)
+CONTENT = re.compile(r"""\scontent\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 KEPT_ENTITIES = re.compile(r"&(?:lt|gt);")  # left as they are: read, they would look like markup
 
 
@@ -199,9 +205,10 @@ class HtmlPage:
 
 
 def attributes_of(tag: str, tag_start: int) -> list[Attribute]:
-    """A tag's attribute values to translate: those holding a word."""
+    """A tag's attribute values to translate (alt, title, ..., a describing <meta>'s content): those holding a
+    word."""
     found = []
-    for match in ATTRIBUTE.finditer(tag):
+    for match in [*ATTRIBUTE.finditer(tag), *(CONTENT.finditer(tag) if DESCRIBING.match(tag) else [])]:
         group = 1 if match.group(1) is not None else 2
         value = " ".join(html.unescape(match.group(group)).split())
         if any(char.isalpha() for char in value):
