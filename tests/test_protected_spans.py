@@ -181,7 +181,11 @@ def test_an_xliff_segments_spans_come_through_too(translator, tmp_path):
     head = '<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
     document = f'{head}<file original="a" source-language="de" target-language="en" datatype="plaintext"><body>'
     (tmp_path / "doc.xlf").write_text(f"{document}{units}</body></file></xliff>", encoding="utf-8")
-    mt.translate_xliff(translator, tmp_path / "doc.xlf", str(tmp_path / "out.xlf"))
+    report = mt.translate_xliff(translator, tmp_path / "doc.xlf", str(tmp_path / "out.xlf"))
+    assert (report.translated, report.with_codes, report.protected) == (2, 1, 2)  # the <g>; the URL, {essen}
+    assert "2 segments translated; 1 with inline codes placed by alignment; spans kept untranslated in 2 segments" == (
+        report.summary()
+    )
     targets = [t.toxml() for t in minidom.parse(str(tmp_path / "out.xlf")).getElementsByTagName("target")]
     assert "https://x.de/a_b" in targets[0] and "{essen}" in targets[1], targets
     assert f'<g id="g">{LEXICON["mann"]}</g>' in targets[1]

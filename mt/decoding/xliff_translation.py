@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from xml.dom import Node
 
 from mt.data.tmx import same_language, xml_text
 from mt.data.xliff import Segment, Xliff, wraps_text
@@ -22,6 +23,7 @@ class XliffReport:
     translated: int = 0
     with_codes: int = 0  # translated segments holding inline codes
     placed_by_position: int = 0  # of those, placed without an alignment
+    protected: int = 0  # translated segments whose text held protected spans (web addresses, placeholders)
     copied: int = 0  # segments without a word (codes, numbers, punctuation), copied as they are
     kept: int = 0  # segments whose target already held text
     not_translated: int = 0  # units marked translate="no"
@@ -37,6 +39,8 @@ class XliffReport:
             how = " placed by alignment" if not by_position else " placed by relative position" if not aligned else ""
             how = how or f": {aligned} placed by alignment, {by_position} by relative position"
             parts.append(f"{self.with_codes} with inline codes{how}")
+        if self.protected:
+            parts.append(f"spans kept untranslated in {count(self.protected, 'segment')}")
         if self.copied:
             parts.append(f"{count(self.copied, 'segment')} without words copied")
         if self.kept:
@@ -100,8 +104,11 @@ class XliffTranslation:
             self.report.replaced += replaced
             self.report.translated += 1
             render(segment.fill(), flat, text, place(flat, text, aligned))
-            self.report.with_codes += batch.aligned
-            self.report.placed_by_position += batch.aligned and aligned is None
+            spans = sum(code.node.nodeType == Node.TEXT_NODE for code in flat.codes)  # a protected span's text
+            codes = len(flat.codes) > spans  # the document's own inline codes
+            self.report.with_codes += codes
+            self.report.placed_by_position += codes and aligned is None
+            self.report.protected += spans > 0
 
 
 def translate_xliff(
