@@ -72,7 +72,6 @@ class Entry:
     """One entry: its lines as read, its strings, and where its flags and translations stand among them."""
 
     lines: list[str]
-    first_line: int  # in the file, 1-based, for messages
     strings: dict[str, str] = field(default_factory=dict)  # msgctxt, msgid, msgid_plural, msgstr, msgstr[N]
     flags: list[str] = field(default_factory=list)
     flags_at: int | None = None  # the #, line's index in lines
@@ -107,7 +106,7 @@ class Entry:
 
 def parse_entry(lines: list[str], first_line: int, path: str) -> Entry:
     """An entry's lines read, or a one-line MTError naming the file and line."""
-    entry = Entry(lines, first_line)
+    entry = Entry(lines)
     key = None
     for i, line in enumerate(lines):
         where = f"{path}:{first_line + i}"

@@ -19,7 +19,6 @@ from mt.errors import MTError
 from mt.serve.limits import RequestError
 
 MEDIA_TYPES = {"xliff": "application/xliff+xml", "po": "text/x-gettext-translation", "html": "text/html"}
-XLIFF_TYPE = MEDIA_TYPES["xliff"]
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
