@@ -105,3 +105,16 @@ def test_translate_takes_a_page(trained_run, tmp_path):
     assert (
         refused.returncode == 2 and "an HTML input is written as HTML: name the output .html or .htm" in refused.stderr
     )
+
+
+def test_a_comment_stays_in_its_sentence_and_escaped_brackets_are_kept_from_the_model(translator, tmp_path):
+    text = "<p>ein <!-- alt: eine katze --> hund springt</p>\n<p>ein mann &lt;hier&gt;</p>\n"
+    page = HtmlPage(write_page(tmp_path, text))
+    # a comment splits no sentence; before, the <p> was two segments, "ein" and "hund springt"
+    assert [s.source for s in page.segments] == ["ein <!-- alt: eine katze --> hund springt", "ein mann &lt;hier&gt;"]
+    mt.translate_html(translator, page.path, str(tmp_path / "out.html"))
+    out = (tmp_path / "out.html").read_text(encoding="utf-8")
+    first, second = translator.translate(["ein hund springt", "ein mann hier"])
+    assert out.count("<!-- alt: eine katze -->") == 1 and out.count("<p>") == 2
+    assert out.replace("<!-- alt: eine katze --> ", "").startswith(f"<p>{first}</p>")
+    assert f"<p>{second.replace(LEXICON['hier'], '&lt;' + LEXICON['hier'] + '&gt;')}</p>" in out

@@ -20,7 +20,7 @@ from conftest import LEXICON, run_cli
 FOUND = {
     "url": ["https://example.com/a_b?c=1&d=2#x", "http://x.de", "www.hunde-welt.de/bilder", "ftp://files.org/a.tgz"],
     "email": ["info@beispiel.de", "first.last+tag@mail.example.org"],
-    "tag": ["<b>", "</b>", "<br/>", '<a href="https://x.de">', "<span class='x'>"],
+    "tag": ["<b>", "</b>", "<br/>", '<a href="https://x.de">', "<span class='x'>", "<!-- a <b> -->", "&lt;", "&gt;"],
     "placeholder": ["{name}", "{0}", "{}", "{{count}}", "${user}", "%(count)d", "%1$s", "%(rate).2f"],
     "code": ["`make test`", "`x = 1`"],
     "printf": ["%s", "%d", "%.2f", "%ld", "%%", "%5i"],

@@ -101,8 +101,8 @@ class HtmlPage:
         self.target_language = ""  # written into <html lang> (check_language sets it)
 
     def _segments(self) -> list[Segment]:
-        """The page's segments in order: the runs of text and inline elements between block elements,
-        comments and declarations, outside the elements whose content is left as it is."""
+        """The page's segments in order: the runs of text, inline elements and comments between block
+        elements and declarations, outside the elements whose content is left as it is."""
         text, found, skipping, at = self.text, [], [], 0
         start = None  # where the segment being gathered began
 
@@ -120,8 +120,9 @@ class HtmlPage:
             if skipping:  # only the element being skipped, and the same nested in it, count
                 if name == skipping[-1]:
                     skipping.pop() if closing else skipping.append(name)
-            elif not name:  # a comment or a declaration
-                close(match.start())
+            elif not name:  # a declaration ends a segment; a comment within one stays there, as a tag does
+                if not match.group(0).startswith("<!--"):
+                    close(match.start())
             elif name in BLOCKS or name in SKIPPED:
                 close(match.start())
                 marked = name in SKIPPED or NO_TRANSLATE.search(match.group(0))

@@ -23,7 +23,8 @@ from mt.errors import MTError
 
 # What each kind protects; an earlier kind wins where two match at one place (a URL inside a tag's attribute).
 PATTERNS = {
-    "tag": r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?/?>",  # <b>, </b>, <br/>, <a href="...">
+    # <b>, </b>, <br/>, <a href="...">; a comment; &lt; and &gt;, brackets escaped as markup writes them
+    "tag": r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?/?>|<!--[\s\S]*?-->|&(?:lt|gt);",
     "url": r"\b(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]}'»]",  # the sentence's period stays out
     "email": r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b",
     "code": r"`[^`\n]+`",  # `code`, as Markdown writes it
@@ -73,8 +74,8 @@ def flatten_line(line: str, pattern: re.Pattern) -> Flattened | None:
     opened: list[int] = []  # indices in found of tags still open
     closer: dict[int, int] = {}  # an opening tag's index -> its closing tag's
     for i, match in enumerate(found):
-        if match.lastgroup != "tag" or match.group().endswith("/>"):
-            continue
+        if match.lastgroup != "tag" or not TAG_NAME.match(match.group()) or match.group().endswith("/>"):
+            continue  # a point: no element (a comment, &lt;), or one closed in itself
         name = TAG_NAME.match(match.group()).group(1).lower()
         if not match.group().startswith("</"):
             opened.extend([i] if name not in VOID_TAGS else [])
