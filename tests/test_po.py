@@ -1,6 +1,7 @@
 """Gettext PO catalogues (mt/data/po.py, mt/decoding/po_translation.py): read and written back line for
-line, untranslated messages translated line by line with their placeholders kept, plural forms filled as
-the language has them, new translations marked fuzzy; bad files one line naming file and line."""
+line, untranslated messages translated line by line with their placeholders and accelerator keys kept,
+plural forms filled as the language has them, new translations marked fuzzy; bad files one line naming
+file and line."""
 
 import gettext
 import random
@@ -178,3 +179,32 @@ def test_translate_takes_a_catalogue_and_refuses_what_goes_with_lines(trained_ru
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
     lines_to_po = run_cli(*given[:-2], "-i", str(tmp_path / "in.de"), "-o", str(tmp_path / "x.po"), check=False)
     assert lines_to_po.returncode == 2 and "a PO output is a PO input translated: give -i app.pot" in lines_to_po.stderr
+
+
+def test_a_catalogues_accelerators_are_kept_and_gettext_accepts_them(translator, tmp_path):
+    entries = '\nmsgid "ein _mann läuft"\nmsgstr ""\n\nmsgid "ein hund &schläft"\nmsgstr ""\n'
+    report = mt.translate_po(translator, write_pot(tmp_path, "en", entries), str(tmp_path / "en.po"))
+    found = [e.strings["msgstr"] for e in Catalogue(tmp_path / "en.po").entries if not e.is_header]
+    assert (
+        found
+        == ["a _man runs", "a dog &sleeps"]
+        == [
+            t.replace("man", "_man", 1).replace("sleeps", "&sleeps")
+            for t in translator.translate(["ein mann läuft", "ein hund schläft"])
+        ]
+    )
+    assert report.accelerators == 2 and "(2 with accelerator keys kept)" in report.summary()
+    if shutil.which("msgfmt"):  # gettext's check: a message with a marker has one in its translation
+        for marker in "_&":
+            subprocess.run(["msgfmt", f"--check-accelerators={marker}", "--use-fuzzy", "-o", "/dev/null",
+                            str(tmp_path / "en.po")], check=True, capture_output=True)  # fmt: skip
+
+
+def test_a_catalogue_naming_its_marker_has_only_that_one(translator, tmp_path):
+    path = tmp_path / "app.pot"
+    header = HEADER.format(language="en").replace('"Language:', '"X-Accelerator-Marker: &\\n"\n"Language:')
+    path.write_text(header + '\nmsgid "ein &mann"\nmsgstr ""\n\nmsgid "ein _mann"\nmsgstr ""\n', encoding="utf-8")
+    mt.translate_po(translator, path, str(tmp_path / "en.po"))
+    found = [e.strings["msgstr"] for e in Catalogue(tmp_path / "en.po").entries if not e.is_header]
+    assert found[0] == "a &man" and "_" not in translator.translate("ein mann")
+    assert found[1] == translator.translate("ein _mann")  # "_" is no marker here: the model reads it

@@ -1,6 +1,6 @@
 """A gettext catalogue translated: each untranslated message through the translator, line by line, its
-placeholders kept (protected spans, printf's %s and %d among them), the
-translations written in and marked fuzzy for review (mt/data/po.py).
+placeholders kept (protected spans, printf's %s and %d among them) and its accelerator key too
+(mt/decoding/accelerators.py), the translations written in and marked fuzzy for review (mt/data/po.py).
 
     report = mt.translate_po(translator, "app.pot", "de.po")
 """
@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from mt.data.po import Catalogue
+from mt.decoding.accelerators import MARKERS, Accelerator, put_accelerator, take_accelerator
 from mt.decoding.protected_spans import pattern_of
 from mt.decoding.xliff_translation import target_of
 
@@ -23,13 +24,16 @@ class PoReport:
     plural: int = 0  # of those, with plural forms
     copied: int = 0  # entries without a word (numbers, placeholders, punctuation), copied as they are
     kept: int = 0  # entries translated already
+    accelerators: int = 0  # of the translated, with an accelerator marker (_Open, &File) carried over
 
     def summary(self) -> str:
         def count(n: int, noun: str) -> str:
             return f"{n} {noun}{'' if n == 1 else 's'}"
 
-        plural = f" ({self.plural} with plural forms)" if self.plural else ""
-        parts = [count(self.translated, "message") + f" translated{plural}, marked fuzzy for review"]
+        details = [f"{self.plural} with plural forms"] if self.plural else []
+        details += [f"{self.accelerators} with accelerator keys kept"] if self.accelerators else []
+        details_text = f" ({', '.join(details)})" if details else ""
+        parts = [count(self.translated, "message") + f" translated{details_text}, marked fuzzy for review"]
         if self.copied:
             parts.append(f"{count(self.copied, 'message')} without words copied")
         if self.kept:
@@ -50,9 +54,10 @@ class Message:
     entry: int
     text: int
     line: int
-    core: str
+    core: str  # what the model reads: without the accelerator marker
     lead: str
     trail: str
+    accelerator: Accelerator | None
 
 
 class PoTranslation:
@@ -71,23 +76,27 @@ class PoTranslation:
         ]
         self.outputs = [[text.split("\n") for text in entry_texts] for entry_texts in texts]  # filled line by line
         protect = protect_for(translator.settings.protect)
-        spans = pattern_of(protect)
+        self.spans = spans = pattern_of(protect)
+        declared = catalogue.header_field("X-Accelerator-Marker")  # KDE's catalogues name theirs
+        markers = MARKERS if declared is None else declared.strip()
         self.messages = []
         for i, entry_texts in enumerate(texts):
             for j, text in enumerate(entry_texts):
                 for k, line in enumerate(text.split("\n")):
-                    core = line.strip()
+                    core, accelerator = take_accelerator(line.strip(), markers, spans)
                     if any(char.isalpha() for char in (spans.sub("", core) if spans else core)):
                         lead, trail = line[: len(line) - len(line.lstrip())], line[len(line.rstrip()) :]
-                        self.messages.append(Message(i, j, k, core, lead, trail))
+                        self.messages.append(Message(i, j, k, core, lead, trail, accelerator))
         self.lines = [m.core for m in self.messages]
         self.changes = {"tgt_lang": target_of(translator, self.language), "protect": protect}
 
     def fill(self, found: list) -> None:
         """The Translations of self.lines, in order, written into their entries (marked fuzzy)."""
         for m, translation in zip(self.messages, found):
-            self.outputs[m.entry][m.text][m.line] = m.lead + translation.text + m.trail
+            text = put_accelerator(translation.text, m.accelerator, self.spans)
+            self.outputs[m.entry][m.text][m.line] = m.lead + text + m.trail
         translated = {m.entry for m in self.messages}
+        self.report.accelerators = len({m.entry for m in self.messages if m.accelerator})
         plural = any("msgid_plural" in e.strings for e in self.todo)
         forms = self.catalogue.plural_forms(self.language) if plural else 2
         for i, entry in enumerate(self.todo):
