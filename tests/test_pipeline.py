@@ -509,6 +509,13 @@ def test_attention_heatmaps_and_alignments(trained_run, tmp_path):
     text, alignment = rows[0].split("\t")
     assert text == "a dog runs"
     pairs = [tuple(map(int, p.split("-"))) for p in alignment.split()]
+    assert pairs == sorted(set(pairs))  # source-target word pairs, in order
+    assert {s for s, _ in pairs} == {t for _, t in pairs} == {0, 1, 2}  # every word of both has a link
+    pieces = run_cli(
+        "translate", "-c", str(trained_run / "checkpoints" / "best.pt"), "--alignments", "pieces",
+        input_text="ein hund läuft\n",
+    )  # fmt: skip
+    pairs = [tuple(map(int, p.split("-"))) for p in pieces.stdout.split("\t")[1].split()]
     assert [t for _, t in pairs] == list(range(len(pairs)))  # one source piece per target piece
     assert all(0 <= s <= 3 for s, _ in pairs)  # 3 source pieces + EOS
     assert sorted(p.name for p in (tmp_path / "att").iterdir()) == ["000000.svg", "000002.svg"]

@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from mt.data.xliff import Xliff, wraps_text
+from mt.decoding.attention_maps import word_alignment
 from mt.decoding.inline_tags import flatten, in_order, piece_tokens, place, render, token_alignment
 from mt.decoding.protected_spans import DEFAULT, pattern_of
+from mt.decoding.settings import Translation
 from mt.errors import MTError
 
 from conftest import run_cli
@@ -154,6 +156,27 @@ def test_pieces_find_their_tokens_and_attention_aligns_them():
     pieces = ["\u2581man", "\u2581is", "\u2581grilling", "</s>"]
     source = ["\u2581Mann", "\u2581grillt", ".", "</s>"]
     assert token_alignment(attention, source, pieces, "Mann grillt.", "man is grilling") == [{0}, {1, 2}, {2}]
+
+
+def test_word_alignment_links_words_split_at_spaces():
+    """translate --alignments: words as a user counts them, a word's punctuation and pieces its own."""
+    # target pieces: a, red, do g, ., EOS; source pieces: ein, ro ter, hund, ., EOS
+    attention = torch.tensor(
+        [
+            [0.9, 0.0, 0.0, 0.1, 0.0, 0.0],
+            [0.0, 0.5, 0.4, 0.1, 0.0, 0.0],
+            [0.1, 0.0, 0.0, 0.9, 0.0, 0.0],
+            [0.1, 0.0, 0.0, 0.8, 0.1, 0.0],
+            [0.0, 0.0, 0.0, 0.1, 0.9, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+        ]
+    )
+    source = ["\u2581ein", "\u2581ro", "ter", "\u2581hund", ".", "</s>"]
+    hyp = Translation("a red dog.", 0.0, source, ["\u2581a", "\u2581red", "\u2581do", "g", ".", "</s>"], attention)
+    assert word_alignment(hyp, "ein roter hund.") == [(0, 0), (1, 1), (2, 2)]
+    swapped = ["\u2581a", "\u2581dog", "\u2581red", ".", "</s>"]
+    hyp = Translation("a dog red.", 0.0, source, swapped, attention[[0, 2, 1, 4, 5]])
+    assert word_alignment(hyp, "ein roter hund.") == [(0, 0), (1, 2), (2, 1)]  # crossing links stay as they are
 
 
 def test_which_segments_are_filled_and_where_their_targets_go(tmp_path):

@@ -159,9 +159,20 @@ def translate_parser() -> argparse.ArgumentParser:
     )
     attention = p.add_argument_group("attention")
     attention.add_argument("--attention-dir", help="write a cross-attention heatmap (SVG) per input line here")
-    attention.add_argument("--attention-layer", type=int, default=-1, help="decoder layer for heatmaps/alignments")
+    attention.add_argument(
+        "--attention-layer",
+        type=int,
+        help="decoder layer for heatmaps/alignments (default: the last; for word alignments the one before it)",
+    )
     attention.add_argument("--attention-head", type=int, help="one head for heatmaps/alignments (default: mean)")
-    attention.add_argument("--alignments", action="store_true", help="append the hard alignment after a tab")
+    attention.add_argument(
+        "--alignments",
+        nargs="?",
+        const="words",
+        choices=("words", "pieces"),
+        help="append the alignment after a tab: source-target word pairs (words, the default), or each target "
+        "piece's most attended source piece (pieces)",
+    )
     files.add_argument(
         "--interactive",
         action="store_true",

@@ -5,8 +5,9 @@
 Output formats:
   default       one translation per input line, in input order (an empty line gives an empty line)
   --nbest K     K lines per input line: "<line number, 0-based>\\t<rank>\\t<score>\\t<translation>"
-  --alignments  "<translation>\\t<alignment>", the alignment as source-target piece index pairs
-                ("0-0 2-1 ..."), the most-attended source piece of each target piece (EOS included)
+  --alignments  "<translation>\\t<alignment>", the alignment as source-target word index pairs ("0-0 2-1
+                ...", words split at spaces); --alignments pieces: piece index pairs (EOS included), the
+                most attended source piece of each target piece
 
 An XLIFF input (-i doc.xlf -o doc.en.xlf) is a CAT tool's document: its empty targets are filled in, its
 inline formatting codes placed by the model's alignment. A PO input (-i app.pot -o de.po) is a gettext
@@ -44,15 +45,18 @@ from mt.export.engine import load_export_translator
 # translates without importing torch (about 1.4 s of start-up).
 
 
-def format_results(results, nbest: int, alignments: bool = False, first_line: int = 0) -> list[str]:
+def format_results(results, nbest: int, alignments: str | None = None, first_line: int = 0, lines=()) -> list[str]:
+    """The lines to write for results (each line's n-best Translations): translations, n-best rows, or
+    translations with their alignment (alignments: "words", of lines and their translations, or "pieces")."""
     if alignments:
-        from mt.decoding.attention_maps import format_alignment, hard_alignment
+        from mt.decoding.attention_maps import format_alignment, hard_alignment, word_alignment
+
+        def aligned(best, line: str) -> list[tuple[int, int]]:
+            return hard_alignment(best.attention) if alignments == "pieces" else word_alignment(best, line)
 
         return [
-            r[0].text + "\t" + format_alignment(hard_alignment(r[0].attention))
-            if r[0].attention is not None
-            else r[0].text + "\t"
-            for r in results
+            r[0].text + "\t" + (format_alignment(aligned(r[0], line)) if r[0].attention is not None else "")
+            for r, line in zip(results, lines)
         ]
     if nbest == 1:
         return [r[0].text for r in results]
@@ -309,10 +313,12 @@ def run(args) -> None:
     if document_kind(args.input):
         return run_document(args, translator, describe(translator.settings) + models_note(args, translator))
     settings = translator.settings
-    options = dict(
-        attention_layer=args.attention_layer if (args.alignments or args.attention_dir) else None,
-        attention_head=args.attention_head,
-    )
+    layer = args.attention_layer
+    if layer is None and (args.alignments or args.attention_dir):  # word alignments: the layer that aligns best
+        from mt.decoding.inline_tags import alignment_layer
+
+        layer = alignment_layer(translator) if args.alignments == "words" else -1
+    options = dict(attention_layer=layer, attention_head=args.attention_head)
     interactive = args.interactive or (args.input is None and sys.stdin.isatty())
     if interactive:
         chunks = (split_lines(decode_utf8(raw, "<stdin>")) or [""] for raw in sys.stdin.buffer)
@@ -349,7 +355,8 @@ def run(args) -> None:
                 if tmx is not None:
                     out.write(tmx.units_of(chunk, [found[0].text for found in results]))
                 else:
-                    out.write("".join(t + "\n" for t in format_results(results, args.nbest, args.alignments, done)))
+                    written = format_results(results, args.nbest, args.alignments, done, chunk)
+                    out.write("".join(t + "\n" for t in written))
                 out.flush()  # what is written stays written, whatever happens later
                 writing = False
             except BrokenPipeError:

@@ -1,17 +1,33 @@
-"""Cross-attention for people: heatmaps (SVG, readable labels, no plotting library) and
-hard alignments (the most-attended source piece of each target piece), as in Bahdanau et al.'s figures.
+"""Cross-attention for people: heatmaps (SVG, readable labels, no plotting library), as in Bahdanau et al.'s
+figures, and hard alignments: between words (translate --alignments), or the most attended source piece of
+each target piece (--alignments pieces).
 """
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 import torch
+
+from mt.decoding.inline_tags import token_alignment
+
+WORD = re.compile(r"\S+")  # what --alignments counts: the line and its translation split at spaces
 
 
 def hard_alignment(weights: torch.Tensor) -> list[tuple[int, int]]:
     """(T, S) weights -> [(source index, target index)] pairs, the argmax source for each target piece."""
     return [(int(s), t) for t, s in enumerate(weights.argmax(dim=-1).tolist())]
+
+
+def word_alignment(translation, source: str) -> list[tuple[int, int]]:
+    """(source word, target word) pairs of a Translation with attention and the line it translates, words as
+    split at spaces: each source word with the target word attending to it most, and each target word no
+    source word chose with the source word it attends to most (token_alignment, as inline codes are placed).
+    Nearer a word's translation than each target piece's most attended piece (docs/benchmarks.md)."""
+    aligned = token_alignment(translation.attention, translation.src_pieces, translation.tgt_pieces, source,
+                              translation.text, WORD)  # fmt: skip
+    return sorted((s, t) for s, targets in enumerate(aligned) for t in targets)
 
 
 def format_alignment(pairs: list[tuple[int, int]]) -> str:

@@ -111,10 +111,10 @@ def flattened(raw: str, marks: list[tuple[int, str, object]]) -> Flattened:
     return Flattened(" ".join(raw.split()), len(middles), codes, lead, trail)
 
 
-def piece_tokens(pieces: list[str], text: str) -> list[int]:
-    """The token of text (TOKEN) each sentencepiece piece starts in, found by walking the two together: a
-    piece the tokenizer normalised (NFKC: "…" as "...") is taken where the walk stands."""
-    spans = [m.span() for m in TOKEN.finditer(text)]
+def piece_tokens(pieces: list[str], text: str, token: re.Pattern = TOKEN) -> list[int]:
+    """The token of text (TOKEN, or another tokenization) each sentencepiece piece starts in, found by walking
+    the two together: a piece the tokenizer normalised (NFKC: "…" as "...") is taken where the walk stands."""
+    spans = [m.span() for m in token.finditer(text)]
     owner = [-1] * len(text)
     for k, (a, b) in enumerate(spans):
         owner[a:b] = [k] * (b - a)
@@ -130,16 +130,19 @@ def piece_tokens(pieces: list[str], text: str) -> list[int]:
     return found
 
 
-def token_alignment(attention, src_pieces: list[str], tgt_pieces: list[str], src: str, tgt: str) -> list[set[int]]:
-    """For each source token, the target tokens aligned to it. attention (target pieces x source pieces, EOS
-    last on both sides) is summed over a source token's pieces and averaged over a target token's. Each
-    source token is aligned to the target token that attends to it most; a target token no source token
-    chose (the second word of a translation in two) to the source token it attends to most. Tried on
-    Multi30k, this wrapped a word's translation exactly more often than either direction alone or their union."""
-    n, m = len(TOKEN.findall(src)), len(TOKEN.findall(tgt))
+def token_alignment(
+    attention, src_pieces: list[str], tgt_pieces: list[str], src: str, tgt: str, token: re.Pattern = TOKEN
+) -> list[set[int]]:
+    """For each source token (TOKEN, or another tokenization), the target tokens aligned to it. attention
+    (target pieces x source pieces, EOS last on both sides) is summed over a source token's pieces and
+    averaged over a target token's. Each source token is aligned to the target token that attends to it
+    most; a target token no source token chose (the second word of a translation in two) to the source token
+    it attends to most. Tried on Multi30k, this wrapped a word's translation exactly more often than either
+    direction alone or their union."""
+    n, m = len(token.findall(src)), len(token.findall(tgt))
     weights = [[0.0] * n for _ in range(m)]
     pieces = [0] * m
-    src_of, tgt_of = piece_tokens(src_pieces[:-1], src), piece_tokens(tgt_pieces[:-1], tgt)
+    src_of, tgt_of = piece_tokens(src_pieces[:-1], src, token), piece_tokens(tgt_pieces[:-1], tgt, token)
     for t, row in zip(tgt_of, attention[: len(tgt_of), : len(src_of)].tolist()):
         pieces[t] += 1
         for s, weight in zip(src_of, row):
