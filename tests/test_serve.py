@@ -316,6 +316,16 @@ def test_protected_spans_as_translate_protects_them(server, checkpoint):
     assert "www.x.de/a" in answer["translations"][0] and "%s" in answer["translations"][1]
 
 
+def test_word_alignments_as_translate_writes_them(server, checkpoint, lines):
+    asked = [*lines[:4], ""]
+    status, answer = server.translate({"lines": asked, "alignments": True})
+    assert status == 200 and answer["translations"] == translate_cli(checkpoint, asked, "--beam", "1")
+    written = [row.split("\t")[1] for row in translate_cli(checkpoint, asked, "--beam", "1", "--alignments")]
+    assert [" ".join(f"{s}-{t}" for s, t in pairs) for pairs in answer["alignments"]] == written
+    assert answer["alignments"][-1] == [] and all(answer["alignments"][:4])
+    assert "alignments" not in server.translate({"lines": asked})[1]
+
+
 def test_lines_in_equal_lines_out(server, checkpoint):
     odd = ["", "ein hund", "   ", "rot\rblau", "klein\u2028rot", "nul\x00byte", "\t", "ein hund\n"]
     status, answer = server.translate({"lines": odd})
@@ -371,6 +381,13 @@ BAD_REQUESTS = [
     ("protect unknown", b'{"lines": ["a"], "protect": "url,links"}', 422, "protect: 'links' is not a kind of span"),
     ("glossary empty", b'{"lines": ["a"], "glossary": {"a": " "}}', 422, "glossary: the entry 'a': ' ' has an empty"),
     ("glossary not text", b'{"lines": ["a"], "glossary": {"a": 1}}', 422, "glossary.a: Input should be a valid string"),
+    ("alignments mbr", b'{"lines": ["a"], "alignments": true, "mbr": 3}', 422, "alignments come from one model's"),
+    (
+        "alignments by sentence",
+        b'{"lines": ["a"], "alignments": true, "split_sentences": true}',
+        422,
+        "alignments take one sentence a line",
+    ),
 ]
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import re
 from html import escape
-
-import torch
+from typing import TYPE_CHECKING
 
 from mt.decoding.inline_tags import token_alignment
+
+if TYPE_CHECKING:  # the tensors come from the model; reading them needs no import of torch (mt-serve has none)
+    import torch
 
 WORD = re.compile(r"\S+")  # what --alignments counts: the line and its translation split at spaces
 

@@ -18,7 +18,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.data.languages import into
+from mt.decoding.attention_maps import word_alignment
 from mt.decoding.glossary import Glossary
+from mt.decoding.inline_tags import alignment_layer
 from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
 from mt.errors import MTError
@@ -129,6 +131,17 @@ class RequestGlossaries:
         if len(self.kept) > self.size:
             self.kept.popitem(last=False)
         return merged
+
+
+def alignment_usable(translator: LineTranslator, settings: DecodeSettings) -> int:
+    """The decoder layer a request's word alignments come from (as translate --alignments'), or a
+    RequestError (422) where the request decodes in a way that shows no single attention."""
+    layer = alignment_layer(translator.with_settings(settings))
+    if layer is None:
+        raise RequestError(422, "alignments come from one model's attention: not with mbr or a CTranslate2 export")
+    if settings.split_sentences:
+        raise RequestError(422, "alignments take one sentence a line: not with split_sentences")
+    return layer
 
 
 def rerank_usable(translator: LineTranslator, settings: DecodeSettings, weight: float | None = None) -> None:
@@ -258,13 +271,14 @@ def create_app(
             current = await server_glossary()
             in_use = await request_glossaries(current, ask.glossary, source) or current
             terms_usable(translator.with_settings(settings), ask, in_use)
+            layer = alignment_usable(translator, settings) if ask.alignments else None
             pieces = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(ask.lines))
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)
         seeds = [line_seed(settings.seed, i) for i in range(len(ask.lines))] if settings.sampling else None
         future = batcher.submit(
             ask.lines, settings, pieces, prefixes=ask.prefixes, seeds=seeds, terms=ask.terms, glossary=in_use,
-            reverse_weight=ask.reverse_weight,
+            reverse_weight=ask.reverse_weight, attention_layer=layer,
         )  # fmt: skip
         try:
             results = await answer_or_hang_up(request, future)
@@ -277,6 +291,11 @@ def create_app(
             answer["reverse_weight"] = translator.reverse_weight if ask.reverse_weight is None else ask.reverse_weight
         if ask.scores or settings.nbest > 1:
             answer["hypotheses"] = [[{"text": t.text, "score": t.score} for t in found] for found in results]
+        if ask.alignments:
+            answer["alignments"] = [
+                [list(pair) for pair in word_alignment(found[0], line)] if found[0].attention is not None else []
+                for found, line in zip(results, ask.lines)
+            ]
         return answer
 
     @app.post(

@@ -66,6 +66,9 @@ class TranslateRequest(DecodingChoices):
     )
     nbest: int | None = Field(None, ge=1)
     scores: bool = Field(False, description="also return each line's hypotheses with their scores")
+    alignments: bool = Field(
+        False, description="also return each line's word alignment: [source word, target word] index pairs"
+    )
 
 
 class DocumentRequest(DecodingChoices):
