@@ -8,6 +8,7 @@
     mt.translate_xliff(translator, "doc.xlf", "doc.en.xlf")  # a CAT tool's XLIFF, its targets filled in
     mt.translate_po(translator, "app.pot", "en.po")  # a gettext catalogue, its messages translated
     mt.translate_html(translator, "page.html", "page.en.html")  # a web page, its markup kept
+    mt.translate_subtitles(translator, "film.de.srt", "film.en.srt")  # subtitles, their timing kept
     run = mt.train("experiment=smoke")  # as `mt-train experiment=smoke`; run.results, run.translator()
     runs = mt.sweep("experiment=smoke", "train.lr=5e-4,1e-3")  # as `mt-train -m ...`: one run per value
 
@@ -27,6 +28,7 @@ _LAZY = {
     "translate_xliff": "mt.decoding.xliff_translation",
     "translate_po": "mt.decoding.po_translation",
     "translate_html": "mt.decoding.html_translation",
+    "translate_subtitles": "mt.decoding.subtitle_translation",
     "PairScore": "mt.decoding.settings",
     "MTError": "mt.errors",
     "Interrupted": "mt.errors",

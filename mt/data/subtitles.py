@@ -1,0 +1,100 @@
+"""Subtitle files: `translate -i film.de.srt -o film.en.srt` translates their text and keeps their timing.
+
+SubRip (.srt) is blocks of a number, a timing line (00:01:02,500 --> 00:01:04,000) and one or more lines of
+text, a blank line between blocks; WebVTT (.vtt) starts with WEBVTT, may name a cue before its timing line,
+put settings after it (align:start) and hold NOTE, STYLE and REGION blocks, which are not cues. A file is
+read whole into cues (where each one's text lines are), and written back as it was read but for the text of
+the cues translated: numbering, timing, blank lines, line endings and a byte-order mark kept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt.data.lines import decode_utf8, write_document
+from mt.errors import MTError
+
+SUBTITLE_SUFFIXES = (".srt", ".vtt")
+TIME = r"(?:\d+:)?\d{1,2}:\d{2}[,.]\d{3}"
+TIMING = re.compile(rf"^\s*{TIME}\s*-->\s*{TIME}(?:\s.*)?$")
+NOT_CUES = ("NOTE", "STYLE", "REGION")  # WebVTT blocks that hold no text to show
+
+
+def is_subtitle_name(path: str | None) -> bool:
+    """Whether a file named so is a subtitle file (.srt, .vtt)."""
+    return bool(path) and Path(path).name.lower().endswith(SUBTITLE_SUFFIXES)
+
+
+@dataclass
+class Cue:
+    """A cue's text: where its lines stand in the file (indices into Subtitles.lines) and what they say."""
+
+    first: int
+    lines: list[str]
+
+    @property
+    def text(self) -> str:
+        """The cue's lines as one line, as a viewer reads them."""
+        return " ".join(line.strip() for line in self.lines if line.strip())
+
+
+class Subtitles:
+    """A subtitle file read whole: its cues, and written back with their translations."""
+
+    def __init__(self, path: str | os.PathLike, data: bytes | None = None):
+        self.path = str(path)
+        try:
+            raw = Path(path).read_bytes() if data is None else data
+        except OSError as err:
+            raise MTError(f"{path}: cannot be read ({err.strerror or err})") from None
+        self.bom = raw.startswith(b"\xef\xbb\xbf")
+        text = decode_utf8(raw.removeprefix(b"\xef\xbb\xbf"), self.path)
+        self.newline = "\r\n" if "\r\n" in text else "\n"
+        self.lines = text.split(self.newline)
+        self.webvtt = self.lines[0].startswith("WEBVTT")
+        if self.path.lower().endswith(".vtt") and not self.webvtt:
+            raise MTError(f"{self.path}:1: a WebVTT file starts with WEBVTT")
+        self.cues = self._cues()
+        self.translations: dict[int, list[str]] = {}  # a cue's index -> its translated lines
+
+    def _cues(self) -> list[Cue]:
+        """The cues in order: in each block (lines between blank lines), the lines after its timing line."""
+        cues, block = [], []
+        for i, line in enumerate([*self.lines, ""]):
+            if line.strip():
+                block.append(i)
+                continue
+            if block:
+                cue = self._cue(block)
+                cues += [cue] if cue else []
+            block = []
+        return cues
+
+    def _cue(self, block: list[int]) -> Cue | None:
+        """A block's cue; None for WebVTT's header and its NOTE, STYLE and REGION blocks."""
+        first = self.lines[block[0]]
+        if self.webvtt and (block[0] == 0 or first.split(" ", 1)[0].split("\t", 1)[0] in NOT_CUES):
+            return None
+        timing = next((i for i in block[:2] if "-->" in self.lines[i]), None)
+        if timing is None:
+            where = "a number, then a timing line" if not self.webvtt else "a timing line"
+            raise MTError(f"{self.path}:{block[0] + 1}: a cue starts with {where} (00:00:01,000 --> 00:00:02,500)")
+        if not TIMING.match(self.lines[timing]):
+            raise MTError(f"{self.path}:{timing + 1}: not a timing line: {self.lines[timing].strip()[:80]!r}")
+        return Cue(timing + 1, [self.lines[i] for i in block if i > timing])
+
+    def output(self) -> str:
+        """The file with each translated cue's text lines in place of its own."""
+        lines, at = [], 0
+        for i, cue in enumerate(self.cues):
+            if i in self.translations:
+                lines += self.lines[at : cue.first] + self.translations[i]
+                at = cue.first + len(cue.lines)
+        lines += self.lines[at:]
+        return ("\ufeff" if self.bom else "") + self.newline.join(lines)
+
+    def write(self, path: str | None, out=None) -> None:
+        write_document(path, self.output(), out)
