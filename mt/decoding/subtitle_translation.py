@@ -33,7 +33,7 @@ class SubtitleReport:
 
     translated: int = 0  # cues
     joined: int = 0  # of those, in sentences over several cues, split back by alignment
-    by_position: int = 0  # of those, split by relative position (no attention, or the alignment left a cue empty)
+    by_position: int = 0  # of those, split by relative position (no attention, or a cue left without a word)
     copied: int = 0  # cues without a word (music notes, numbers), copied as they are
 
     def summary(self) -> str:
@@ -136,7 +136,7 @@ class SubtitleTranslation:
 
     def _split(self, group: Group, translation) -> list[str]:
         """A sentence's translation cut at its cue boundaries: where the alignment puts them, else (no
-        attention, or a cue left empty) by the cues' share of the source's words."""
+        attention, or a cue left without a word) by the cues' share of the source's words."""
         aligned = None
         if translation.attention is not None:
             aligned = token_alignment(
@@ -144,10 +144,10 @@ class SubtitleTranslation:
             )
         rendered = render_line(group.flat, translation.text, place(group.flat, translation.text, aligned))
         parts = [" ".join(part.split()) for part in rendered.split(BREAK)]
-        if aligned is not None and all(parts) and len(parts) == len(group.cues):
+        if aligned is not None and all(any(c.isalpha() for c in part) for part in parts):  # no cue of "." alone
             return parts
         self.report.by_position += len(group.cues)
-        text = rendered.replace(BREAK, " ")
+        text = re.sub(f" ?{BREAK}", "", rendered)  # "her \ue000." is "her."
         return by_share(text.split(), [len(self.subtitles.cues[i].text.split()) for i in group.cues])
 
 
