@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -171,8 +172,8 @@ def test_an_xliff_document_is_filled_in_as_translate_fills_it(server, checkpoint
     assert status == 413 and "over the server's limit of 10,485,760" in text
 
 
-@pytest.mark.parametrize("kind", ["po", "html"])
-def test_a_catalogue_and_a_page_are_translated_as_translate_translates_them(
+@pytest.mark.parametrize("kind", ["po", "html", "subtitles"])
+def test_a_catalogue_a_page_and_subtitles_are_translated_as_translate_translates_them(
     server, checkpoint, tiny_corpus, tmp_path, kind
 ):
     lines = (tiny_corpus / "valid.de").read_text(encoding="utf-8").splitlines()[:20]  # more than max_lines (16)
@@ -181,13 +182,17 @@ def test_a_catalogue_and_a_page_are_translated_as_translate_translates_them(
         document = f'msgid ""\nmsgstr "Language: \\n"\n{entries}\nmsgid "{lines[0]}"\nmsgid_plural "%d {lines[0]}"\n'
         document += 'msgstr[0] ""\nmsgstr[1] ""\n'
         name, media_type = "app.pot", "text/x-gettext-translation"
-    else:
+    elif kind == "html":
         words = lines[0].split()
         lines[0] = " ".join([words[0], f"<b>{words[1]}</b>", *words[2:], "https://x.de/a"])
         document = "<html><body>\n" + "".join(f"<p>{line}</p>\n" for line in lines) + "</body></html>\n"
         name, media_type = "page.html", "text/html"
+    else:  # cues without a period: sentences over three cues, split back by alignment
+        timing = "00:00:01,000 --> 00:00:02,000"
+        document = "\n".join(f"{i + 1}\n{timing}\n{line}\n" for i, line in enumerate(lines))
+        name, media_type = "film.srt", "application/x-subrip"
     (tmp_path / name).write_text(document, encoding="utf-8")
-    out = tmp_path / f"out.{kind}"
+    out = tmp_path / f"out{Path(name).suffix.replace('.pot', '.po')}"
     run_cli("translate", "-c", str(checkpoint), "--beam", "1", "-i", str(tmp_path / name), "-o", str(out))
     status, text, headers = server.document(f"/{kind}", document.encode("utf-8"))
     assert status == 200 and headers["content-type"].startswith(media_type)
@@ -196,12 +201,12 @@ def test_a_catalogue_and_a_page_are_translated_as_translate_translates_them(
     assert report["translated"] == 20 and report["target_language"] == "en"
     (tmp_path / "glossary.tsv").write_text("hund\tpuppy\n", encoding="utf-8")
     flags = "--beam", "3", "--glossary", str(tmp_path / "glossary.tsv"), "-i", str(tmp_path / name)
-    run_cli("translate", "-c", str(checkpoint), *flags, "-o", str(tmp_path / f"glossed.{kind}"))
+    run_cli("translate", "-c", str(checkpoint), *flags, "-o", str(tmp_path / f"glossed{out.suffix}"))
     asked = {"document": document, "strategy": "beam", "beam": 3, "glossary": {"hund": "puppy"}}
     status, answer = server.request("POST", f"/{kind}", asked)
-    assert status == 200 and answer == (tmp_path / f"glossed.{kind}").read_text(encoding="utf-8")
+    assert status == 200 and answer == (tmp_path / f"glossed{out.suffix}").read_text(encoding="utf-8")
     assert "puppy" in answer
-    bad = b'msgid "a"\nmsgstring ""\n' if kind == "po" else b'<meta charset="latin-1"><p>ein hund</p>'
+    bad = {"po": b'msgid "a"\nmsgstring ""\n', "html": b'<meta charset="latin-1"><p>ein hund</p>'}.get(kind, b"1\nein")
     status, text, _ = server.document(f"/{kind}", bad)
     error = json.loads(text)["error"]
     assert status == 422 and error.startswith("the document") and "\n" not in error, error

@@ -71,6 +71,8 @@ class SubtitleTranslation:
 
     def __init__(self, subtitles: Subtitles, translator):
         self.subtitles = subtitles
+        target = translator.settings.tgt_lang or translator.languages[1]
+        self.language = target if isinstance(target, str) else ""  # for the caller to name the translation by
         self.protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))  # tags always
         self.spans = pattern_of(self.protect)
         self.layer = alignment_layer(translator)

@@ -25,7 +25,7 @@ from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
-from mt.serve.documents import MEDIA_TYPES, document_work, filled, without_declaration
+from mt.serve.documents import MEDIA_TYPES, document_work, filled, media_type, without_declaration
 from mt.serve.glossary_file import GlossaryFile
 from mt.serve.limits import (
     DecodingChoices,
@@ -47,6 +47,7 @@ DOCUMENT_ROUTES = {  # what each document route answers, for its page of the API
     "xliff": "The XLIFF document of the body with its targets filled in, as `translate -i doc.xlf` fills them.",
     "po": "The PO catalogue of the body with its untranslated messages translated, as `translate -i app.pot` does.",
     "html": "The HTML page of the body with its text translated, its markup kept, as `translate -i page.html` does.",
+    "subtitles": "The SubRip or WebVTT subtitles of the body translated, timing kept, as `translate -i film.srt` does.",
 }
 
 
@@ -384,7 +385,7 @@ def create_app(
             for other in futures[len(results) :]:  # stopped part-way: the rest of the document is not decoded
                 other.cancel()
         text, report = await asyncio.to_thread(filled, kind, work, chunks, results)
-        return Response(text, media_type=MEDIA_TYPES[kind], headers={"X-MT-Report": json.dumps(report)})
+        return Response(text, media_type=media_type(kind, work), headers={"X-MT-Report": json.dumps(report)})
 
     for kind in DOCUMENT_ROUTES:
         document_route(kind)

@@ -1,4 +1,4 @@
-"""Documents served (POST /xliff, /po, /html): a document read and its lines cut into the batcher's chunks,
+"""Documents served (POST /xliff, /po, /html, /subtitles): a document read and its lines cut into the batcher's chunks,
 off the event loop, and filled in with their translations; the routes themselves are in app.py."""
 
 from __future__ import annotations
@@ -8,17 +8,24 @@ from dataclasses import asdict, dataclass
 
 from mt.data.html_document import HtmlPage
 from mt.data.po import Catalogue
+from mt.data.subtitles import Subtitles
 from mt.data.xliff import Xliff
 from mt.decoding.glossary import Glossary
 from mt.decoding.html_translation import HtmlTranslation
 from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.po_translation import PoTranslation
 from mt.decoding.settings import line_seed
+from mt.decoding.subtitle_translation import SubtitleTranslation
 from mt.decoding.xliff_translation import Batch, XliffTranslation, batch_settings
 from mt.errors import MTError
 from mt.serve.limits import RequestError
 
-MEDIA_TYPES = {"xliff": "application/xliff+xml", "po": "text/x-gettext-translation", "html": "text/html"}
+MEDIA_TYPES = {
+    "xliff": "application/xliff+xml",
+    "po": "text/x-gettext-translation",
+    "html": "text/html",
+    "subtitles": "text/vtt",  # and SubRip's, application/x-subrip (media_type)
+}
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
@@ -29,13 +36,13 @@ def without_declaration(document: str) -> str:
 
 @dataclass
 class Lines:
-    """A run of a PO catalogue's or an HTML page's lines, as the batcher takes them."""
+    """A run of a PO catalogue's, an HTML page's or subtitles' lines, as the batcher takes them."""
 
     lines: list[str]
 
 
 def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: Glossary | None, max_lines: int):
-    """A document's lines to translate (an XliffTranslation, PoTranslation or HtmlTranslation), and its
+    """A document's lines to translate (an Xliff-, Po-, Html- or SubtitleTranslation), and its
     lines in chunks for the batcher: (a part of a batch, its settings, source pieces, attention layer or
     None, sampling seeds or None), in order; a RequestError where the document cannot be read or its
     glossary terms not placed."""
@@ -44,12 +51,17 @@ def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: 
             work = XliffTranslation(Xliff("the document", body), translator)
         elif kind == "po":
             work = PoTranslation(Catalogue("the document", body.decode("utf-8")), translator)
-        else:
+        elif kind == "html":
             work = HtmlTranslation(HtmlPage("the document", body), translator)
+        else:
+            work = SubtitleTranslation(Subtitles("the document", body), translator)
     except (MTError, UnicodeDecodeError) as err:
         raise RequestError(422, str(err) if isinstance(err, MTError) else "the document: not UTF-8") from None
     if kind == "xliff":  # per target language, with an alignment or without
         batches = [(batch, *batch_settings(translator, batch)) for batch in work.batches]
+    elif kind == "subtitles":  # single cues, then sentences over several cues with an alignment
+        plain, joined = work.changes()
+        batches = [(Lines(work.plain), plain, None), (Lines(work.joined), joined, work.layer)]
     else:
         batches = [(Lines(work.lines), work.changes, None)]
     chunks = []
@@ -80,6 +92,15 @@ def filled(kind: str, work, chunks: list, results: list) -> tuple[str, dict]:
             work.fill(batch, [hyps[0] for hyps in found])
         named = [language for _, language, _ in work.doc.languages() if language]
         return work.doc.text(), {"target_language": named[0] if named else "", **asdict(work.report)}
-    work.fill([hyps[0] for found in results for hyps in found])
+    best = [hyps[0] for found in results for hyps in found]
+    if kind == "subtitles":
+        work.fill(best[: len(work.plain)], best[len(work.plain) :])
+        return work.subtitles.output(), {"target_language": work.language, **asdict(work.report)}
+    work.fill(best)
     language = work.language if kind == "po" else work.page.target_language
     return work.text(), {"target_language": language, **asdict(work.report)}
+
+
+def media_type(kind: str, work) -> str:
+    """The answer's media type: the document kind's; SubRip's for subtitles that are not WebVTT."""
+    return "application/x-subrip" if kind == "subtitles" and not work.subtitles.webvtt else MEDIA_TYPES[kind]
