@@ -95,6 +95,11 @@ def test_words_are_shared_out_in_proportion_and_laid_on_the_cues_lines():
         "A man in a red shirt is", "walking down the street."
     ]  # fmt: skip
     assert laid_out("Hallo", two) == ["Hallo"]  # one word: one line
+    one = Cue(0, ["x"])  # a line of one, unless it would run over 42 characters
+    assert laid_out("A man in a red shirt.", one) == ["A man in a red shirt."]
+    assert laid_out("A man in a red shirt is walking down the busy street.", one) == [
+        "A man in a red shirt is", "walking down the busy street."
+    ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

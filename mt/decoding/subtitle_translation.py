@@ -6,7 +6,8 @@ Hund gesehen." make two poor halves. So cues are joined into sentences (until a 
 most MAX_CUES) and each boundary between them goes through the translation as an inline code does
 (mt/decoding/inline_tags.py): after the translation of the words before it. A dialogue cue (every line a
 speaker's, "- Hallo." / "- Tschüss.") is translated line by line. Each translated cue keeps its number of
-lines, the words spread evenly over them; tags (<i>) and {\\an8} stay as protected spans.
+lines (two where one would be over LINE_CHARS), the words spread evenly over them; tags (<i>) and {\\an8}
+stay as protected spans.
 
     report = mt.translate_subtitles(translator, "film.de.srt", "film.en.srt")
 """
@@ -25,6 +26,7 @@ MAX_CUES = 3  # a sentence longer than this many cues is translated in parts of 
 BREAK = "\ue000"  # a boundary between cues, through the translation as a code (a private-use character)
 SENTENCE_END = re.compile(r"[.!?…♪][\"'”’»)\]]*$")
 DIALOGUE = re.compile(r"^\s*[-–—]\s*")
+LINE_CHARS = 42  # the most characters a subtitle line shows, as broadcasters' and streaming guidelines have it
 
 
 @dataclass
@@ -166,9 +168,10 @@ def by_share(words: list[str], shares: list[int]) -> list[str]:
 
 
 def laid_out(text: str, cue: Cue) -> list[str]:
-    """A cue's translation on as many lines as the cue had, its words spread evenly (one line where there
-    are too few words)."""
-    lines, words = max(1, sum(bool(line.strip()) for line in cue.lines)), text.split()
+    """A cue's translation on as many lines as the cue had, or two where one would run over LINE_CHARS, its
+    words spread evenly (one line where there are too few words)."""
+    words = text.split()
+    lines = max(1, sum(bool(line.strip()) for line in cue.lines), 2 if len(text) > LINE_CHARS else 1)
     if lines == 1 or len(words) < lines:
         return [text]
     width, found, current = len(text) / lines, [], []
