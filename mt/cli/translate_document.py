@@ -1,8 +1,9 @@
 """translate -i doc.xlf -o doc.en.xlf, -i app.pot -o de.po, -i page.html -o page.en.html, -i film.srt -o
-film.en.srt: a document read whole, translated and written whole, in place of a file of lines: a CAT tool's
-XLIFF with its targets filled in (mt/decoding/xliff_translation.py), a gettext catalogue with its messages
-(mt/decoding/po_translation.py), an HTML page with its text (mt/decoding/html_translation.py), subtitles
-with their cues (mt/decoding/subtitle_translation.py)."""
+film.en.srt, -i README.md -o README.en.md: a document read whole, translated and written whole, in place of a
+file of lines: a CAT tool's XLIFF with its targets filled in (mt/decoding/xliff_translation.py), a gettext
+catalogue with its messages (mt/decoding/po_translation.py), an HTML page with its text
+(mt/decoding/html_translation.py), subtitles with their cues (mt/decoding/subtitle_translation.py), a
+Markdown document with its text (mt/decoding/markdown_translation.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mt.data.html_document import is_html_name
+from mt.data.markdown_document import is_markdown_name
 from mt.data.po import is_po_name
 from mt.data.subtitles import is_subtitle_name
 from mt.data.xliff import is_xliff_name
@@ -37,6 +39,7 @@ KINDS = {
     "po": Kind(is_po_name, "a PO catalogue", "PO", "a", ".po", "-i app.pot", "message line"),
     "html": Kind(is_html_name, "an HTML page", "HTML", "an", ".html or .htm", "-i page.html", "segment"),
     "subtitles": Kind(is_subtitle_name, "a subtitle file", "subtitle", "a", ".srt or .vtt", "-i film.srt", "cue"),
+    "markdown": Kind(is_markdown_name, "a Markdown document", "Markdown", "a", ".md", "-i README.md", "segment"),
 }
 
 
@@ -85,8 +88,10 @@ def run_document(args, translator, how: str) -> None:
         from mt.decoding.po_translation import translate_po as translate_document
     elif kind == "html":
         from mt.decoding.html_translation import translate_html as translate_document
-    else:
+    elif kind == "subtitles":
         from mt.decoding.subtitle_translation import translate_subtitles as translate_document
+    else:
+        from mt.decoding.markdown_translation import translate_markdown as translate_document
 
     start = time.perf_counter()
     glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)
