@@ -172,8 +172,8 @@ def test_an_xliff_document_is_filled_in_as_translate_fills_it(server, checkpoint
     assert status == 413 and "over the server's limit of 10,485,760" in text
 
 
-@pytest.mark.parametrize("kind", ["po", "html", "subtitles"])
-def test_a_catalogue_a_page_and_subtitles_are_translated_as_translate_translates_them(
+@pytest.mark.parametrize("kind", ["po", "html", "subtitles", "markdown"])
+def test_catalogues_pages_subtitles_and_markdown_are_translated_as_translate_translates_them(
     server, checkpoint, tiny_corpus, tmp_path, kind
 ):
     lines = (tiny_corpus / "valid.de").read_text(encoding="utf-8").splitlines()[:20]  # more than max_lines (16)
@@ -187,6 +187,9 @@ def test_a_catalogue_a_page_and_subtitles_are_translated_as_translate_translates
         lines[0] = " ".join([words[0], f"<b>{words[1]}</b>", *words[2:], "https://x.de/a"])
         document = "<html><body>\n" + "".join(f"<p>{line}</p>\n" for line in lines) + "</body></html>\n"
         name, media_type = "page.html", "text/html"
+    elif kind == "markdown":  # list items, and a paragraph in bold
+        document = "".join(f"- {line}\n" for line in lines[1:]) + f"\n**{lines[0]}**\n"
+        name, media_type = "README.md", "text/markdown"
     else:  # cues without a period: sentences over three cues, split back by alignment
         timing = "00:00:01,000 --> 00:00:02,000"
         document = "\n".join(f"{i + 1}\n{timing}\n{line}\n" for i, line in enumerate(lines))
@@ -207,6 +210,7 @@ def test_a_catalogue_a_page_and_subtitles_are_translated_as_translate_translates
     assert status == 200 and answer == (tmp_path / f"glossed{out.suffix}").read_text(encoding="utf-8")
     assert "puppy" in answer
     bad = {"po": b'msgid "a"\nmsgstring ""\n', "html": b'<meta charset="latin-1"><p>ein hund</p>'}.get(kind, b"1\nein")
+    bad = b"# ein \xff hund\n" if kind == "markdown" else bad
     status, text, _ = server.document(f"/{kind}", bad)
     error = json.loads(text)["error"]
     assert status == 422 and error.startswith("the document") and "\n" not in error, error

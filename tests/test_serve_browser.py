@@ -177,8 +177,8 @@ def test_an_xliff_file_opened_comes_back_with_its_targets(browser, trained_run, 
         server.stop()
 
 
-@pytest.mark.parametrize("name", ["app.pot", "page.html", "film.de.srt"])
-def test_a_catalogue_a_page_or_subtitles_opened_come_back_translated(browser, trained_run, tiny_corpus, tmp_path, name):
+@pytest.mark.parametrize("name", ["app.pot", "page.html", "film.de.srt", "README.de.md"])
+def test_a_document_opened_comes_back_translated(browser, trained_run, tiny_corpus, tmp_path, name):
     translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
     server = RunningServer(translator, ServeLimits(max_lines=4))
     try:
@@ -186,6 +186,9 @@ def test_a_catalogue_a_page_or_subtitles_opened_come_back_translated(browser, tr
         if name.endswith(".pot"):
             document = "".join(f'msgid "{line}"\nmsgstr ""\n\n' for line in lines)
             route, said, written = "/po", "app.pot: 6 messages translated.", "app.en.po"
+        elif name.endswith(".md"):
+            document = "".join(f"- {line}\n" for line in lines)
+            route, said, written = "/markdown", "README.de.md: 6 segments translated.", "README.de.en.md"
         elif name.endswith(".srt"):
             cues = [f"{i + 1}\n00:00:0{i},000 --> 00:00:0{i},900\n{line}\n\n" for i, line in enumerate(lines)]
             document = "".join(cues)

@@ -32,6 +32,8 @@ class MarkdownTranslation:
 
     def __init__(self, document: MarkdownDocument, translator):
         self.document = document
+        target = translator.settings.tgt_lang or translator.languages[1]
+        self.language = target if isinstance(target, str) else ""  # for the caller to name the translation by
         self.lines = document.segments
         self.changes = {"protect": ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))}
         self.report = MarkdownReport(with_markup=sum(bool(TAG.search(line)) for line in self.lines))

@@ -1,5 +1,6 @@
-"""Documents served (POST /xliff, /po, /html, /subtitles): a document read and its lines cut into the batcher's chunks,
-off the event loop, and filled in with their translations; the routes themselves are in app.py."""
+"""Documents served (POST /xliff, /po, /html, /subtitles, /markdown): a document read and its lines cut into
+the batcher's chunks, off the event loop, and filled in with their translations; the routes themselves are
+in app.py."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import re
 from dataclasses import asdict, dataclass
 
 from mt.data.html_document import HtmlPage
+from mt.data.markdown_document import MarkdownDocument
 from mt.data.po import Catalogue
 from mt.data.subtitles import Subtitles
 from mt.data.xliff import Xliff
 from mt.decoding.glossary import Glossary
 from mt.decoding.html_translation import HtmlTranslation
 from mt.decoding.line_translator import LineTranslator, check_terms_use
+from mt.decoding.markdown_translation import MarkdownTranslation
 from mt.decoding.po_translation import PoTranslation
 from mt.decoding.settings import line_seed
 from mt.decoding.subtitle_translation import SubtitleTranslation
@@ -25,6 +28,7 @@ MEDIA_TYPES = {
     "po": "text/x-gettext-translation",
     "html": "text/html",
     "subtitles": "text/vtt",  # and SubRip's, application/x-subrip (media_type)
+    "markdown": "text/markdown",
 }
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
@@ -36,13 +40,13 @@ def without_declaration(document: str) -> str:
 
 @dataclass
 class Lines:
-    """A run of a PO catalogue's, an HTML page's or subtitles' lines, as the batcher takes them."""
+    """A run of a document's lines (but XLIFF's), as the batcher takes them."""
 
     lines: list[str]
 
 
 def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: Glossary | None, max_lines: int):
-    """A document's lines to translate (an Xliff-, Po-, Html- or SubtitleTranslation), and its
+    """A document's lines to translate (an Xliff-, Po-, Html-, Subtitle- or MarkdownTranslation), and its
     lines in chunks for the batcher: (a part of a batch, its settings, source pieces, attention layer or
     None, sampling seeds or None), in order; a RequestError where the document cannot be read or its
     glossary terms not placed."""
@@ -53,8 +57,10 @@ def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: 
             work = PoTranslation(Catalogue("the document", body.decode("utf-8")), translator)
         elif kind == "html":
             work = HtmlTranslation(HtmlPage("the document", body), translator)
-        else:
+        elif kind == "subtitles":
             work = SubtitleTranslation(Subtitles("the document", body), translator)
+        else:
+            work = MarkdownTranslation(MarkdownDocument("the document", body), translator)
     except (MTError, UnicodeDecodeError) as err:
         raise RequestError(422, str(err) if isinstance(err, MTError) else "the document: not UTF-8") from None
     if kind == "xliff":  # per target language, with an alignment or without
@@ -97,7 +103,7 @@ def filled(kind: str, work, chunks: list, results: list) -> tuple[str, dict]:
         work.fill(best[: len(work.plain)], best[len(work.plain) :])
         return work.subtitles.output(), {"target_language": work.language, **asdict(work.report)}
     work.fill(best)
-    language = work.language if kind == "po" else work.page.target_language
+    language = work.language if kind in ("po", "markdown") else work.page.target_language
     return work.text(), {"target_language": language, **asdict(work.report)}
 
 
