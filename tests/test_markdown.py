@@ -71,6 +71,15 @@ def test_a_document_is_read_into_segments_and_written_back_as_it_was(tmp_path, n
     assert doc.output().encode("utf-8") == (bom + DOC.replace("\n", newline)).encode("utf-8")
 
 
+def test_a_hard_break_is_kept_after_the_translation_and_kept_from_the_model(translator, tmp_path):
+    path = write(tmp_path, "ein hund läuft\\\nein mann sitzt\x20\x20\nein kind\n", "break.md")
+    doc = MarkdownDocument(path)
+    assert doc.segments == ["ein hund läuft", "ein mann sitzt", "ein kind"]  # before, "ein hund läuft\\"
+    mt.translate_markdown(translator, path, str(tmp_path / "out.md"))
+    first, second, third = translator.translate(doc.segments)
+    assert (tmp_path / "out.md").read_text(encoding="utf-8") == f"{first}\\\n{second}  \n{third}\n"
+
+
 def test_inline_markup_becomes_tags_and_comes_back_as_it_was():
     tagged, markup = tagged_inline("ein *hund* und `x` mit ![b](a.png), <https://x.de>, \\* und ~~weg~~ [^1]")
     assert tagged == "ein <md-1>hund</md-1> und <md-3/> mit <md-4/>, <md-5/>, <md-6/> und <md-7>weg</md-7> <md-9/>"

@@ -124,13 +124,14 @@ class MarkdownDocument:
                 if not TABLE_DIVIDER.match(line):
                     self.blocks.append(Block(i, i, self._row(line)))
             else:
+                rest = HARD_BREAK.sub("", rest)  # written back after the translation, not the model's to read
                 item = LIST_ITEM.match(rest)
                 if item or (quote and (paragraph is None or not paragraph[1].lstrip().startswith(">"))):
                     end(i - 1)
                     lead = (quote.group(1) if quote else "") + (item.group(1) if item else "")
                     paragraph = [i, lead, [rest[item.end() :].strip() if item else rest.strip()]]
                 elif paragraph is None:
-                    paragraph = [i, line[: len(line) - len(line.lstrip())], [line.strip()]]
+                    paragraph = [i, line[: len(line) - len(line.lstrip())], [rest.strip()]]
                 else:  # the paragraph goes on (a quote's next line, without its >)
                     paragraph[2].append(rest.strip())
                 if HARD_BREAK.search(line):  # a line break the reader sees: the segment ends with it

@@ -64,6 +64,7 @@ def is_dialogue(cue: Cue) -> bool:
 
 
 def has_words(text: str, spans: re.Pattern) -> bool:
+    """Whether text holds a letter outside its protected spans: something for the model to translate."""
     return any(char.isalpha() for char in spans.sub("", text))
 
 
