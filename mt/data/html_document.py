@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from mt.data.lines import decode_utf8, write_document
+from mt.data.lines import decode_utf8, document_bytes, write_document
 from mt.data.tmx import same_language
 from mt.errors import MTError
 
@@ -85,10 +85,7 @@ class HtmlPage:
 
     def __init__(self, path: str | os.PathLike, data: bytes | None = None):
         self.path = str(path)
-        try:
-            raw = Path(path).read_bytes() if data is None else data
-        except OSError as err:
-            raise MTError(f"{path}: cannot be read ({err.strerror or err})") from None
+        raw = document_bytes(path, data)
         declared = CHARSET.search(raw[:4096])
         if declared and declared.group(1).decode("ascii", "replace").replace("_", "-").lower() not in ("utf-8", "utf8"):
             raise MTError(f"{path}: its charset is {declared.group(1).decode()}; save it as UTF-8 first")

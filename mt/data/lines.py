@@ -280,3 +280,20 @@ def write_document(path: str | None, text: str, out=None) -> None:
         raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
     finally:
         aside.unlink(missing_ok=True)
+
+
+def document_bytes(path: str | os.PathLike, data: bytes | None = None) -> bytes:
+    """A document's bytes: data where given (a request's body, named path), else the file's; a one-line
+    MTError where it cannot be read."""
+    try:
+        return Path(path).read_bytes() if data is None else data
+    except OSError as err:
+        raise MTError(f"{path}: cannot be read ({err.strerror or err})") from None
+
+
+def document_lines(path: str, raw: bytes) -> tuple[list[str], str, bool]:
+    """A UTF-8 document's lines, the line ending it uses (CRLF or LF), and whether it began with a byte-order
+    mark (not in its first line): what it takes to write it back as it was."""
+    text = decode_utf8(raw.removeprefix(b"\xef\xbb\xbf"), path)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    return text.split(newline), newline, raw.startswith(b"\xef\xbb\xbf")

@@ -16,8 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from mt.data.lines import decode_utf8, write_document
-from mt.errors import MTError
+from mt.data.lines import document_bytes, document_lines, write_document
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -62,14 +61,7 @@ class MarkdownDocument:
 
     def __init__(self, path: str | os.PathLike, data: bytes | None = None):
         self.path = str(path)
-        try:
-            raw = Path(path).read_bytes() if data is None else data
-        except OSError as err:
-            raise MTError(f"{path}: cannot be read ({err.strerror or err})") from None
-        self.bom = raw.startswith(b"\xef\xbb\xbf")
-        text = decode_utf8(raw.removeprefix(b"\xef\xbb\xbf"), self.path)
-        self.newline = "\r\n" if "\r\n" in text else "\n"
-        self.lines = text.split(self.newline)
+        self.lines, self.newline, self.bom = document_lines(self.path, document_bytes(path, data))
         self.segments: list[str] = []  # each segment's text, its inline markup as <md-N> tags
         self.markup: list[dict[int, str]] = []  # each segment's tags: N -> the markup it stands for
         self.blocks: list[Block] = []

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from mt.data.lines import decode_utf8, write_document
+from mt.data.lines import document_bytes, document_lines, write_document
 from mt.errors import MTError
 
 SUBTITLE_SUFFIXES = (".srt", ".vtt")
@@ -46,14 +46,7 @@ class Subtitles:
 
     def __init__(self, path: str | os.PathLike, data: bytes | None = None):
         self.path = str(path)
-        try:
-            raw = Path(path).read_bytes() if data is None else data
-        except OSError as err:
-            raise MTError(f"{path}: cannot be read ({err.strerror or err})") from None
-        self.bom = raw.startswith(b"\xef\xbb\xbf")
-        text = decode_utf8(raw.removeprefix(b"\xef\xbb\xbf"), self.path)
-        self.newline = "\r\n" if "\r\n" in text else "\n"
-        self.lines = text.split(self.newline)
+        self.lines, self.newline, self.bom = document_lines(self.path, document_bytes(path, data))
         self.webvtt = self.lines[0].startswith("WEBVTT")
         if self.path.lower().endswith(".vtt") and not self.webvtt:
             raise MTError(f"{self.path}:1: a WebVTT file starts with WEBVTT")
