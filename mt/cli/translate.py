@@ -5,13 +5,11 @@
 Output formats:
   default       one translation per input line, in input order (an empty line gives an empty line)
   --nbest K     K lines per input line: "<line number, 0-based>\\t<rank>\\t<score>\\t<translation>"
-  --alignments  "<translation>\\t<alignment>", the alignment as source-target word index pairs ("0-0 2-1
-                ...", words split at spaces); --alignments pieces: piece index pairs (EOS included), the
-                most attended source piece of each target piece
+  --alignments  "<translation>\\t<alignment>": source-target word index pairs ("0-0 2-1 ...", split at
+                spaces); --alignments pieces: each target piece's most attended source piece (EOS included)
 
-An XLIFF input (-i doc.xlf -o doc.en.xlf) is a CAT tool's document: its empty targets are filled in, its
-inline formatting codes placed by the model's alignment. A PO input (-i app.pot -o de.po) is a gettext
-catalogue: its untranslated messages are translated (mt/cli/translate_document.py).
+A document input (XLIFF, PO, HTML, subtitles, Markdown: -i doc.xlf -o doc.en.xlf) is translated whole, its
+markup kept (mt/cli/translate_document.py).
 
 Strategies: greedy, beam search, and sampling (--strategy sample --temperature T --topk K --topp P
 --epsilon E --seed S; --nbest N draws N samples a line, ranked in the order drawn). --prefix FILE forces a
