@@ -45,7 +45,8 @@ def marker_places(line: str, markers: str) -> list[int]:
 def take_accelerator(line: str, markers: str, spans: re.Pattern | None = None) -> tuple[str, Accelerator | None]:
     """The line without its marker, and the marker; the line as it is where it has none, or more than one
     (outside protected spans: %(file_name)s)."""
-    found = [i for i in marker_places(line, markers) if outside_spans(line, i, spans)]
+    kept = span_places(line, spans)
+    found = [i for i in marker_places(line, markers) if not any(a <= i < b for a, b in kept)]
     if len(found) != 1:
         return line, None
     at = found[0]
@@ -57,7 +58,8 @@ def put_accelerator(translation: str, accelerator: Accelerator | None, spans: re
     else before its first letter, never inside a protected span ({file}); left as it is without a letter."""
     if accelerator is None:
         return translation
-    letters = [m.start() for m in re.finditer(r"[^\W\d_]", translation) if outside_spans(translation, m.start(), spans)]
+    kept = span_places(translation, spans)
+    letters = [m.start() for m in re.finditer(r"[^\W\d_]", translation) if not any(a <= m.start() < b for a, b in kept)]
     starting = [i for i in letters if i == 0 or not (translation[i - 1].isalnum() or translation[i - 1] == "_")]
     same = [i for i in starting if translation[i].lower() == accelerator.letter.lower()]
     if not letters:
@@ -66,6 +68,6 @@ def put_accelerator(translation: str, accelerator: Accelerator | None, spans: re
     return translation[:at] + accelerator.marker + translation[at:]
 
 
-def outside_spans(text: str, i: int, spans: re.Pattern | None) -> bool:
-    """Whether text's character i stands outside every protected span."""
-    return spans is None or not any(m.start() <= i < m.end() for m in spans.finditer(text))
+def span_places(text: str, spans: re.Pattern | None) -> list[tuple[int, int]]:
+    """Where text's protected spans stand (start, end), which no marker goes into or comes out of."""
+    return [m.span() for m in spans.finditer(text)] if spans else []

@@ -140,7 +140,7 @@ def alignment_usable(translator: LineTranslator, settings: DecodeSettings) -> in
     RequestError (422) where the request decodes in a way that shows no single attention."""
     layer = alignment_layer(translator.with_settings(settings))
     if layer is None:
-        raise RequestError(422, "alignments come from one model's attention: not with mbr or a CTranslate2 export")
+        raise RequestError(422, "alignments come from one model's attention: not with mbr, an ensemble or an export")
     if settings.split_sentences:
         raise RequestError(422, "alignments take one sentence a line: not with split_sentences")
     return layer
