@@ -80,6 +80,14 @@ def test_a_hard_break_is_kept_after_the_translation_and_kept_from_the_model(tran
     assert (tmp_path / "out.md").read_text(encoding="utf-8") == f"{first}\\\n{second}  \n{third}\n"
 
 
+def test_a_list_items_later_paragraphs_are_its_own_and_its_code_stays_code(tmp_path):
+    text = "- ein hund\n\n  ein mann\n\n      code\n\n  ```\n  ein code\n  ```\n\n    - ein kind\n\n      eine katze\n"
+    doc = MarkdownDocument(write(tmp_path, text + "\nein kind\n\n    noch code\n", "list.md"))
+    # indented under the item: a paragraph of it (before, code); four columns more, or outside a list: code
+    assert doc.segments == ["ein hund", "ein mann", "ein kind", "eine katze", "ein kind"]
+    assert [block.pieces[0] for block in doc.blocks] == ["- ", "  ", "    - ", "      ", ""]
+
+
 def test_inline_markup_becomes_tags_and_comes_back_as_it_was():
     tagged, markup = tagged_inline("ein *hund* und `x` mit ![b](a.png), <https://x.de>, \\* und ~~weg~~ [^1]")
     assert tagged == "ein <md-1>hund</md-1> und <md-3/> mit <md-4/>, <md-5/>, <md-6/> und <md-7>weg</md-7> <md-9/>"

@@ -19,7 +19,7 @@ from pathlib import Path
 from mt.data.lines import document_bytes, document_lines, write_document
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
-FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")  # indented too: a fence inside a list item
 HEADING = re.compile(r"^( {0,3}#{1,6}[ \t]+)(.*?)([ \t]+#+)?[ \t]*$")
 LIST_ITEM = re.compile(r"^( *(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)")
 QUOTE = re.compile(r"^( {0,3}(?:>[ \t]?)+)")
@@ -85,6 +85,7 @@ class MarkdownDocument:
             first = next((k + 1 for k in range(1, len(lines)) if lines[k].strip() in ("---", "...")), 0)
         paragraph: list | None = None  # [first line, lead, its lines' texts]
         fence = None
+        item_indent = None  # where the last list item's text starts: a line indented so far goes on the item
 
         def end(last: int) -> None:
             nonlocal paragraph
@@ -105,7 +106,7 @@ class MarkdownDocument:
             if opened or not rest.strip() or RULE_OR_UNDERLINE.match(rest) or LINK_DEFINITION.match(rest):
                 end(i - 1)
                 fence = opened.group(1) if opened else None
-            elif paragraph is None and (line.startswith(("    ", "\t")) or line.lstrip().startswith("<!--")):
+            elif paragraph is None and (line.lstrip().startswith("<!--") or code_indented(line, item_indent)):
                 continue  # indented code, or an HTML comment's line
             elif heading := HEADING.match(line):
                 end(i - 1)
@@ -122,8 +123,10 @@ class MarkdownDocument:
                     end(i - 1)
                     lead = (quote.group(1) if quote else "") + (item.group(1) if item else "")
                     paragraph = [i, lead, [rest[item.end() :].strip() if item else rest.strip()]]
-                elif paragraph is None:
+                    item_indent = len(lead.expandtabs(4)) if item and not quote else None
+                elif paragraph is None:  # a paragraph, or a list item's next one (indented under it)
                     paragraph = [i, line[: len(line) - len(line.lstrip())], [rest.strip()]]
+                    item_indent = item_indent if indent_of(line) >= (item_indent or 1) else None
                 else:  # the paragraph goes on (a quote's next line, without its >)
                     paragraph[2].append(rest.strip())
                 if HARD_BREAK.search(line):  # a line break the reader sees: the segment ends with it
@@ -172,6 +175,17 @@ class MarkdownDocument:
 
     def write(self, path: str | None, out=None) -> None:
         write_document(path, self.output(), out)
+
+
+def indent_of(line: str) -> int:
+    """How far a line's text is indented, a tab to the next multiple of 4."""
+    return len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
+
+
+def code_indented(line: str, item_indent: int | None) -> bool:
+    """Whether a line that begins no paragraph is indented code: 4 columns past the text of the list item
+    it stands under (item_indent), or past the margin outside a list."""
+    return indent_of(line) >= (item_indent or 0) + 4
 
 
 def trailing_break(line: str) -> str:
