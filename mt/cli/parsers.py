@@ -99,6 +99,7 @@ def translate_parser() -> argparse.ArgumentParser:
             "translate -c model.pt -i in.de -o out.en.gz --beam 5         # beam search, written gzip-compressed",
             "translate -c model.pt --nbest 3 < in.de                      # the 3 best per line, tab-separated",
             "translate -c a.pt b.pt --ensemble --split-sentences < in.de  # two models; paragraphs a line",
+            "translate -c model.pt -i film.de.srt -o film.en.srt          # subtitles, their timing kept",
         ],
         "docs/translate.md",
     )
@@ -108,8 +109,8 @@ def translate_parser() -> argparse.ArgumentParser:
     files.add_argument(
         "--input",
         "-i",
-        help="input file (default: stdin); an XLIFF document (.xlf, .xliff) gets its targets filled in, a PO "
-        "catalogue (.po, .pot) its messages translated",
+        help="input file (default: stdin); a document is translated whole, its markup kept: XLIFF (.xlf, .xliff), "
+        "a PO catalogue (.po, .pot), HTML (.html, .htm), subtitles (.srt, .vtt), Markdown (.md)",
     )
     files.add_argument(
         "--output",
@@ -381,7 +382,10 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-line-chars", type=int, default=2000, help="characters a line may hold")
     p.add_argument("--max-bytes", type=int, default=256 * 1024, help="bytes a request body may hold")
     p.add_argument(
-        "--max-document-bytes", type=int, default=10 * 1024 * 1024, help="bytes an XLIFF document (/xliff) may hold"
+        "--max-document-bytes",
+        type=int,
+        default=10 * 1024 * 1024,
+        help="bytes a document (/xliff, /po, /html, /subtitles, /markdown) may hold",
     )
     p.add_argument("--max-beam", type=int, default=8, help="the largest beam (nbest, mbr) a request may ask for")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
