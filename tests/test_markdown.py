@@ -86,6 +86,8 @@ def test_a_list_items_later_paragraphs_are_its_own_and_its_code_stays_code(tmp_p
     # indented under the item: a paragraph of it (before, code); four columns more, or outside a list: code
     assert doc.segments == ["ein hund", "ein mann", "ein kind", "eine katze", "ein kind"]
     assert [block.pieces[0] for block in doc.blocks] == ["- ", "  ", "    - ", "      ", ""]
+    inline = MarkdownDocument(write(tmp_path, "```ein``` hund\n\nein mann\n", "inline.md"))
+    assert inline.segments == ["<md-1/> hund", "ein mann"]  # code at a line's start opens no fence
 
 
 def test_inline_markup_becomes_tags_and_comes_back_as_it_was():

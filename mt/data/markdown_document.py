@@ -19,7 +19,8 @@ from pathlib import Path
 from mt.data.lines import document_bytes, document_lines, write_document
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
-FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")  # indented too: a fence inside a list item
+# indented too (a fence inside a list item); a backtick fence's line holds no other backtick (```x``` is code)
+FENCE = re.compile(r"^[ \t]*(`{3,}(?=[^`]*$)|~{3,})")
 HEADING = re.compile(r"^( {0,3}#{1,6}[ \t]+)(.*?)([ \t]+#+)?[ \t]*$")
 LIST_ITEM = re.compile(r"^( *(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)")
 QUOTE = re.compile(r"^( {0,3}(?:>[ \t]?)+)")
