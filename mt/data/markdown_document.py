@@ -87,6 +87,7 @@ class MarkdownDocument:
         paragraph: list | None = None  # [first line, lead, its lines' texts]
         fence = None
         item_indent = None  # where the last list item's text starts: a line indented so far goes on the item
+        table = False  # in a table's rows
 
         def end(last: int) -> None:
             nonlocal paragraph
@@ -96,6 +97,7 @@ class MarkdownDocument:
 
         for i in range(first, len(lines)):
             line = lines[i]
+            table = table and "|" in line
             opened = FENCE.match(line)
             if fence is not None:  # fenced code, until a fence of its kind at least as long
                 fence = (
@@ -113,8 +115,9 @@ class MarkdownDocument:
                 end(i - 1)
                 if (segment := self._segment(heading.group(2))) is not None:
                     self.blocks.append(Block(i, i, [heading.group(1), segment, heading.group(3) or ""]))
-            elif "|" in line and self._in_table(i):
+            elif "|" in line and (table or self._starts_table(i)):
                 end(i - 1)
+                table = True  # until a line without a pipe
                 if not TABLE_DIVIDER.match(line):
                     self.blocks.append(Block(i, i, self._row(line)))
             else:
@@ -134,16 +137,10 @@ class MarkdownDocument:
                     end(i)
         end(len(lines) - 1)
 
-    def _in_table(self, i: int) -> bool:
-        """Whether line i is a table's: its divider row, its header row (the divider next), or a row after
-        the divider with only rows between."""
+    def _starts_table(self, i: int) -> bool:
+        """Whether line i begins a table: its header row (the divider row next), or the divider itself."""
         lines = self.lines
-        if TABLE_DIVIDER.match(lines[i]) or (i + 1 < len(lines) and TABLE_DIVIDER.match(lines[i + 1])):
-            return True
-        k = i - 1
-        while k >= 0 and "|" in lines[k] and not TABLE_DIVIDER.match(lines[k]):
-            k -= 1
-        return k >= 0 and bool(TABLE_DIVIDER.match(lines[k]))
+        return bool(TABLE_DIVIDER.match(lines[i]) or (i + 1 < len(lines) and TABLE_DIVIDER.match(lines[i + 1])))
 
     def _row(self, line: str) -> list:
         """A table row's pieces: its pipes and padding as they are, each cell with a word a segment."""
