@@ -118,3 +118,11 @@ def test_a_comment_stays_in_its_sentence_and_escaped_brackets_are_kept_from_the_
     assert out.count("<!-- alt: eine katze -->") == 1 and out.count("<p>") == 2
     assert out.replace("<!-- alt: eine katze --> ", "").startswith(f"<p>{first}</p>")
     assert f"<p>{second.replace(LEXICON['hier'], '&lt;' + LEXICON['hier'] + '&gt;')}</p>" in out
+
+
+def test_no_break_spaces_stay_where_the_translation_keeps_what_they_joined(tmp_path):
+    page = HtmlPage(write_page(tmp_path, "<p>Dr.&nbsp;Rossi läuft 10&nbsp;km</p><td>&nbsp;ein hund</td>\n"))
+    assert [s.source for s in page.segments] == ["Dr.\u00a0Rossi läuft 10\u00a0km", "\u00a0ein hund"]
+    page.translations = {0: "Dr. Rossi runs 10 km", 1: "a dog"}  # the model writes them as spaces
+    # before, "Dr. Rossi runs 10 km" and "a dog": the no-break spaces lost
+    assert page.output() == "<p>Dr.&nbsp;Rossi runs 10&nbsp;km</p><td>&nbsp;a dog</td>\n"

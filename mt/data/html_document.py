@@ -49,6 +49,8 @@ DESCRIBING = re.compile(
 )
 CONTENT = re.compile(r"""\scontent\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 KEPT_ENTITIES = re.compile(r"&(?:lt|gt);")  # left as they are: read, they would look like markup
+HTML_SPACE = re.compile(r"[ \t\n\r\f]+")  # what a browser shows as one space (a no-break space it keeps)
+NBSP = "\u00a0"
 
 
 def is_html_name(path: str | None) -> bool:
@@ -147,10 +149,10 @@ class HtmlPage:
         words = "".join(parts[::2])
         if not any(char.isalpha() for char in words):
             return None
-        raw = "".join(part if i % 2 else re.sub(r"\s+", " ", read_references(part)) for i, part in enumerate(parts))
+        raw = "".join(part if i % 2 else HTML_SPACE.sub(" ", read_references(part)) for i, part in enumerate(parts))
         whole = self.text[start:end]
         lead, trail = whole[: len(whole) - len(whole.lstrip())], whole[len(whole.rstrip()) :]
-        return Segment(start, end, raw.strip(), lead, trail)
+        return Segment(start, end, raw.strip(" "), lead, trail)
 
     def check_language(self, src_lang, tgt_lang) -> None:
         """A one-line error where <html lang> names another language than the model's source; the target
@@ -178,6 +180,9 @@ class HtmlPage:
             inside = {where: tag for where, tag in tags.items() if segment.start <= where[0] < segment.end}
             if i in self.translations or inside:
                 translation = self.translations.get(i, self.text[segment.start : segment.end].strip())
+                translation = (
+                    with_no_break_spaces(segment.source, translation) if i in self.translations else translation
+                )
                 for (start, end), tag in inside.items():
                     translation = translation.replace(self.text[start:end], tag)
                     del tags[start, end]
@@ -222,5 +227,20 @@ def read_references(text: str) -> str:
 
 
 def escape_text(text: str) -> str:
-    """A translation as page text: an ampersand that begins no reference written &amp;."""
-    return re.sub(r"&(?!#?\w+;)", "&amp;", text)
+    """A translation as page text: an ampersand that begins no reference written &amp;, a no-break space
+    &nbsp;."""
+    return re.sub(r"&(?!#?\w+;)", "&amp;", text).replace(NBSP, "&nbsp;")
+
+
+def with_no_break_spaces(source: str, translation: str) -> str:
+    """The translation with the source's no-break spaces where it keeps what they joined (10&nbsp;km, Dr.&nbsp;Rossi
+    as "10 km", "Dr. Rossi": the model reads and writes them as spaces), and at its ends where the source
+    had them there."""
+    if NBSP not in source:
+        return translation
+    for joined in re.finditer(rf"(\S+){NBSP}(?=(\S+))", source):
+        translation = translation.replace(
+            f"{joined.group(1)} {joined.group(2)}", f"{joined.group(1)}{NBSP}{joined.group(2)}"
+        )
+    lead, trail = source[: len(source) - len(source.lstrip(NBSP))], source[len(source.rstrip(NBSP)) :]
+    return lead + translation.strip(NBSP) + trail
