@@ -54,7 +54,7 @@ class Group:
 
     cues: list[int]
     flat: Flattened | None = None  # the joined text with its cue boundaries as codes (several cues)
-    lines: list[str] = field(default_factory=list)  # what the model reads
+    lines: list[str] = field(default_factory=list)  # what the model reads of single cues (joined: flat.text)
 
 
 def is_dialogue(cue: Cue) -> bool:
@@ -78,6 +78,7 @@ class SubtitleTranslation:
         self.language = target if isinstance(target, str) else ""  # for the caller to name the translation by
         self.protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))  # tags always
         self.spans = pattern_of(self.protect)
+        self.with_breaks = re.compile(f"(?P<cue>{BREAK})|{self.spans.pattern}")  # cue boundaries as codes too
         self.layer = alignment_layer(translator)
         self.report = SubtitleReport()
         self.groups: list[Group] = []
@@ -102,8 +103,7 @@ class SubtitleTranslation:
             self.groups.append(Group(list(running), lines=[self.subtitles.cues[running[0]].text]))
         elif running:
             joined = f" {BREAK} ".join(self.subtitles.cues[i].text for i in running)
-            flat = flatten_line(joined, re.compile(f"(?P<cue>{BREAK})|{self.spans.pattern}"))
-            self.groups.append(Group(list(running), flat, [flat.text]))
+            self.groups.append(Group(list(running), flatten_line(joined, self.with_breaks)))
         running.clear()
 
     @property
