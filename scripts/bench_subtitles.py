@@ -2,7 +2,8 @@
 line of 6 words or more is cut into two cues at the space nearest its middle (a sentence running over two
 cues, as subtitles cut them), written as a SubRip file and translated with `translate -i film.srt` (whole
 sentences, split back at the cue boundary by the model's alignment), and, for comparison, each cue as a
-line of its own.
+line of its own. With --pause, each line's cues start that many seconds after the line before ends (lines
+as separate utterances); without, every cue follows the one before at once.
 
 BLEU is of the two cues' translations joined, against the reference; "in their cue" is the share of lexicon
 links (a source word and its usual translation, each once in the line and in the translation: the lexicon of
@@ -10,7 +11,7 @@ scripts/bench_tags.py, from --train-src/--train-tgt) whose target word landed in
 
     .venv/bin/python scripts/bench_subtitles.py --checkpoint runs/multi30k.de-en/smoke \\
         --train-src data/multi30k/train.de --train-tgt data/multi30k/train.en \\
-        --src data/multi30k/test2016.de --ref data/multi30k/test2016.en
+        --src data/multi30k/test2016.de --ref data/multi30k/test2016.en [--pause 3]
 Prints one JSON object per way of translating, then a table. Reports, never asserts.
 """
 
@@ -54,6 +55,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name in ("--checkpoint", "--train-src", "--train-tgt", "--src", "--ref"):
         p.add_argument(name, required=True)
+    p.add_argument("--pause", type=float, default=0.0, help="seconds between one line's cues and the next's")
     args = p.parse_args()
     lexicon = dice_lexicon(read_lines(args.train_src), read_lines(args.train_tgt))
     pairs = [(s, r) for s, r in zip(read_lines(args.src), read_lines(args.ref)) if len(s.split()) >= 6]
@@ -61,13 +63,12 @@ def main() -> None:
     translator = mt.load_translator(args.checkpoint)
     with tempfile.TemporaryDirectory() as folder:
         srt = Path(folder) / "film.srt"
-        blocks = []
-        for i, cues in enumerate(sources):
-            for k, cue in enumerate(cues):
-                n = 2 * i + k
-                blocks.append(
-                    f"{n + 1}\n00:00:{n // 60:02d},{n % 60:03d} --> 00:00:{n // 60:02d},{n % 60 + 1:03d}\n{cue}\n"
-                )
+        blocks, clock = [], 0.0
+        for cues in sources:
+            for cue in cues:  # a second each
+                blocks.append(f"{len(blocks) + 1}\n{srt_time(clock)} --> {srt_time(clock + 1)}\n{cue}\n")
+                clock += 1
+            clock += args.pause
         srt.write_text("\n".join(blocks), encoding="utf-8")
         report = mt.translate_subtitles(translator, srt, str(Path(folder) / "film.en.srt"))
         done = [cue.text for cue in Subtitles(Path(folder) / "film.en.srt").cues]
@@ -87,6 +88,12 @@ def main() -> None:
     print(f"{'way':<46} {'BLEU':>6} {'in their cue':>12}")
     for row in rows:
         print(f"{row['way']:<46} {row['bleu']:>6} {row.get('in_their_cue', '-'):>12}")
+
+
+def srt_time(seconds: float) -> str:
+    """A SubRip time: 01:02:03,500."""
+    ms = round(seconds * 1000)
+    return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
 
 
 def bleu(hyps: list[str], refs: list[str]) -> dict:

@@ -159,6 +159,12 @@ def test_plural_forms_as_the_language_has_them(translator, tmp_path):
     mt.translate_po(translator, path, str(tmp_path / "en.po"))
     filled = [e for e in Catalogue(tmp_path / "en.po").entries if not e.is_header][0]
     assert list(filled.translations) == ["msgstr[0]", "msgstr[1]", "msgstr[2]"]  # the header's nplurals=3
+    plurals = path.read_text().replace("EXPRESSION", "(n==0 ? 0 : n==1 ? 1 : 2)")  # as Arabic's: 0 is for none
+    path.write_text(plurals, "utf-8")
+    mt.translate_po(translator, path, str(tmp_path / "en.po"))
+    filled = [e for e in Catalogue(tmp_path / "en.po").entries if not e.is_header][0]
+    none, one, more = (filled.translations[f"msgstr[{k}]"] for k in range(3))
+    assert one == translator.translate("eine katze") and none == more != one and more.startswith("%d ")  # n=1: 1
 
 
 def test_translate_takes_a_catalogue_and_refuses_what_goes_with_lines(trained_run, tmp_path):

@@ -172,7 +172,7 @@ def test_an_xliff_document_is_filled_in_as_translate_fills_it(server, checkpoint
     assert status == 413 and "over the server's limit of 10,485,760" in text
 
 
-@pytest.mark.parametrize("kind", ["po", "html", "subtitles", "markdown"])
+@pytest.mark.parametrize("kind", ["po", "html", "subtitles", "substation", "markdown"])
 def test_catalogues_pages_subtitles_and_markdown_are_translated_as_translate_translates_them(
     server, checkpoint, tiny_corpus, tmp_path, kind
 ):
@@ -190,14 +190,22 @@ def test_catalogues_pages_subtitles_and_markdown_are_translated_as_translate_tra
     elif kind == "markdown":  # list items, and a paragraph in bold
         document = "".join(f"- {line}\n" for line in lines[1:]) + f"\n**{lines[0]}**\n"
         name, media_type = "README.md", "text/markdown"
-    else:  # cues without a period: sentences over three cues, split back by alignment
-        timing = "00:00:01,000 --> 00:00:02,000"
-        document = "\n".join(f"{i + 1}\n{timing}\n{line}\n" for i, line in enumerate(lines))
+    elif kind == "subtitles":  # cues without a period a second apart: sentences over three cues, split back
+        timing = "00:00:{:02},000 --> 00:00:{:02},000"
+        document = "\n".join(f"{i + 1}\n{timing.format(2 * i, 2 * i + 1)}\n{line}\n" for i, line in enumerate(lines))
         name, media_type = "film.srt", "application/x-subrip"
+    else:  # the same as SubStation Alpha's Dialogue lines, each of its text's lines cut at \N
+        head = "[Script Info]\nScriptType: v4.00+\n\n[Events]\nFormat: Layer, Start, End, Style, Name, Text\n"
+        texts = [line.replace(" ", "\\N", 1) for line in lines]
+        timing = "0:00:{:02}.00,0:00:{:02}.00"
+        cues = [f"Dialogue: 0,{timing.format(2 * i, 2 * i + 1)},Default,,{text}\n" for i, text in enumerate(texts)]
+        document = head + "".join(cues)
+        name, media_type = "film.ass", "text/x-ssa"
     (tmp_path / name).write_text(document, encoding="utf-8")
     out = tmp_path / f"out{Path(name).suffix.replace('.pot', '.po')}"
     run_cli("translate", "-c", str(checkpoint), "--beam", "1", "-i", str(tmp_path / name), "-o", str(out))
-    status, text, headers = server.document(f"/{kind}", document.encode("utf-8"))
+    route = "/subtitles" if kind == "substation" else f"/{kind}"
+    status, text, headers = server.document(route, document.encode("utf-8"))
     assert status == 200 and headers["content-type"].startswith(media_type)
     assert text == out.read_text(encoding="utf-8")  # the same document, byte for byte
     report = json.loads(headers["x-mt-report"])
@@ -206,12 +214,13 @@ def test_catalogues_pages_subtitles_and_markdown_are_translated_as_translate_tra
     flags = "--beam", "3", "--glossary", str(tmp_path / "glossary.tsv"), "-i", str(tmp_path / name)
     run_cli("translate", "-c", str(checkpoint), *flags, "-o", str(tmp_path / f"glossed{out.suffix}"))
     asked = {"document": document, "strategy": "beam", "beam": 3, "glossary": {"hund": "puppy"}}
-    status, answer = server.request("POST", f"/{kind}", asked)
+    status, answer = server.request("POST", route, asked)
     assert status == 200 and answer == (tmp_path / f"glossed{out.suffix}").read_text(encoding="utf-8")
     assert "puppy" in answer
     bad = {"po": b'msgid "a"\nmsgstring ""\n', "html": b'<meta charset="latin-1"><p>ein hund</p>'}.get(kind, b"1\nein")
     bad = b"# ein \xff hund\n" if kind == "markdown" else bad
-    status, text, _ = server.document(f"/{kind}", bad)
+    bad = b"[Script Info]\n[Events]\nDialogue: 0,0:00:01.00,0:00:02.00,,ein hund\n" if kind == "substation" else bad
+    status, text, _ = server.document(route, bad)
     error = json.loads(text)["error"]
     assert status == 422 and error.startswith("the document") and "\n" not in error, error
 

@@ -110,7 +110,7 @@ def translate_parser() -> argparse.ArgumentParser:
         "--input",
         "-i",
         help="input file (default: stdin); a document is translated whole, its markup kept: XLIFF (.xlf, .xliff), "
-        "a PO catalogue (.po, .pot), HTML (.html, .htm), subtitles (.srt, .vtt), Markdown (.md)",
+        "a PO catalogue (.po, .pot), HTML (.html, .htm), subtitles (.srt, .vtt, .ass, .ssa), Markdown (.md)",
     )
     files.add_argument(
         "--output",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from mt.data.html_document import is_html_name
 from mt.data.markdown_document import is_markdown_name
 from mt.data.po import is_po_name
-from mt.data.subtitles import is_subtitle_name
+from mt.data.subtitles import FORMATS, is_subtitle_name, subtitle_format
 from mt.data.xliff import is_xliff_name
 from mt.decoding.glossary import load_glossary
 from mt.errors import MTError, terms_missed_warning, truncation_warning
@@ -38,7 +38,9 @@ KINDS = {
     "xliff": Kind(is_xliff_name, "an XLIFF document", "XLIFF", "an", ".xlf or .xliff", "-i doc.xlf", "segment"),
     "po": Kind(is_po_name, "a PO catalogue", "PO", "a", ".po", "-i app.pot", "message line"),
     "html": Kind(is_html_name, "an HTML page", "HTML", "an", ".html or .htm", "-i page.html", "segment"),
-    "subtitles": Kind(is_subtitle_name, "a subtitle file", "subtitle", "a", ".srt or .vtt", "-i film.srt", "cue"),
+    "subtitles": Kind(
+        is_subtitle_name, "a subtitle file", "subtitle", "a", ".srt, .vtt, .ass or .ssa", "-i film.srt", "cue"
+    ),
     "markdown": Kind(is_markdown_name, "a Markdown document", "Markdown", "a", ".md", "-i README.md", "segment"),
 }
 
@@ -60,6 +62,10 @@ def check_document_args(args) -> None:
     if kind is None:
         return
     doc = KINDS[kind]
+    written = subtitle_format(args.input)
+    if kind == "subtitles" and args.output and subtitle_format(args.output) != written:
+        names = " or ".join(suffix for suffix, name in FORMATS.items() if name == written)
+        raise MTError(f"--output {args.output}: a {written} input is written as {written}: name the output {names}")
     if args.output and output_kind is None:
         raise MTError(
             f"--output {args.output}: {doc.article} {doc.format} input is written as {doc.format}: name the output "

@@ -177,7 +177,8 @@ class DecodeConfig:
     mbr: int = 0
     mbr_utility: str = "chrf"
     # Spans carried through untranslated, put back by the model's alignment: url, email, tag (<b>...</b>),
-    # placeholder ({name}, %(n)d), code (`code`), printf (%s %d: not by default, as German writes "100%ig"); none: off
+    # placeholder ({name}, %(n)d), code (`code`), printf (%s %d: not by default, as German writes "100%ig"), subtitle
+    # ({\an8}, <00:01.500>: always in subtitle files); none: off
     protect: str = "url,email,tag,placeholder,code"
     # Greedy and beam search in fixed slots (static caches, finished sentences masked), each step captured
     # once as a CUDA graph and replayed; the same translations. Off until measured faster on a GPU.

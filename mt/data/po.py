@@ -12,6 +12,7 @@ for line as it was read.
 
 from __future__ import annotations
 
+import gettext
 import os
 import re
 from dataclasses import dataclass, field
@@ -236,6 +237,15 @@ class Catalogue:
             return 2
         self.set_header_field("Plural-Forms", usual)
         return int(re.search(r"nplurals=(\d+)", usual).group(1))
+
+    def form_of_one(self) -> int:
+        """The plural form a count of 1 takes by the header's Plural-Forms (0 in most languages; 1 in
+        Arabic's, whose form 0 is for none); 0 where the header has no formula gettext reads."""
+        found = re.search(r"plural\s*=\s*([^;]+)", self.header_field("Plural-Forms") or "")
+        try:
+            return int(gettext.c2py(found.group(1))(1)) if found else 0
+        except (ValueError, SyntaxError, ArithmeticError, RecursionError):  # a template's EXPRESSION, or broken
+            return 0
 
     def text(self) -> str:
         lines = [line for block in self.blocks for line in (block.lines if isinstance(block, Entry) else [block])]

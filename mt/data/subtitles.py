@@ -3,8 +3,9 @@
 SubRip (.srt) is blocks of a number, a timing line (00:01:02,500 --> 00:01:04,000) and one or more lines of
 text, a blank line between blocks; WebVTT (.vtt) starts with WEBVTT, may name a cue before its timing line,
 put settings after it (align:start) and hold NOTE, STYLE and REGION blocks, which are not cues. A file is
-read whole into cues (where each one's text lines are), and written back as it was read but for the text of
-the cues translated: numbering, timing, blank lines, line endings and a byte-order mark kept.
+read whole into cues (where each one's text lines are, when it shows, who speaks), and written back as it was
+read but for the text of the cues translated: numbering, timing, blank lines, line endings and a byte-order
+mark kept. SubStation Alpha (.ass, .ssa) is read by mt/data/substation.py into the same cues.
 """
 
 from __future__ import annotations
@@ -17,23 +18,51 @@ from pathlib import Path
 from mt.data.lines import document_bytes, document_lines, write_document
 from mt.errors import MTError
 
-SUBTITLE_SUFFIXES = (".srt", ".vtt")
+FORMATS = {".srt": "SubRip", ".vtt": "WebVTT", ".ass": "SubStation Alpha", ".ssa": "SubStation Alpha"}
 TIME = r"(?:\d+:)?\d{1,2}:\d{2}[,.]\d{3}"
-TIMING = re.compile(rf"^\s*{TIME}\s*-->\s*{TIME}(?:\s.*)?$")
+TIMING = re.compile(rf"^\s*(?P<start>{TIME})\s*-->\s*(?P<end>{TIME})(?:\s.*)?$")
+VOICE = re.compile(r"^\s*<v(?:\.[^\s>]*)?\s+([^>]*)>")  # WebVTT's <v Anna>, who speaks the cue
 NOT_CUES = ("NOTE", "STYLE", "REGION")  # WebVTT blocks that hold no text to show
 
 
+def subtitle_format(path: str | None) -> str | None:
+    """The subtitle format a file named so holds (SubRip, WebVTT, SubStation Alpha), None for another file."""
+    return FORMATS.get(Path(path).suffix.lower()) if path else None
+
+
 def is_subtitle_name(path: str | None) -> bool:
-    """Whether a file named so is a subtitle file (.srt, .vtt)."""
-    return bool(path) and Path(path).name.lower().endswith(SUBTITLE_SUFFIXES)
+    """Whether a file named so is a subtitle file (.srt, .vtt, .ass, .ssa)."""
+    return subtitle_format(path) is not None
+
+
+def read_subtitles(path: str | os.PathLike, data: bytes | None = None):
+    """The subtitle file at path (or data, a request's body named path) read whole: SubStation Alpha where it
+    is named or starts so ([Script Info]), else SubRip or WebVTT."""
+    data = document_bytes(path, data)
+    if subtitle_format(str(path)) == "SubStation Alpha" or data.removeprefix(b"\xef\xbb\xbf").startswith(b"[Script"):
+        from mt.data.substation import SubStation  # it builds on Cue
+
+        return SubStation(path, data)
+    return Subtitles(path, data)
+
+
+def seconds(time: str) -> float:
+    """A cue time (01:02:03,500, 02:03.500, ASS's 1:02:03.50) in seconds."""
+    *hours_minutes, rest = time.strip().replace(",", ".").split(":")
+    return sum(int(part) * 60 ** (len(hours_minutes) - k) for k, part in enumerate(hours_minutes)) + float(rest)
 
 
 @dataclass
 class Cue:
-    """A cue's text: where its lines stand in the file (indices into Subtitles.lines) and what they say."""
+    """A cue's text: where its lines stand in the file (indices into Subtitles.lines) and what they say;
+    when it shows (seconds) and who speaks it (a voice, a style) for what may join it into a sentence."""
 
     first: int
     lines: list[str]
+    start: float = 0.0
+    end: float = 0.0
+    voice: str = ""
+    kept: bool = False  # shown as it is, never translated (SubStation's drawings and karaoke)
 
     @property
     def text(self) -> str:
@@ -48,6 +77,7 @@ class Subtitles:
         self.path = str(path)
         self.lines, self.newline, self.bom = document_lines(self.path, document_bytes(path, data))
         self.webvtt = self.lines[0].startswith("WEBVTT")
+        self.media_type = "text/vtt" if self.webvtt else "application/x-subrip"
         if self.path.lower().endswith(".vtt") and not self.webvtt:
             raise MTError(f"{self.path}:1: a WebVTT file starts with WEBVTT")
         self.cues = self._cues()
@@ -75,9 +105,13 @@ class Subtitles:
         if timing is None:
             where = "a number, then a timing line" if not self.webvtt else "a timing line"
             raise MTError(f"{self.path}:{block[0] + 1}: a cue starts with {where} (00:00:01,000 --> 00:00:02,500)")
-        if not TIMING.match(self.lines[timing]):
+        times = TIMING.match(self.lines[timing])
+        if not times:
             raise MTError(f"{self.path}:{timing + 1}: not a timing line: {self.lines[timing].strip()[:80]!r}")
-        return Cue(timing + 1, [self.lines[i] for i in block if i > timing])
+        lines = [self.lines[i] for i in block if i > timing]
+        voice = VOICE.match(lines[0]) if lines and self.webvtt else None
+        start, end = seconds(times["start"]), seconds(times["end"])
+        return Cue(timing + 1, lines, start, end, voice.group(1).strip() if voice else "")
 
     def output(self) -> str:
         """The file with each translated cue's text lines in place of its own."""

@@ -99,10 +99,11 @@ class PoTranslation:
         self.report.accelerators = len({m.entry for m in self.messages if m.accelerator})
         plural = any("msgid_plural" in e.strings for e in self.todo)
         forms = self.catalogue.plural_forms(self.language) if plural else 2
+        one = self.catalogue.form_of_one() if plural else 0
         for i, entry in enumerate(self.todo):
             done = ["\n".join(lines) for lines in self.outputs[i]]
-            if len(done) == 2:  # singular, then the plural for every other form (one form: the plural's)
-                done = [done[1]] if forms == 1 else [done[0]] + [done[1]] * (forms - 1)
+            if len(done) == 2:  # the singular for the form 1 takes, the plural for the others (one form: plural)
+                done = [done[1]] if forms == 1 else [done[0] if k == one else done[1] for k in range(forms)]
             entry.fill(done)
             self.report.translated += i in translated
             self.report.plural += i in translated and "msgid_plural" in entry.strings

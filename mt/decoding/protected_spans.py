@@ -25,6 +25,8 @@ from mt.errors import MTError
 PATTERNS = {
     # <b>, </b>, <br/>, <a href="...">; a comment; &lt; and &gt;, brackets escaped as markup writes them
     "tag": r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?/?>|<!--[\s\S]*?-->|&(?:lt|gt);",
+    # subtitles' codes: an override block ({\an8}, {\i1}), SubStation's \n and \h, WebVTT's <00:01.500>
+    "subtitle": r"\{\\[^{}]*\}|\\[nh]|<(?:\d+:)?\d{2}:\d{2}\.\d{3}>",
     "url": r"\b(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]}'»]",  # the sentence's period stays out
     "email": r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b",
     "code": r"`[^`\n]+`",  # `code`, as Markdown writes it

@@ -3,11 +3,11 @@ whole, and its translation split back into those cues where the model's alignmen
 
 A cue is a few seconds of a sentence, often half of one: translated alone, "Ich habe gestern" and "einen
 Hund gesehen." make two poor halves. So cues are joined into sentences (until a cue ends in . ! ? or …, at
-most MAX_CUES) and each boundary between them goes through the translation as an inline code does
-(mt/decoding/inline_tags.py): after the translation of the words before it. A dialogue cue (every line a
-speaker's, "- Hallo." / "- Tschüss.") is translated line by line. Each translated cue keeps its number of
-lines (two where one would be over LINE_CHARS), the words spread evenly over them; tags (<i>) and {\\an8}
-stay as protected spans.
+most MAX_CUES, never over a PAUSE nor from one speaker or style to another) and each boundary between them
+goes through the translation as an inline code does (mt/decoding/inline_tags.py): after the translation of
+the words before it. A dialogue cue (every line a speaker's, "- Hallo." / "- Tschüss.") is translated line
+by line. Each translated cue keeps its number of lines (two where one would be over LINE_CHARS), the words
+spread evenly over them; tags (<i>) and subtitle codes ({\\an8}, <00:01.500>) stay as protected spans.
 
     report = mt.translate_subtitles(translator, "film.de.srt", "film.en.srt")
 """
@@ -18,11 +18,12 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from mt.data.subtitles import Cue, Subtitles
+from mt.data.subtitles import Cue, read_subtitles
 from mt.decoding.inline_tags import Flattened, alignment_layer, place, token_alignment
 from mt.decoding.protected_spans import flatten_line, kinds_of, pattern_of, render_line
 
 MAX_CUES = 3  # a sentence longer than this many cues is translated in parts of this many
+PAUSE = 2.0  # seconds between two cues that end a sentence, though the first has no period
 BREAK = "\ue000"  # a boundary between cues, through the translation as a code (a private-use character)
 SENTENCE_END = re.compile(r"[.!?…♪][\"'”’»)\]]*$")
 DIALOGUE = re.compile(r"^\s*[-–—]\s*")
@@ -36,7 +37,7 @@ class SubtitleReport:
     translated: int = 0  # cues
     joined: int = 0  # of those, in sentences over several cues, split back by alignment
     by_position: int = 0  # of those, split by relative position (no attention, or a cue left without a word)
-    copied: int = 0  # cues without a word (music notes, numbers), copied as they are
+    copied: int = 0  # cues without a word (music notes, numbers), drawings and karaoke, copied as they are
 
     def summary(self) -> str:
         parts = [f"{self.translated} cue{'' if self.translated == 1 else 's'} translated"]
@@ -44,7 +45,7 @@ class SubtitleReport:
             how = f", {self.by_position} of them split by relative position" if self.by_position else ""
             parts.append(f"{self.joined} in sentences over several cues, split back by alignment{how}")
         if self.copied:
-            parts.append(f"{self.copied} without words copied")
+            parts.append(f"{self.copied} without words (or drawings, karaoke) copied")
         return "; ".join(parts)
 
 
@@ -63,6 +64,12 @@ def is_dialogue(cue: Cue) -> bool:
     return len(said) > 1 and all(DIALOGUE.match(line) for line in said)
 
 
+def continues(cue: Cue, after: Cue) -> bool:
+    """Whether cue may carry on the sentence of the cue before it: the same voice, shown after it (not
+    beside it) with less than a PAUSE between them."""
+    return cue.voice == after.voice and after.start < cue.start < after.end + PAUSE
+
+
 def has_words(text: str, spans: re.Pattern) -> bool:
     """Whether text holds a letter outside its protected spans: something for the model to translate."""
     return any(char.isalpha() for char in spans.sub("", text))
@@ -72,11 +79,11 @@ class SubtitleTranslation:
     """A subtitle file's cues as lines to translate: single ones with these setting changes, sentences over
     several cues with an alignment; fill() writes their translations in."""
 
-    def __init__(self, subtitles: Subtitles, translator):
+    def __init__(self, subtitles, translator):
         self.subtitles = subtitles
         target = translator.settings.tgt_lang or translator.languages[1]
         self.language = target if isinstance(target, str) else ""  # for the caller to name the translation by
-        self.protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))  # tags always
+        self.protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag", "subtitle"]))
         self.spans = pattern_of(self.protect)
         self.with_breaks = re.compile(f"(?P<cue>{BREAK})|{self.spans.pattern}")  # cue boundaries as codes too
         self.layer = alignment_layer(translator)
@@ -84,9 +91,11 @@ class SubtitleTranslation:
         self.groups: list[Group] = []
         running: list[int] = []
         for i, cue in enumerate(subtitles.cues):
-            if not has_words(cue.text, self.spans):
+            if cue.kept or not has_words(cue.text, self.spans):
                 self.report.copied += bool(cue.text)
                 continue
+            if running and not continues(cue, subtitles.cues[running[-1]]):
+                self._close(running)
             if is_dialogue(cue):
                 self._close(running)
                 said = [line for line in cue.lines if line.strip()]
@@ -188,10 +197,10 @@ def laid_out(text: str, cue: Cue) -> list[str]:
 def translate_subtitles(
     translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
 ) -> SubtitleReport:
-    """Translate the subtitle file (.srt, .vtt) at path into output (None: out, by default stdout): the text
+    """Translate the subtitle file (.srt, .vtt, .ass, .ssa) at path into output (None: out, by default stdout): the text
     of every cue, sentences over several cues whole, as translator.translate would (its settings; glossary:
     an mt.Glossary); numbering and timing kept."""
-    work = SubtitleTranslation(Subtitles(path), translator)
+    work = SubtitleTranslation(read_subtitles(path), translator)
     plain_changes, joined_changes = work.changes()
     plain = translator.translate_with(work.plain, plain_changes, glossary=glossary, progress=progress)
     joined = translator.translate_with(

@@ -47,7 +47,8 @@ DOCUMENT_ROUTES = {  # what each document route answers, for its page of the API
     "xliff": "The XLIFF document of the body with its targets filled in, as `translate -i doc.xlf` fills them.",
     "po": "The PO catalogue of the body with its untranslated messages translated, as `translate -i app.pot` does.",
     "html": "The HTML page of the body with its text translated, its markup kept, as `translate -i page.html` does.",
-    "subtitles": "The SubRip or WebVTT subtitles of the body translated, timing kept, as `translate -i film.srt` does.",
+    "subtitles": "The subtitles of the body (SubRip, WebVTT, SubStation Alpha) translated, timing kept, as "
+    "`translate -i film.srt` does.",
     "markdown": "The Markdown document of the body translated, its markup kept, as `translate -i README.md` does.",
 }
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from mt.data.html_document import HtmlPage
 from mt.data.markdown_document import MarkdownDocument
 from mt.data.po import Catalogue
-from mt.data.subtitles import Subtitles
+from mt.data.subtitles import read_subtitles
 from mt.data.xliff import Xliff
 from mt.decoding.glossary import Glossary
 from mt.decoding.html_translation import HtmlTranslation
@@ -27,7 +27,7 @@ MEDIA_TYPES = {
     "xliff": "application/xliff+xml",
     "po": "text/x-gettext-translation",
     "html": "text/html",
-    "subtitles": "text/vtt",  # and SubRip's, application/x-subrip (media_type)
+    "subtitles": "text/vtt",  # or SubRip's, application/x-subrip, or SubStation's, text/x-ssa (media_type)
     "markdown": "text/markdown",
 }
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
@@ -58,7 +58,7 @@ def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: 
         elif kind == "html":
             work = HtmlTranslation(HtmlPage("the document", body), translator)
         elif kind == "subtitles":
-            work = SubtitleTranslation(Subtitles("the document", body), translator)
+            work = SubtitleTranslation(read_subtitles("the document", body), translator)
         else:
             work = MarkdownTranslation(MarkdownDocument("the document", body), translator)
     except (MTError, UnicodeDecodeError) as err:
@@ -108,5 +108,5 @@ def filled(kind: str, work, chunks: list, results: list) -> tuple[str, dict]:
 
 
 def media_type(kind: str, work) -> str:
-    """The answer's media type: the document kind's; SubRip's for subtitles that are not WebVTT."""
-    return "application/x-subrip" if kind == "subtitles" and not work.subtitles.webvtt else MEDIA_TYPES[kind]
+    """The answer's media type: the document kind's; for subtitles, their format's."""
+    return work.subtitles.media_type if kind == "subtitles" else MEDIA_TYPES[kind]

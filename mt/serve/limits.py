@@ -46,8 +46,8 @@ class DecodingChoices(BaseModel):
     split_sentences: bool | None = Field(None, description="translate each line's sentences apart, joined back")
     protect: str | None = Field(
         None,
-        description="spans carried through untranslated: comma-separated url, email, tag, placeholder, code, "
-        "printf, or none",
+        description="spans carried through untranslated: comma-separated url, email, tag, subtitle, placeholder, "
+        "code, printf, or none",
     )
     mbr: int | None = Field(None, ge=0, description="minimum Bayes risk over this many candidates a line (0: off)")
     mbr_utility: Literal["chrf", "bleu"] | None = Field(None, description="how MBR compares two candidates")
