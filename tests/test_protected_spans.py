@@ -24,6 +24,7 @@ FOUND = {
     "placeholder": ["{name}", "{0}", "{}", "{{count}}", "${user}", "%(count)d", "%1$s", "%(rate).2f"],
     "code": ["`make test`", "`x = 1`"],
     "printf": ["%s", "%d", "%.2f", "%ld", "%%", "%5i"],
+    "subtitle": ["{\\an8}", "{\\i1}", "{\\fnArial Bold}", "\\h", "\\n", "<00:01.500>", "<01:02:03.500>"],
 }
 
 
@@ -81,7 +82,7 @@ def test_spans_go_back_where_their_words_went():
 @pytest.mark.parametrize("seed", range(30))
 def test_any_alignment_gives_every_span_once_in_order_and_the_translation_whole(seed):
     rng = random.Random(seed)
-    spans = [span for kind in KINDS if kind != "printf" for span in FOUND[kind] if kind != "tag"]
+    spans = [span for kind in KINDS if kind not in ("printf", "subtitle", "tag") for span in FOUND[kind]]
     parts = []
     for i in range(rng.randint(1, 8)):
         parts.append(f"w{i}")
