@@ -58,14 +58,16 @@ class RunningServer:
         finally:
             connection.close()
 
-    def document(self, path: str, body: bytes) -> tuple[int, str, dict]:
-        """(status, the answer's text, its headers, names lowercased) of a POST of a document."""
+    def document(self, path: str, body: bytes, kind: str = "application/xliff+xml", text: bool = True):
+        """(status, the answer's text (bytes: text False), its headers, names lowercased) of a POST of a
+        document (of media type kind)."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
         try:
-            connection.request("POST", path, body=body, headers={"Content-Type": "application/xliff+xml"})
+            connection.request("POST", path, body=body, headers={"Content-Type": kind})
             response = connection.getresponse()
-            text = response.read().decode("utf-8")
-            return response.status, text, {name.lower(): value for name, value in response.getheaders()}
+            answer = response.read()
+            answer = answer.decode("utf-8") if text else answer
+            return response.status, answer, {name.lower(): value for name, value in response.getheaders()}
         finally:
             connection.close()
 

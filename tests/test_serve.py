@@ -2,6 +2,7 @@
 every bad request with a 4xx and one line of JSON, and goes on serving."""
 
 import asyncio
+import base64
 import json
 import os
 import re
@@ -24,6 +25,8 @@ from mt.serve.limits import RequestError, ServeLimits, check_glossary  # noqa: E
 
 from conftest import REPO, cli_path, run_cli  # noqa: E402
 from serving import RunningServer  # noqa: E402
+
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 LIMITS = ServeLimits(max_lines=16, max_bytes=4096, max_line_chars=300, max_beam=4, max_nbest=4)
 
@@ -223,6 +226,36 @@ def test_catalogues_pages_subtitles_and_markdown_are_translated_as_translate_tra
     status, text, _ = server.document(route, bad)
     error = json.loads(text)["error"]
     assert status == 422 and error.startswith("the document") and "\n" not in error, error
+
+
+def test_a_word_document_is_translated_as_translate_translates_it(server, checkpoint, tmp_path):
+    from test_word_document import docx
+
+    document = docx(tmp_path / "bericht.docx").read_bytes()
+    run_cli("translate", "-c", str(checkpoint), "--beam", "1", "-i", str(tmp_path / "bericht.docx"), "-o",
+            str(tmp_path / "report.docx"))  # fmt: skip
+    status, answer, headers = server.document("/docx", document, text=False)
+    assert status == 200 and headers["content-type"] == DOCX
+    assert answer == (tmp_path / "report.docx").read_bytes()  # the same file, byte for byte
+    report = json.loads(headers["x-mt-report"])
+    assert (report["translated"], report["with_formatting"], report["target_language"]) == (5, 2, "en")
+    (tmp_path / "glossary.tsv").write_text("hund\tpuppy\n", encoding="utf-8")
+    flags = "--beam", "3", "--glossary", str(tmp_path / "glossary.tsv"), "-i", str(tmp_path / "bericht.docx")
+    run_cli("translate", "-c", str(checkpoint), *flags, "-o", str(tmp_path / "glossed.docx"))
+    asked = {
+        "document": base64.b64encode(document).decode(),
+        "strategy": "beam",
+        "beam": 3,
+        "glossary": {"hund": "puppy"},
+    }
+    status, answer, _ = server.document("/docx", json.dumps(asked).encode(), "application/json", text=False)
+    assert status == 200 and answer == (tmp_path / "glossed.docx").read_bytes()  # in JSON: base64
+    for body, kind, message in [
+        (b"PK not a zip", DOCX, "the document: not a Word document (a .docx is a zip file"),
+        (json.dumps({"document": "not base64!"}).encode(), "application/json", "document: not base64"),
+    ]:
+        status, answer, _ = server.document("/docx", body, kind)
+        assert status == 422 and json.loads(answer)["error"].startswith(message), answer
 
 
 def test_requests_bringing_the_same_glossary_share_one_compiled_off_the_event_loop():

@@ -1,9 +1,10 @@
 """translate -i doc.xlf -o doc.en.xlf, -i app.pot -o de.po, -i page.html -o page.en.html, -i film.srt -o
-film.en.srt, -i README.md -o README.en.md: a document read whole, translated and written whole, in place of a
-file of lines: a CAT tool's XLIFF with its targets filled in (mt/decoding/xliff_translation.py), a gettext
-catalogue with its messages (mt/decoding/po_translation.py), an HTML page with its text
-(mt/decoding/html_translation.py), subtitles with their cues (mt/decoding/subtitle_translation.py), a
-Markdown document with its text (mt/decoding/markdown_translation.py)."""
+film.en.srt, -i README.md -o README.en.md, -i bericht.docx -o report.docx: a document read whole, translated
+and written whole, in place of a file of lines: a CAT tool's XLIFF with its targets filled in
+(mt/decoding/xliff_translation.py), a gettext catalogue with its messages (mt/decoding/po_translation.py), an
+HTML page with its text (mt/decoding/html_translation.py), subtitles with their cues
+(mt/decoding/subtitle_translation.py), a Markdown document with its text (mt/decoding/markdown_translation.py),
+a Word document with its paragraphs (mt/decoding/word_translation.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from mt.data.html_document import is_html_name
 from mt.data.markdown_document import is_markdown_name
 from mt.data.po import is_po_name
 from mt.data.subtitles import FORMATS, is_subtitle_name, subtitle_format
+from mt.data.word_document import is_word_name
 from mt.data.xliff import is_xliff_name
 from mt.decoding.glossary import load_glossary
 from mt.errors import MTError, terms_missed_warning, truncation_warning
@@ -42,6 +44,7 @@ KINDS = {
         is_subtitle_name, "a subtitle file", "subtitle", "a", ".srt, .vtt, .ass or .ssa", "-i film.srt", "cue"
     ),
     "markdown": Kind(is_markdown_name, "a Markdown document", "Markdown", "a", ".md", "-i README.md", "segment"),
+    "docx": Kind(is_word_name, "a Word document", "Word", "a", ".docx", "-i bericht.docx", "paragraph"),
 }
 
 
@@ -66,6 +69,8 @@ def check_document_args(args) -> None:
     if kind == "subtitles" and args.output and subtitle_format(args.output) != written:
         names = " or ".join(suffix for suffix, name in FORMATS.items() if name == written)
         raise MTError(f"--output {args.output}: a {written} input is written as {written}: name the output {names}")
+    if kind == "docx" and not args.output:
+        raise MTError(f"--input {args.input}: a Word document is written to a file: name it with -o report.docx")
     if args.output and output_kind is None:
         raise MTError(
             f"--output {args.output}: {doc.article} {doc.format} input is written as {doc.format}: name the output "
@@ -96,8 +101,10 @@ def run_document(args, translator, how: str) -> None:
         from mt.decoding.html_translation import translate_html as translate_document
     elif kind == "subtitles":
         from mt.decoding.subtitle_translation import translate_subtitles as translate_document
-    else:
+    elif kind == "markdown":
         from mt.decoding.markdown_translation import translate_markdown as translate_document
+    else:
+        from mt.decoding.word_translation import translate_docx as translate_document
 
     start = time.perf_counter()
     glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)

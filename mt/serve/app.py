@@ -25,7 +25,7 @@ from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
-from mt.serve.documents import MEDIA_TYPES, document_work, filled, media_type, without_declaration
+from mt.serve.documents import MEDIA_TYPES, document_bytes_of, document_work, filled, media_type
 from mt.serve.glossary_file import GlossaryFile
 from mt.serve.limits import (
     DecodingChoices,
@@ -50,6 +50,8 @@ DOCUMENT_ROUTES = {  # what each document route answers, for its page of the API
     "subtitles": "The subtitles of the body (SubRip, WebVTT, SubStation Alpha) translated, timing kept, as "
     "`translate -i film.srt` does.",
     "markdown": "The Markdown document of the body translated, its markup kept, as `translate -i README.md` does.",
+    "docx": "The Word document of the body translated, its formatting kept, as `translate -i report.docx` does "
+    "(in JSON: base64).",
 }
 
 
@@ -356,8 +358,7 @@ def create_app(
                 settings, entries, weight = request_settings(translator.settings, ask), ask.glossary, ask.reverse_weight
                 known_language(settings.tgt_lang, translator.languages)
                 rerank_usable(translator, settings, weight)
-                document = without_declaration(ask.document) if kind == "xliff" else ask.document
-                body = document.encode("utf-8")  # decoded already: UTF-8 now
+                body = document_bytes_of(kind, ask.document)
             elif len(body) > limits.max_document_bytes:
                 size = f"{len(body):,} bytes, over the server's limit of {limits.max_document_bytes:,}"
                 raise RequestError(413, f"the document is {size} (--max-document-bytes)")

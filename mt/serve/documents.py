@@ -1,9 +1,11 @@
-"""Documents served (POST /xliff, /po, /html, /subtitles, /markdown): a document read and its lines cut into
+"""Documents served (POST /xliff, /po, /html, /subtitles, /markdown, /docx): a document read and its lines cut into
 the batcher's chunks, off the event loop, and filled in with their translations; the routes themselves are
 in app.py."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from dataclasses import asdict, dataclass
 
@@ -11,6 +13,7 @@ from mt.data.html_document import HtmlPage
 from mt.data.markdown_document import MarkdownDocument
 from mt.data.po import Catalogue
 from mt.data.subtitles import read_subtitles
+from mt.data.word_document import WordDocument
 from mt.data.xliff import Xliff
 from mt.decoding.glossary import Glossary
 from mt.decoding.html_translation import HtmlTranslation
@@ -19,6 +22,7 @@ from mt.decoding.markdown_translation import MarkdownTranslation
 from mt.decoding.po_translation import PoTranslation
 from mt.decoding.settings import line_seed
 from mt.decoding.subtitle_translation import SubtitleTranslation
+from mt.decoding.word_translation import WordTranslation
 from mt.decoding.xliff_translation import Batch, XliffTranslation, batch_settings
 from mt.errors import MTError
 from mt.serve.limits import RequestError
@@ -29,6 +33,7 @@ MEDIA_TYPES = {
     "html": "text/html",
     "subtitles": "text/vtt",  # or SubRip's, application/x-subrip, or SubStation's, text/x-ssa (media_type)
     "markdown": "text/markdown",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
 }
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
@@ -36,6 +41,17 @@ DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 def without_declaration(document: str) -> str:
     """A document given as text, without the XML declaration that names the encoding it was in."""
     return DECLARATION.sub("", document, count=1)
+
+
+def document_bytes_of(kind: str, document: str) -> bytes:
+    """A document given in JSON as its bytes: a Word document's base64 decoded, a text's UTF-8 (an XLIFF
+    document without the declaration naming the encoding it was in: decoded already)."""
+    if kind != "docx":
+        return (without_declaration(document) if kind == "xliff" else document).encode("utf-8")
+    try:
+        return base64.b64decode(document, validate=True)
+    except (binascii.Error, ValueError):
+        raise RequestError(422, "document: not base64 (a Word document goes in JSON as base64)") from None
 
 
 @dataclass
@@ -59,6 +75,8 @@ def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: 
             work = HtmlTranslation(HtmlPage("the document", body), translator)
         elif kind == "subtitles":
             work = SubtitleTranslation(read_subtitles("the document", body), translator)
+        elif kind == "docx":
+            work = WordTranslation(WordDocument("the document", body), translator)
         else:
             work = MarkdownTranslation(MarkdownDocument("the document", body), translator)
     except (MTError, UnicodeDecodeError) as err:
@@ -103,8 +121,8 @@ def filled(kind: str, work, chunks: list, results: list) -> tuple[str, dict]:
         work.fill(best[: len(work.plain)], best[len(work.plain) :])
         return work.subtitles.output(), {"target_language": work.language, **asdict(work.report)}
     work.fill(best)
-    language = work.language if kind in ("po", "markdown") else work.page.target_language
-    return work.text(), {"target_language": language, **asdict(work.report)}
+    language = work.page.target_language if kind == "html" else work.language
+    return work.output() if kind == "docx" else work.text(), {"target_language": language, **asdict(work.report)}
 
 
 def media_type(kind: str, work) -> str:

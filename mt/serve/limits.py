@@ -72,10 +72,13 @@ class TranslateRequest(DecodingChoices):
 
 
 class DocumentRequest(DecodingChoices):
-    """POST /xliff's, /po's and /html's body as JSON (the document alone may be the body): the document, and
-    how to decode."""
+    """A document route's body as JSON (the document alone may be the body): the document, and how to
+    decode."""
 
-    document: str = Field(description="the document: XLIFF, a PO catalogue or an HTML page, as the path says")
+    document: str = Field(
+        description="the document, as the path says: XLIFF, a PO catalogue, an HTML page, subtitles, Markdown; "
+        "a Word document in base64"
+    )
 
 
 class ScoreRequest(BaseModel):

@@ -1,0 +1,282 @@
+"""Word documents (.docx): `translate -i bericht.docx -o report.docx` translates every paragraph and keeps its
+formatting.
+
+A .docx file is a zip of XML parts; the text is in word/document.xml (and the headers, footers, footnotes
+and endnotes) as paragraphs (<w:p>) of runs (<w:r>), each run's formatting in its <w:rPr> and its text in
+<w:t>. Each paragraph is a segment: the formatting most of its text has is the paragraph's own, any other
+run's formatting wraps its text as a tag (<w-1>fett</w-1>), a hyperlink wraps what it links, and what is
+not text (a tab, a line break, a picture, a field, a bookmark) stands as a point (<w-2/>). The translation's
+tags become runs again. Everything else is written back as it was: the other parts, in their order and
+compression, a paragraph's properties, a paragraph without words.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt.data.lines import document_bytes
+from mt.errors import MTError
+
+PARTS = re.compile(r"word/(?:document|header\d*|footer\d*|footnotes|endnotes)\.xml")
+PARAGRAPH = re.compile(r"(<w:p\b[^>]*(?<!/)>)((?:(?!<w:p\b).)*?)</w:p>", re.DOTALL)  # one holding no other
+TOKEN = re.compile(r"<[^>]*>|[^<]+")
+TAG = re.compile(r"<(/?)w-(\d+)(/?)>")
+FIELD_MARK = re.compile(r'w:fldCharType="(begin|end)"')
+WRAPPERS = frozenset("w:hyperlink w:ins w:smartTag w:customXml w:fldSimple w:moveTo w:dir w:bdo".split())
+DROPPED = frozenset(["w:proofErr", "w:lastRenderedPageBreak"])  # spelling marks, a layout cache: Word redraws them
+
+
+def is_word_name(path: str | None) -> bool:
+    """Whether a file named so is a Word document (.docx)."""
+    return bool(path) and Path(path).name.lower().endswith(".docx")
+
+
+@dataclass
+class Element:
+    """An element of a paragraph's XML: its name, start tag, what it holds, and its end tag ("" if empty)."""
+
+    name: str
+    start: str
+    inner: str = ""
+    end: str = ""
+
+    @property
+    def xml(self) -> str:
+        return self.start + self.inner + self.end
+
+
+def elements(xml: str) -> list[Element]:
+    """The elements at the top level of xml, in order (the whitespace between them dropped)."""
+    found, depth, start, inner_at = [], 0, "", 0
+    for token in TOKEN.finditer(xml):
+        text = token.group()
+        if not text.startswith("<") or text.startswith(("<?", "<!")):
+            continue
+        if text.startswith("</"):
+            depth -= 1
+            if depth == 0:
+                found.append(Element(tag_name(start), start, xml[inner_at : token.start()], text))
+        elif text.endswith("/>"):
+            if depth == 0:
+                found.append(Element(tag_name(text), text))
+        else:
+            if depth == 0:
+                start, inner_at = text, token.end()
+            depth += 1
+    return found
+
+
+def tag_name(tag: str) -> str:
+    return re.match(r"</?([^\s/>]+)", tag).group(1)
+
+
+@dataclass
+class Code:
+    """What a tag of a segment stands for: formatting (a run's <w:rPr>), a wrapper (its start and end
+    tags) or a point (its XML, written as it was)."""
+
+    kind: str  # format, wrapper, point
+    xml: str = ""
+    end: str = ""
+
+
+@dataclass
+class Paragraph:
+    """A paragraph read into a segment: what stays before and after its text, its formatting, its codes."""
+
+    head: str  # <w:p ...><w:pPr>...</w:pPr>, and any points before the text
+    tail: str  # points after the text
+    base: str  # the formatting of most of its text (a <w:rPr>, or "")
+    segment: str
+    codes: dict[int, Code]
+
+
+def read_paragraph(start: str, inner: str) -> Paragraph | None:
+    """The paragraph of this start tag and content as a segment; None where it holds no word."""
+    children = elements(inner)
+    properties = bool(children) and children[0].name == "w:pPr"  # <w:pPr>: the paragraph's style, kept
+    head = start + (children[0].xml if properties else "")
+    # ("text", rPr, text), ("point", xml), ("open", start tag, end tag), ("close", end tag)
+    atoms = atoms_of(children[properties:])
+    texts = [a for a in atoms if a[0] == "text" and a[2].strip()]
+    if not any(ch.isalpha() for a in texts for ch in a[2]):
+        return None
+    first = next(i for i, a in enumerate(atoms) if a[0] != "point")
+    last = max(i for i, a in enumerate(atoms) if a[0] != "point")
+    head += "".join(a[1] for a in atoms[:first])
+    tail = "".join(a[1] for a in atoms[last + 1 :])
+    weight: dict[str, int] = {}
+    for a in texts:
+        weight[a[1]] = weight.get(a[1], 0) + len(a[2])
+    base = max(weight, key=weight.get)
+    return Paragraph(head, tail, base, *tagged(atoms[first : last + 1], base))
+
+
+def tagged(atoms: list[tuple], base: str) -> tuple[str, dict[int, Code]]:
+    """The atoms as a segment: text, formatting other than base as tags around it, wrappers as tags, points
+    as tags of their own; and what each tag stands for."""
+    parts, codes, opened, previous = [], {}, [], None  # opened: wrapper codes open, innermost last
+    for atom in atoms:
+        if previous is not None and (atom[0] != "text" or atom[1] != previous[1]):
+            parts.append(f"</w-{previous[0]}>")
+            previous = None
+        n = len(codes) + 1
+        if atom[0] == "text":
+            if atom[1] != base and previous is None:
+                codes[n] = Code("format", atom[1])
+                parts.append(f"<w-{n}>")
+                previous = (n, atom[1])
+            parts.append(html.unescape(atom[2]))
+        elif atom[0] == "point":
+            codes[n] = Code("point", atom[1])
+            parts.append(f"<w-{n}/>")
+        elif atom[0] == "open":
+            codes[n] = Code("wrapper", atom[1], atom[2])
+            parts.append(f"<w-{n}>")
+            opened.append(n)
+        elif opened:
+            parts.append(f"</w-{opened.pop()}>")
+    if previous is not None:
+        parts.append(f"</w-{previous[0]}>")
+    return "".join(parts + [f"</w-{n}>" for n in reversed(opened)]), codes
+
+
+def paragraph_atoms(element: Element) -> list[tuple]:
+    """What an element of a paragraph holds, as text with its formatting, points and wrappers."""
+    if element.name in DROPPED:
+        return []
+    if element.name == "w:r":
+        return run_atoms(element)
+    if element.name in WRAPPERS and element.end:
+        return [("open", element.start, element.end), *atoms_of(elements(element.inner)), ("close", element.end)]
+    return [("point", element.xml)]
+
+
+def run_atoms(run: Element) -> list[tuple]:
+    """A run's text, with its formatting; what else it holds (a tab, a break, a picture) as points."""
+    children = [child for child in elements(run.inner) if child.name not in DROPPED]
+    rpr = next((child.xml for child in children if child.name == "w:rPr"), "")
+    atoms = []
+    for child in children:
+        if child.name == "w:t":
+            atoms.append(("text", rpr, child.inner))
+        elif child.name != "w:rPr":
+            atoms.append(("point", f"{run.start}{rpr}{child.xml}</w:r>"))
+    return atoms
+
+
+def atoms_of(children: list[Element]) -> list[tuple]:
+    """What a paragraph's (or a wrapper's) elements hold, as text with its formatting, points and wrappers;
+    a field (from the run that begins it to the run that ends it: its code and what it shows) is one point,
+    written as it was, so that its parts stay in order; what it shows is not translated."""
+    atoms, field, depth = [], [], 0
+    for element in children:
+        marks = FIELD_MARK.findall(element.xml) if element.name == "w:r" else []
+        if not depth and "begin" not in marks:
+            atoms += paragraph_atoms(element)
+            continue
+        field.append(element.xml)
+        depth += marks.count("begin") - marks.count("end")
+        if depth <= 0:
+            atoms.append(("point", "".join(field)))
+            field, depth = [], 0
+    return atoms + ([("point", "".join(field))] if field else [])  # a field not ended here: as it was
+
+
+def written_paragraph(paragraph: Paragraph, translation: str) -> str:
+    """The paragraph with the translation in place of its text, its tags runs again, and the spaces its text
+    had at its ends (before a page number). A tag the translation lost or closed out of turn cannot
+    unbalance the XML: wrappers are closed in order, and a point never written is written at the end."""
+    segment = paragraph.segment
+    translation = segment[: len(segment) - len(segment.lstrip())] + translation.strip()
+    translation += segment[len(segment.rstrip()) :]
+    parts, stack, written = [paragraph.head], [], set()
+    at = 0
+    for tag in [*TAG.finditer(translation), None]:
+        text = translation[at : tag.start() if tag else len(translation)]
+        if text:
+            formats = [paragraph.codes[n].xml for n in stack if paragraph.codes[n].kind == "format"]
+            rpr = formats[-1] if formats else paragraph.base
+            parts.append(f'<w:r>{rpr}<w:t xml:space="preserve">{html.escape(text, quote=False)}</w:t></w:r>')
+        if tag is None:
+            break
+        at = tag.end()
+        n = int(tag.group(2))
+        code = paragraph.codes.get(n)
+        if code is None or n in written and code.kind == "point":
+            continue
+        if code.kind == "point":
+            parts.append(code.xml)
+            written.add(n)
+        elif tag.group(1) == "" and n not in stack:
+            stack.append(n)
+            parts.append(code.xml if code.kind == "wrapper" else "")
+        elif tag.group(1) and n in stack:
+            while stack:
+                top = stack.pop()
+                parts.append(paragraph.codes[top].end)
+                if top == n:
+                    break
+    parts += [paragraph.codes[n].end for n in reversed(stack)]
+    parts += [code.xml for n, code in paragraph.codes.items() if code.kind == "point" and n not in written]
+    return "".join(parts) + paragraph.tail + "</w:p>"
+
+
+class WordDocument:
+    """A .docx file read whole: its paragraphs as segments, and written back with their translations."""
+
+    def __init__(self, path: str | os.PathLike, data: bytes | None = None):
+        self.path = str(path)
+        self.data = document_bytes(path, data)
+        try:
+            with zipfile.ZipFile(io.BytesIO(self.data)) as archive:
+                names = [name for name in archive.namelist() if PARTS.fullmatch(name)]
+                self.parts = {name: archive.read(name).decode("utf-8") for name in names}
+        except zipfile.BadZipFile:
+            raise MTError(f"{self.path}: not a Word document (a .docx is a zip file; save a .doc as .docx)") from None
+        except UnicodeDecodeError as err:
+            raise MTError(f"{self.path}: a part of it is not UTF-8 ({err.reason})") from None
+        if "word/document.xml" not in self.parts:
+            raise MTError(f"{self.path}: not a Word document: it holds no word/document.xml")
+        self.paragraphs: list[tuple[str, re.Match, Paragraph]] = []
+        for name, xml in self.parts.items():
+            for match in PARAGRAPH.finditer(xml):
+                paragraph = read_paragraph(match.group(1), match.group(2))
+                if paragraph is not None:
+                    self.paragraphs.append((name, match, paragraph))
+        self.segments = [paragraph.segment for _, _, paragraph in self.paragraphs]
+        self.translations: dict[int, str] = {}  # a segment's index -> its translation, tags and all
+
+    def output(self) -> bytes:
+        """The document with each translated paragraph in place of its own, every other byte of the parts
+        as it was."""
+        written = {}
+        for name, xml in self.parts.items():
+            pieces, at = [], 0
+            for i, (part, match, paragraph) in enumerate(self.paragraphs):
+                if part == name and i in self.translations:
+                    pieces += [xml[at : match.start()], written_paragraph(paragraph, self.translations[i])]
+                    at = match.end()
+            written[name] = ("".join(pieces) + xml[at:]).encode("utf-8")
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(io.BytesIO(self.data)) as source, zipfile.ZipFile(buffer, "w") as target:
+            for info in source.infolist():
+                target.writestr(info, written.get(info.filename) or source.read(info))
+        return buffer.getvalue()
+
+    def write(self, path: str) -> None:
+        """The translated document, to path (written aside, then renamed: a whole document or none)."""
+        aside = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+        try:
+            aside.write_bytes(self.output())
+            os.replace(aside, path)
+        except OSError as err:
+            raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
+        finally:
+            aside.unlink(missing_ok=True)
