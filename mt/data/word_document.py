@@ -132,7 +132,7 @@ def tagged(atoms: list[tuple], base: str) -> tuple[str, dict[int, Code]]:
                 codes[n] = Code("format", atom[1])
                 parts.append(f"<w-{n}>")
                 previous = (n, atom[1])
-            parts.append(html.unescape(atom[2]))
+            parts.append(" ".join(html.unescape(atom[2]).splitlines()))  # a line break in XML text: a space
         elif atom[0] == "point":
             codes[n] = Code("point", atom[1])
             parts.append(f"<w-{n}/>")
