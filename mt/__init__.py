@@ -10,7 +10,7 @@
     mt.translate_html(translator, "page.html", "page.en.html")  # a web page, its markup kept
     mt.translate_subtitles(translator, "film.de.srt", "film.en.srt")  # subtitles, their timing kept
     mt.translate_markdown(translator, "README.de.md", "README.en.md")  # Markdown, its markup kept
-    mt.translate_docx(translator, "bericht.docx", "report.docx")  # a Word document, its formatting kept
+    mt.translate_office(translator, "bericht.docx", "report.docx")  # Word, PowerPoint, Excel: formatting kept
     run = mt.train("experiment=smoke")  # as `mt-train experiment=smoke`; run.results, run.translator()
     runs = mt.sweep("experiment=smoke", "train.lr=5e-4,1e-3")  # as `mt-train -m ...`: one run per value
 
@@ -32,7 +32,7 @@ _LAZY = {
     "translate_html": "mt.decoding.html_translation",
     "translate_subtitles": "mt.decoding.subtitle_translation",
     "translate_markdown": "mt.decoding.markdown_translation",
-    "translate_docx": "mt.decoding.word_translation",
+    "translate_office": "mt.decoding.office_translation",
     "PairScore": "mt.decoding.settings",
     "MTError": "mt.errors",
     "Interrupted": "mt.errors",

@@ -26,7 +26,11 @@ from mt.serve.limits import RequestError, ServeLimits, check_glossary  # noqa: E
 from conftest import REPO, cli_path, run_cli  # noqa: E402
 from serving import RunningServer  # noqa: E402
 
-DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+OFFICE = {
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
 
 LIMITS = ServeLimits(max_lines=16, max_bytes=4096, max_line_chars=300, max_beam=4, max_nbest=4)
 
@@ -228,33 +232,30 @@ def test_catalogues_pages_subtitles_and_markdown_are_translated_as_translate_tra
     assert status == 422 and error.startswith("the document") and "\n" not in error, error
 
 
-def test_a_word_document_is_translated_as_translate_translates_it(server, checkpoint, tmp_path):
-    from test_word_document import docx
+@pytest.mark.parametrize("kind, counts", [("docx", (5, 2)), ("pptx", (2, 1)), ("xlsx", (3, 1))])
+def test_office_documents_are_translated_as_translate_translates_them(server, checkpoint, tmp_path, kind, counts):
+    from test_office_documents import MAKERS
 
-    document = docx(tmp_path / "bericht.docx").read_bytes()
-    run_cli("translate", "-c", str(checkpoint), "--beam", "1", "-i", str(tmp_path / "bericht.docx"), "-o",
-            str(tmp_path / "report.docx"))  # fmt: skip
-    status, answer, headers = server.document("/docx", document, text=False)
-    assert status == 200 and headers["content-type"] == DOCX
-    assert answer == (tmp_path / "report.docx").read_bytes()  # the same file, byte for byte
+    names = {"docx": "Word", "pptx": "PowerPoint", "xlsx": "Excel"}
+    source = MAKERS[kind](tmp_path / f"a.{kind}")
+    run_cli("translate", "-c", str(checkpoint), "--beam", "1", "-i", str(source), "-o", str(tmp_path / f"b.{kind}"))
+    status, answer, headers = server.document(f"/{kind}", source.read_bytes(), OFFICE[kind], text=False)
+    assert status == 200 and headers["content-type"] == OFFICE[kind]
+    assert answer == (tmp_path / f"b.{kind}").read_bytes()  # the same file, byte for byte
     report = json.loads(headers["x-mt-report"])
-    assert (report["translated"], report["with_formatting"], report["target_language"]) == (5, 2, "en")
+    assert (report["translated"], report["with_formatting"], report["target_language"]) == (*counts, "en")
     (tmp_path / "glossary.tsv").write_text("hund\tpuppy\n", encoding="utf-8")
-    flags = "--beam", "3", "--glossary", str(tmp_path / "glossary.tsv"), "-i", str(tmp_path / "bericht.docx")
-    run_cli("translate", "-c", str(checkpoint), *flags, "-o", str(tmp_path / "glossed.docx"))
-    asked = {
-        "document": base64.b64encode(document).decode(),
-        "strategy": "beam",
-        "beam": 3,
-        "glossary": {"hund": "puppy"},
-    }
-    status, answer, _ = server.document("/docx", json.dumps(asked).encode(), "application/json", text=False)
-    assert status == 200 and answer == (tmp_path / "glossed.docx").read_bytes()  # in JSON: base64
-    for body, kind, message in [
-        (b"PK not a zip", DOCX, "the document: not a Word document (a .docx is a zip file"),
+    flags = "--beam", "3", "--glossary", str(tmp_path / "glossary.tsv"), "-i", str(source)
+    run_cli("translate", "-c", str(checkpoint), *flags, "-o", str(tmp_path / f"glossed.{kind}"))
+    asked = {"document": base64.b64encode(source.read_bytes()).decode(), "strategy": "beam", "beam": 3}
+    asked["glossary"] = {"hund": "puppy"}
+    status, answer, _ = server.document(f"/{kind}", json.dumps(asked).encode(), "application/json", text=False)
+    assert status == 200 and answer == (tmp_path / f"glossed.{kind}").read_bytes()  # in JSON: base64
+    for body, media_type, message in [
+        (b"PK not a zip", OFFICE[kind], f"the document: not a {names[kind]} file (a .{kind} is a zip"),
         (json.dumps({"document": "not base64!"}).encode(), "application/json", "document: not base64"),
     ]:
-        status, answer, _ = server.document("/docx", body, kind)
+        status, answer, _ = server.document(f"/{kind}", body, media_type)
         assert status == 422 and json.loads(answer)["error"].startswith(message), answer
 
 

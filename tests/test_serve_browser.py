@@ -216,27 +216,33 @@ def test_a_document_opened_comes_back_translated(browser, trained_run, tiny_corp
         server.stop()
 
 
-def test_a_word_document_opened_comes_back_translated(browser, trained_run, tmp_path):
-    from test_word_document import docx
+@pytest.mark.parametrize(
+    "kind, said",
+    [
+        ("docx", "5 paragraphs translated; 2 with formatting kept"),
+        ("xlsx", "3 cell texts translated; 1 with formatting kept"),
+    ],
+)
+def test_an_office_document_opened_comes_back_translated(browser, trained_run, tmp_path, kind, said):
+    from test_office_documents import MAKERS
 
     translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
     server = RunningServer(translator, ServeLimits(max_lines=4))
     try:
-        document = docx(tmp_path / "bericht.docx").read_bytes()
+        document = MAKERS[kind](tmp_path / f"bericht.{kind}").read_bytes()
         asked = {"document": base64.b64encode(document).decode(), "split_sentences": True, "no_repeat_ngram": 0}
-        status, expected, _ = server.document("/docx", json.dumps(asked).encode(), "application/json", text=False)
+        status, expected, _ = server.document(f"/{kind}", json.dumps(asked).encode(), "application/json", text=False)
         browser.open(f"http://127.0.0.1:{server.port}/")
         assert browser.wait_for_text("#languages") == "de → en"
-        browser.type("#file", str(tmp_path / "bericht.docx"))
+        browser.type("#file", str(tmp_path / f"bericht.{kind}"))
         assert (
-            browser.wait_for_text("#result", containing="translated")
-            == "bericht.docx: 5 paragraphs translated; 2 with formatting kept. Download it below."
+            browser.wait_for_text("#result", containing="translated") == f"bericht.{kind}: {said}. Download it below."
         )
         got = browser.run_async(
             "const done = arguments[arguments.length - 1], link = document.querySelector('#download');"
             "fetch(link.href).then((r) => r.arrayBuffer()).then((buffer) => done([link.download,"
             " Array.from(new Uint8Array(buffer))]));"
         )
-        assert status == 200 and got[0] == "bericht.en.docx" and bytes(got[1]) == expected
+        assert status == 200 and got[0] == f"bericht.en.{kind}" and bytes(got[1]) == expected
     finally:
         server.stop()

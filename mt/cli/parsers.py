@@ -100,7 +100,7 @@ def translate_parser() -> argparse.ArgumentParser:
             "translate -c model.pt --nbest 3 < in.de                      # the 3 best per line, tab-separated",
             "translate -c a.pt b.pt --ensemble --split-sentences < in.de  # two models; paragraphs a line",
             "translate -c model.pt -i film.de.srt -o film.en.srt          # subtitles, their timing kept",
-            "translate -c model.pt -i bericht.docx -o report.docx         # a Word document, its formatting kept",
+            "translate -c model.pt -i bericht.docx -o report.docx         # Word (or .pptx, .xlsx), formatting kept",
         ],
         "docs/translate.md",
     )
@@ -112,7 +112,7 @@ def translate_parser() -> argparse.ArgumentParser:
         "-i",
         help="input file (default: stdin); a document is translated whole, its markup kept: XLIFF (.xlf, .xliff), "
         "a PO catalogue (.po, .pot), HTML (.html, .htm), subtitles (.srt, .vtt, .ass, .ssa), Markdown (.md), "
-        "Word (.docx)",
+        "Word, PowerPoint, Excel (.docx, .pptx, .xlsx)",
     )
     files.add_argument(
         "--output",

@@ -4,7 +4,7 @@ and written whole, in place of a file of lines: a CAT tool's XLIFF with its targ
 (mt/decoding/xliff_translation.py), a gettext catalogue with its messages (mt/decoding/po_translation.py), an
 HTML page with its text (mt/decoding/html_translation.py), subtitles with their cues
 (mt/decoding/subtitle_translation.py), a Markdown document with its text (mt/decoding/markdown_translation.py),
-a Word document with its paragraphs (mt/decoding/word_translation.py)."""
+an Office document (Word, PowerPoint, Excel) with its paragraphs (mt/decoding/office_translation.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from mt.data.html_document import is_html_name
 from mt.data.markdown_document import is_markdown_name
+from mt.data.office_document import EXCEL, POWERPOINT, WORD, Markup, office_markup
 from mt.data.po import is_po_name
 from mt.data.subtitles import FORMATS, is_subtitle_name, subtitle_format
-from mt.data.word_document import is_word_name
 from mt.data.xliff import is_xliff_name
 from mt.decoding.glossary import load_glossary
 from mt.errors import MTError, terms_missed_warning, truncation_warning
@@ -36,6 +36,16 @@ class Kind:
     unit: str  # what the warnings count
 
 
+def office(markup: Markup, document: str, example: str) -> Kind:
+    """The Kind of an Office format: Word, PowerPoint, Excel."""
+
+    def named(path: str | None) -> bool:
+        return office_markup(path) is markup
+
+    article = "an" if markup.name[0] in "AEIOU" else "a"
+    return Kind(named, document, markup.name, article, markup.suffix, example, markup.unit)
+
+
 KINDS = {
     "xliff": Kind(is_xliff_name, "an XLIFF document", "XLIFF", "an", ".xlf or .xliff", "-i doc.xlf", "segment"),
     "po": Kind(is_po_name, "a PO catalogue", "PO", "a", ".po", "-i app.pot", "message line"),
@@ -44,8 +54,11 @@ KINDS = {
         is_subtitle_name, "a subtitle file", "subtitle", "a", ".srt, .vtt, .ass or .ssa", "-i film.srt", "cue"
     ),
     "markdown": Kind(is_markdown_name, "a Markdown document", "Markdown", "a", ".md", "-i README.md", "segment"),
-    "docx": Kind(is_word_name, "a Word document", "Word", "a", ".docx", "-i bericht.docx", "paragraph"),
+    "docx": office(WORD, "a Word document", "-i bericht.docx"),
+    "pptx": office(POWERPOINT, "a PowerPoint presentation", "-i folien.pptx"),
+    "xlsx": office(EXCEL, "an Excel workbook", "-i tabelle.xlsx"),
 }
+OFFICE = ("docx", "pptx", "xlsx")
 
 
 def document_kind(path: str | None) -> str | None:
@@ -69,8 +82,8 @@ def check_document_args(args) -> None:
     if kind == "subtitles" and args.output and subtitle_format(args.output) != written:
         names = " or ".join(suffix for suffix, name in FORMATS.items() if name == written)
         raise MTError(f"--output {args.output}: a {written} input is written as {written}: name the output {names}")
-    if kind == "docx" and not args.output:
-        raise MTError(f"--input {args.input}: a Word document is written to a file: name it with -o report.docx")
+    if kind in OFFICE and not args.output:
+        raise MTError(f"--input {args.input}: {doc.document} is written to a file, not stdout: -o out{doc.suffixes}")
     if args.output and output_kind is None:
         raise MTError(
             f"--output {args.output}: {doc.article} {doc.format} input is written as {doc.format}: name the output "
@@ -104,7 +117,7 @@ def run_document(args, translator, how: str) -> None:
     elif kind == "markdown":
         from mt.decoding.markdown_translation import translate_markdown as translate_document
     else:
-        from mt.decoding.word_translation import translate_docx as translate_document
+        from mt.decoding.office_translation import translate_office as translate_document
 
     start = time.perf_counter()
     glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)

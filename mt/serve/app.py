@@ -50,8 +50,11 @@ DOCUMENT_ROUTES = {  # what each document route answers, for its page of the API
     "subtitles": "The subtitles of the body (SubRip, WebVTT, SubStation Alpha) translated, timing kept, as "
     "`translate -i film.srt` does.",
     "markdown": "The Markdown document of the body translated, its markup kept, as `translate -i README.md` does.",
-    "docx": "The Word document of the body translated, its formatting kept, as `translate -i report.docx` does "
-    "(in JSON: base64).",
+    **{
+        kind: f"The {name} file of the body translated, its formatting kept, as `translate -i a.{kind}` does "
+        "(in JSON: base64)."
+        for kind, name in (("docx", "Word"), ("pptx", "PowerPoint"), ("xlsx", "Excel"))
+    },
 }
 
 

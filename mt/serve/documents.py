@@ -1,6 +1,6 @@
-"""Documents served (POST /xliff, /po, /html, /subtitles, /markdown, /docx): a document read and its lines cut into
-the batcher's chunks, off the event loop, and filled in with their translations; the routes themselves are
-in app.py."""
+"""Documents served (POST /xliff, /po, /html, /subtitles, /markdown, /docx, /pptx, /xlsx): a document read
+and its lines cut into the batcher's chunks, off the event loop, and filled in with their translations; the
+routes themselves are in app.py."""
 
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ from dataclasses import asdict, dataclass
 
 from mt.data.html_document import HtmlPage
 from mt.data.markdown_document import MarkdownDocument
+from mt.data.office_document import MARKUPS, OfficeDocument
 from mt.data.po import Catalogue
 from mt.data.subtitles import read_subtitles
-from mt.data.word_document import WordDocument
 from mt.data.xliff import Xliff
 from mt.decoding.glossary import Glossary
 from mt.decoding.html_translation import HtmlTranslation
 from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.markdown_translation import MarkdownTranslation
+from mt.decoding.office_translation import OfficeTranslation
 from mt.decoding.po_translation import PoTranslation
 from mt.decoding.settings import line_seed
 from mt.decoding.subtitle_translation import SubtitleTranslation
-from mt.decoding.word_translation import WordTranslation
 from mt.decoding.xliff_translation import Batch, XliffTranslation, batch_settings
 from mt.errors import MTError
 from mt.serve.limits import RequestError
@@ -34,7 +34,10 @@ MEDIA_TYPES = {
     "subtitles": "text/vtt",  # or SubRip's, application/x-subrip, or SubStation's, text/x-ssa (media_type)
     "markdown": "text/markdown",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
 }
+OFFICE = ("docx", "pptx", "xlsx")  # binary: base64 in JSON
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
@@ -44,14 +47,14 @@ def without_declaration(document: str) -> str:
 
 
 def document_bytes_of(kind: str, document: str) -> bytes:
-    """A document given in JSON as its bytes: a Word document's base64 decoded, a text's UTF-8 (an XLIFF
+    """A document given in JSON as its bytes: an Office document's base64 decoded, a text's UTF-8 (an XLIFF
     document without the declaration naming the encoding it was in: decoded already)."""
-    if kind != "docx":
+    if kind not in OFFICE:
         return (without_declaration(document) if kind == "xliff" else document).encode("utf-8")
     try:
         return base64.b64decode(document, validate=True)
     except (binascii.Error, ValueError):
-        raise RequestError(422, "document: not base64 (a Word document goes in JSON as base64)") from None
+        raise RequestError(422, "document: not base64 (an Office document goes in JSON as base64)") from None
 
 
 @dataclass
@@ -75,8 +78,8 @@ def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: 
             work = HtmlTranslation(HtmlPage("the document", body), translator)
         elif kind == "subtitles":
             work = SubtitleTranslation(read_subtitles("the document", body), translator)
-        elif kind == "docx":
-            work = WordTranslation(WordDocument("the document", body), translator)
+        elif kind in OFFICE:
+            work = OfficeTranslation(OfficeDocument("the document", body, MARKUPS[f".{kind}"]), translator)
         else:
             work = MarkdownTranslation(MarkdownDocument("the document", body), translator)
     except (MTError, UnicodeDecodeError) as err:
@@ -122,7 +125,7 @@ def filled(kind: str, work, chunks: list, results: list) -> tuple[str, dict]:
         return work.subtitles.output(), {"target_language": work.language, **asdict(work.report)}
     work.fill(best)
     language = work.page.target_language if kind == "html" else work.language
-    return work.output() if kind == "docx" else work.text(), {"target_language": language, **asdict(work.report)}
+    return work.output() if kind in OFFICE else work.text(), {"target_language": language, **asdict(work.report)}
 
 
 def media_type(kind: str, work) -> str:

@@ -1,0 +1,351 @@
+"""Office documents: `translate -i bericht.docx -o report.docx` (Word), `-i folien.pptx -o slides.pptx`
+(PowerPoint), `-i tabelle.xlsx -o table.xlsx` (Excel) translate the text and keep its formatting.
+
+An Office file is a zip of XML parts, its text in paragraphs of runs, each run's formatting in its own
+properties: Word's <w:p> of <w:r> (<w:rPr>, <w:t>) in word/document.xml, the headers, footers and notes;
+PowerPoint's <a:p> of <a:r> (<a:rPr>, <a:t>) in the slides and their speaker notes; Excel's shared strings
+(<si> of <r>, <rPr>, <t>: every text a cell shows). Each paragraph is a segment: the formatting most of its
+text has is the paragraph's own, any other run's formatting wraps its text as a tag (<w-1>fett</w-1>), a
+hyperlink wraps what it links, and what is not text (a tab, a line break, a picture, a field, a bookmark)
+stands as a point (<w-2/>). The translation's tags become runs again. Everything else is written back as
+it was: the other parts, in their order and compression, a paragraph's properties, a paragraph without words.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt.data.lines import document_bytes
+from mt.errors import MTError
+
+TOKEN = re.compile(r"<[^>]*>|[^<]+")
+TAG = re.compile(r"<(/?)w-(\d+)(/?)>")
+FIELD_MARK = re.compile(r'w:fldCharType="(begin|end)"')  # Word's fields: begin ... end, over several runs
+SEPARATOR = re.compile(r"<\w+:(?:tab|br|cr)\b")  # a tab or a line break: between two words, a space to the model
+
+
+@dataclass(frozen=True)
+class Markup:
+    """How one Office format writes its text: which parts hold it, and the names of its elements."""
+
+    name: str  # Word
+    suffix: str  # .docx
+    legacy: str  # the binary format it replaced, which is not read: .doc
+    parts: re.Pattern  # the parts translated
+    main: str  # the part every such file has
+    paragraph: str  # its element; names with | between them where it has several (Excel's si, is)
+    properties: str  # a paragraph's own (its style), first in it; "" where it has none
+    run: str
+    run_properties: str
+    text: str
+    wrappers: frozenset = frozenset()  # elements around runs: what they wrap is translated
+    dropped: frozenset = frozenset()  # marks a translation makes stale
+    bare_text: bool = False  # text may stand in a paragraph outside a run
+    space: str = ' xml:space="preserve"'  # what keeps a text element's spaces (DrawingML keeps them anyway)
+    unit: str = "paragraph"  # what a segment is, for a summary
+
+    def paragraphs(self) -> re.Pattern:
+        """A paragraph holding no other (a text box's are translated, not the paragraph around it): its start
+        tag, element name and content."""
+        p = "|".join(re.escape(name) for name in self.paragraph.split("|"))
+        return re.compile(rf"(<({p})\b[^>]*(?<!/)>)((?:(?!<(?:{p})\b).)*?)</\2>", re.DOTALL)
+
+
+WORD = Markup(
+    "Word", ".docx", ".doc", re.compile(r"word/(?:document|header\d*|footer\d*|footnotes|endnotes)\.xml"),
+    "word/document.xml", *"w:p w:pPr w:r w:rPr w:t".split(),
+    wrappers=frozenset("w:hyperlink w:ins w:smartTag w:customXml w:fldSimple w:moveTo w:dir w:bdo".split()),
+    dropped=frozenset(["w:proofErr", "w:lastRenderedPageBreak"]),  # spelling marks, a layout cache
+)  # fmt: skip
+POWERPOINT = Markup(
+    "PowerPoint", ".pptx", ".ppt", re.compile(r"ppt/(?:slides/slide|notesSlides/notesSlide)\d+\.xml"),
+    "ppt/presentation.xml", *"a:p a:pPr a:r a:rPr a:t".split(), space="",
+)  # fmt: skip
+EXCEL = Markup(  # the texts cells share (si), and those a cell holds itself (is)
+    "Excel", ".xlsx", ".xls", re.compile(r"xl/(?:sharedStrings|worksheets/sheet\d+)\.xml"), "xl/workbook.xml",
+    "si|is", "", "r", "rPr", "t", bare_text=True, unit="cell text",
+)  # fmt: skip
+MARKUPS = {markup.suffix: markup for markup in (WORD, POWERPOINT, EXCEL)}
+
+
+def office_markup(path: str | None) -> Markup | None:
+    """The Office format a file named so is in (.docx, .pptx, .xlsx), None for another file."""
+    return MARKUPS.get(Path(path).suffix.lower()) if path else None
+
+
+@dataclass
+class Element:
+    """An element of a paragraph's XML: its name, start tag, what it holds, and its end tag ("" if empty)."""
+
+    name: str
+    start: str
+    inner: str = ""
+    end: str = ""
+
+    @property
+    def xml(self) -> str:
+        return self.start + self.inner + self.end
+
+
+def elements(xml: str) -> list[Element]:
+    """The elements at the top level of xml, in order (the whitespace between them dropped)."""
+    found, depth, start, inner_at = [], 0, "", 0
+    for token in TOKEN.finditer(xml):
+        text = token.group()
+        if not text.startswith("<") or text.startswith(("<?", "<!")):
+            continue
+        if text.startswith("</"):
+            depth -= 1
+            if depth == 0:
+                found.append(Element(tag_name(start), start, xml[inner_at : token.start()], text))
+        elif text.endswith("/>"):
+            if depth == 0:
+                found.append(Element(tag_name(text), text))
+        else:
+            if depth == 0:
+                start, inner_at = text, token.end()
+            depth += 1
+    return found
+
+
+def tag_name(tag: str) -> str:
+    return re.match(r"</?([^\s/>]+)", tag).group(1)
+
+
+@dataclass
+class Code:
+    """What a tag of a segment stands for: formatting (a run's <w:rPr>), a wrapper (its start and end
+    tags) or a point (its XML, written as it was)."""
+
+    kind: str  # format, wrapper, point
+    xml: str = ""
+    end: str = ""
+    separator: bool = False  # a point that parts words (a tab, a line break): a space after it in the segment
+
+
+@dataclass
+class Paragraph:
+    """A paragraph read into a segment: what stays before and after its text, its formatting, its codes."""
+
+    markup: Markup
+    head: str  # its start tag, its properties, and any points before the text
+    tail: str  # points after the text
+    base: str  # the formatting of most of its text (run properties, or "")
+    segment: str
+    codes: dict[int, Code]
+
+
+def read_paragraph(markup: Markup, start: str, inner: str) -> Paragraph | None:
+    """The paragraph of this start tag and content as a segment; None where it holds no word."""
+    children = elements(inner)
+    properties = bool(children) and children[0].name == markup.properties  # the paragraph's style: kept
+    head = start + (children[0].xml if properties else "")
+    # ("text", properties, text), ("point", xml), ("open", start tag, end tag), ("close", end tag)
+    atoms = atoms_of(markup, children[properties:])
+    texts = [a for a in atoms if a[0] == "text" and a[2].strip()]
+    if not any(ch.isalpha() for a in texts for ch in a[2]):
+        return None
+    first = next(i for i, a in enumerate(atoms) if a[0] != "point")
+    last = max(i for i, a in enumerate(atoms) if a[0] != "point")
+    head += "".join(a[1] for a in atoms[:first])
+    tail = "".join(a[1] for a in atoms[last + 1 :])
+    weight: dict[str, int] = {}
+    for a in texts:
+        weight[a[1]] = weight.get(a[1], 0) + len(a[2])
+    base = max(weight, key=weight.get)
+    return Paragraph(markup, head, tail, base, *tagged(atoms[first : last + 1], base))
+
+
+def tagged(atoms: list[tuple], base: str) -> tuple[str, dict[int, Code]]:
+    """The atoms as a segment: text, formatting other than base as tags around it, wrappers as tags, points
+    as tags of their own; and what each tag stands for."""
+    parts, codes, opened, previous = [], {}, [], None  # opened: wrapper codes open, innermost last
+    for atom in atoms:
+        if previous is not None and (atom[0] != "text" or atom[1] != previous[1]):
+            parts.append(f"</w-{previous[0]}>")
+            previous = None
+        n = len(codes) + 1
+        if atom[0] == "text":
+            if atom[1] != base and previous is None:
+                codes[n] = Code("format", atom[1])
+                parts.append(f"<w-{n}>")
+                previous = (n, atom[1])
+            parts.append(" ".join(html.unescape(atom[2]).splitlines()))  # a line break in XML text: a space
+        elif atom[0] == "point":
+            codes[n] = Code("point", atom[1], separator=bool(SEPARATOR.search(atom[1])))
+            parts.append(f"<w-{n}/>" + (" " if codes[n].separator else ""))
+        elif atom[0] == "open":
+            codes[n] = Code("wrapper", atom[1], atom[2])
+            parts.append(f"<w-{n}>")
+            opened.append(n)
+        elif opened:
+            parts.append(f"</w-{opened.pop()}>")
+    if previous is not None:
+        parts.append(f"</w-{previous[0]}>")
+    return "".join(parts + [f"</w-{n}>" for n in reversed(opened)]), codes
+
+
+def paragraph_atoms(markup: Markup, element: Element) -> list[tuple]:
+    """What an element of a paragraph holds, as text with its formatting, points and wrappers."""
+    if element.name in markup.dropped:
+        return []
+    if element.name == markup.run:
+        return run_atoms(markup, element)
+    if element.name == markup.text and markup.bare_text:
+        return [("text", "", element.inner)]
+    if element.name in markup.wrappers and element.end:
+        inner = atoms_of(markup, elements(element.inner))
+        return [("open", element.start, element.end), *inner, ("close", element.end)]
+    return [("point", element.xml)]
+
+
+def run_atoms(markup: Markup, run: Element) -> list[tuple]:
+    """A run's text, with its formatting; what else it holds (a tab, a break, a picture) as points."""
+    children = [child for child in elements(run.inner) if child.name not in markup.dropped]
+    formatting = next((child.xml for child in children if child.name == markup.run_properties), "")
+    atoms = []
+    for child in children:
+        if child.name == markup.text:
+            atoms.append(("text", formatting, child.inner))
+        elif child.name != markup.run_properties:
+            atoms.append(("point", f"{run.start}{formatting}{child.xml}{run.end}"))
+    return atoms
+
+
+def atoms_of(markup: Markup, children: list[Element]) -> list[tuple]:
+    """What a paragraph's (or a wrapper's) elements hold, as text with its formatting, points and wrappers;
+    a Word field (from the run that begins it to the run that ends it: its code and what it shows) is one
+    point, written as it was, so that its parts stay in order; what it shows is not translated."""
+    atoms, field, depth = [], [], 0
+    for element in children:
+        marks = FIELD_MARK.findall(element.xml) if element.name == markup.run else []
+        if not depth and "begin" not in marks:
+            atoms += paragraph_atoms(markup, element)
+            continue
+        field.append(element.xml)
+        depth += marks.count("begin") - marks.count("end")
+        if depth <= 0:
+            atoms.append(("point", "".join(field)))
+            field, depth = [], 0
+    return atoms + ([("point", "".join(field))] if field else [])  # a field not ended here: as it was
+
+
+def written_paragraph(paragraph: Paragraph, translation: str) -> str:
+    """The paragraph with the translation in place of its text, its tags runs again, and the spaces its text
+    had at its ends (before a page number); the space after a tab or a line break is the segment's, not the
+    document's. A tag the translation lost or closed out of turn cannot unbalance the XML: wrappers are
+    closed in order, and a point never written is written at the end."""
+    segment, markup = paragraph.segment, paragraph.markup
+    translation = segment[: len(segment) - len(segment.lstrip())] + translation.strip()
+    translation += segment[len(segment.rstrip()) :]
+    end = f"</{tag_name(paragraph.head)}>"
+    if markup.bare_text and not paragraph.codes and not paragraph.base:  # text alone, as it stood
+        return f"{paragraph.head}{text_element(markup, translation)}{paragraph.tail}{end}"
+    parts, stack, written = [paragraph.head], [], set()
+    tags = list(TAG.finditer(translation))
+    for k, tag in enumerate([*tags, None]):
+        text = translation[tags[k - 1].end() if k else 0 : tag.start() if tag else len(translation)]
+        if k and separates(paragraph, tags[k - 1]):
+            text = text.removeprefix(" ")  # the segment's space after a tab or a line break
+        if text:
+            formats = [paragraph.codes[n].xml for n in stack if paragraph.codes[n].kind == "format"]
+            rpr = formats[-1] if formats else paragraph.base
+            parts.append(f"<{markup.run}>{rpr}{text_element(markup, text)}</{markup.run}>")
+        if tag is None:
+            break
+        n = int(tag.group(2))
+        code = paragraph.codes.get(n)
+        if code is None or n in written and code.kind == "point":
+            continue
+        if code.kind == "point":
+            parts.append(code.xml)
+            written.add(n)
+        elif tag.group(1) == "" and n not in stack:
+            stack.append(n)
+            parts.append(code.xml if code.kind == "wrapper" else "")
+        elif tag.group(1) and n in stack:
+            while stack:
+                top = stack.pop()
+                parts.append(paragraph.codes[top].end)
+                if top == n:
+                    break
+    parts += [paragraph.codes[n].end for n in reversed(stack)]
+    parts += [code.xml for n, code in paragraph.codes.items() if code.kind == "point" and n not in written]
+    return "".join(parts) + paragraph.tail + end
+
+
+def separates(paragraph: Paragraph, tag: re.Match) -> bool:
+    """Whether the tag stands for a tab or a line break."""
+    code = paragraph.codes.get(int(tag.group(2)))
+    return code is not None and code.separator
+
+
+def text_element(markup: Markup, text: str) -> str:
+    """Text as its format's text element holds it (its spaces kept)."""
+    return f"<{markup.text}{markup.space}>{html.escape(text, quote=False)}</{markup.text}>"
+
+
+class OfficeDocument:
+    """An Office file read whole: its paragraphs as segments, and written back with their translations."""
+
+    def __init__(self, path: str | os.PathLike, data: bytes | None = None, markup: Markup | None = None):
+        self.path = str(path)
+        self.data = document_bytes(path, data)
+        self.markup = markup or office_markup(self.path) or WORD
+        kind, suffix, legacy = self.markup.name, self.markup.suffix, self.markup.legacy
+        try:
+            with zipfile.ZipFile(io.BytesIO(self.data)) as archive:
+                found = archive.namelist()
+                names = [name for name in found if self.markup.parts.fullmatch(name)]
+                self.parts = {name: archive.read(name).decode("utf-8") for name in names}
+        except zipfile.BadZipFile:
+            raise MTError(
+                f"{self.path}: not a {kind} file (a {suffix} is a zip; save a {legacy} as {suffix})"
+            ) from None
+        except UnicodeDecodeError as err:
+            raise MTError(f"{self.path}: a part of it is not UTF-8 ({err.reason})") from None
+        if self.markup.main not in found:
+            raise MTError(f"{self.path}: not a {kind} file: it holds no {self.markup.main}")
+        self.paragraphs: list[tuple[str, re.Match, Paragraph]] = []
+        pattern = self.markup.paragraphs()
+        for name, xml in self.parts.items():
+            for match in pattern.finditer(xml):
+                paragraph = read_paragraph(self.markup, match.group(1), match.group(3))
+                if paragraph is not None:
+                    self.paragraphs.append((name, match, paragraph))
+        self.segments = [paragraph.segment for _, _, paragraph in self.paragraphs]
+        self.translations: dict[int, str] = {}  # a segment's index -> its translation, tags and all
+
+    def output(self) -> bytes:
+        """The document with each translated paragraph in place of its own, every other byte of the parts
+        as it was."""
+        written = {}
+        for name, xml in self.parts.items():
+            pieces, at = [], 0
+            for i, (part, match, paragraph) in enumerate(self.paragraphs):
+                if part == name and i in self.translations:
+                    pieces += [xml[at : match.start()], written_paragraph(paragraph, self.translations[i])]
+                    at = match.end()
+            written[name] = ("".join(pieces) + xml[at:]).encode("utf-8")
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(io.BytesIO(self.data)) as source, zipfile.ZipFile(buffer, "w") as target:
+            for info in source.infolist():
+                target.writestr(info, written.get(info.filename) or source.read(info))
+        return buffer.getvalue()
+
+    def write(self, path: str) -> None:
+        """The translated document, to path (written aside, then renamed: a whole document or none)."""
+        aside = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+        try:
+            aside.write_bytes(self.output())
+            os.replace(aside, path)
+        except OSError as err:
+            raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
+        finally:
+            aside.unlink(missing_ok=True)

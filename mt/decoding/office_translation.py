@@ -1,0 +1,62 @@
+"""An Office document (.docx, .pptx, .xlsx) translated: each paragraph through the translator, its
+formatting, links and pictures kept in place as tags (protected spans, mt/decoding/protected_spans.py), the
+translations written into the document (mt/data/office_document.py).
+
+    report = mt.translate_office(translator, "bericht.docx", "report.docx")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mt.data.office_document import TAG, OfficeDocument
+from mt.decoding.protected_spans import kinds_of
+from mt.errors import MTError
+
+
+@dataclass
+class OfficeReport:
+    """What was done to a document's paragraphs, for the caller's summary."""
+
+    translated: int = 0  # paragraphs (an Excel file's cell texts)
+    with_formatting: int = 0  # of those, holding formatting, links or points kept in place
+    unit: str = "paragraph"
+
+    def summary(self) -> str:
+        done = f"{self.translated} {self.unit}{'' if self.translated == 1 else 's'} translated"
+        return done + (f", {self.with_formatting} with formatting kept in place" if self.with_formatting else "")
+
+
+class OfficeTranslation:
+    """A document's paragraphs as lines to translate with these setting changes (tags always protected:
+    they are the document's formatting); fill() writes their translations in."""
+
+    def __init__(self, document: OfficeDocument, translator):
+        self.document = document
+        target = translator.settings.tgt_lang or translator.languages[1]
+        self.language = target if isinstance(target, str) else ""  # for the caller to name the translation by
+        self.lines = document.segments
+        self.changes = {"protect": ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))}
+        formatted = sum(bool(TAG.search(line)) for line in self.lines)
+        self.report = OfficeReport(with_formatting=formatted, unit=document.markup.unit)
+
+    def fill(self, found: list) -> None:
+        """The Translations of self.lines, in order, written into the document."""
+        self.document.translations = {i: translation.text for i, translation in enumerate(found)}
+        self.report.translated = len(found)
+
+    def output(self) -> bytes:
+        return self.document.output()
+
+
+def translate_office(translator, path, output: str, glossary=None, progress: bool = False) -> OfficeReport:
+    """Translate the Office document at path (Word .docx, PowerPoint .pptx, Excel .xlsx) into output, a file
+    of the same format: the text of every paragraph (Word: body, tables, headers, footers, notes; PowerPoint:
+    slides and speaker notes; Excel: every cell's text), its formatting kept, as translator.translate would
+    (its settings; glossary: an mt.Glossary)."""
+    if not output:
+        raise MTError(f"{path}: an Office document is written to a file: name the output (-o report.docx)")
+    work = OfficeTranslation(OfficeDocument(path), translator)
+    work.fill(translator.translate_with(work.lines, work.changes, glossary=glossary, progress=progress))
+    work.document.write(output)
+    return work.report

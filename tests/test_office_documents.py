@@ -1,0 +1,221 @@
+"""Office documents (mt/data/office_document.py, mt/decoding/office_translation.py): Word, PowerPoint and
+Excel files, each paragraph a segment, its runs' formatting, links and what is not text as tags; the
+translation's tags runs again; every other byte of the file as it was."""
+
+import random
+import re
+import zipfile
+from xml.dom import minidom
+
+import pytest
+
+import mt
+from mt.data.office_document import TAG, WORD, OfficeDocument, read_paragraph, written_paragraph
+from mt.errors import MTError
+
+from conftest import LEXICON, run_cli
+
+W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+R = 'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
+BOLD = "<w:rPr><w:b/></w:rPr>"
+BODY = (
+    '<w:p w:rsidR="00A1"><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>ein hund</w:t></w:r></w:p>'
+    '<w:p><w:r><w:t xml:space="preserve">ein mann </w:t></w:r><w:proofErr w:type="spellStart"/>'
+    f'<w:r>{BOLD}<w:t>läuft</w:t></w:r><w:proofErr w:type="spellEnd"/><w:r><w:t xml:space="preserve"> hier</w:t>'
+    "</w:r></w:p>"
+    '<w:p><w:bookmarkStart w:id="0" w:name="a"/><w:r><w:t>eine katze</w:t><w:tab/><w:t>isst &amp; schläft</w:t></w:r>'
+    '<w:hyperlink r:id="rId9"><w:r><w:rPr><w:u w:val="single"/></w:rPr><w:t>dort</w:t></w:r></w:hyperlink>'
+    '<w:bookmarkEnd w:id="0"/></w:p>'
+    "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>ein kind sitzt</w:t></w:r></w:p></w:tc>"
+    "<w:tc><w:p><w:r><w:t>42</w:t></w:r></w:p></w:tc></w:tr></w:tbl>"
+    "<w:p/><w:sectPr/>"
+)
+FIELD = (
+    '<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve"> PAGE </w:instrText></w:r>'
+    '<w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>1</w:t></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r>'
+)
+HEADER = f'<w:hdr {W}><w:p><w:r><w:t xml:space="preserve">frau heute </w:t></w:r>{FIELD}</w:p></w:hdr>'
+
+
+def docx(path, body=BODY, header=HEADER):
+    """A Word document of these parts, as Word lays them out (compressed, a picture stored)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
+        document = f'<?xml version="1.0"?>\n<w:document {W} {R}><w:body>{body}</w:body></w:document>'
+        archive.writestr("word/document.xml", document)
+        archive.writestr("word/header1.xml", f'<?xml version="1.0"?>\n{header}')
+        archive.writestr(zipfile.ZipInfo("word/media/image1.png"), b"\x89PNG not really")
+        archive.writestr("word/styles.xml", f"<w:styles {W}/>")
+    return path
+
+
+A = 'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
+SLIDE = (
+    f'<p:sld {A} xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main"><p:cSld><p:spTree><p:sp>'
+    '<p:txBody><a:bodyPr/><a:p><a:pPr algn="ctr"/><a:r><a:rPr lang="de-DE" dirty="0"/><a:t>ein hund </a:t></a:r>'
+    '<a:r><a:rPr lang="de-DE" b="1" dirty="0"/><a:t>läuft</a:t></a:r><a:br><a:rPr lang="de-DE"/></a:br>'
+    '<a:r><a:rPr lang="de-DE" dirty="0"/><a:t>hier</a:t></a:r><a:endParaRPr lang="de-DE"/></a:p>'
+    '<a:p><a:fld id="{1}" type="slidenum"><a:rPr lang="de-DE"/><a:t>3</a:t></a:fld></a:p></p:txBody></p:sp>'
+    "</p:spTree></p:cSld></p:sld>"
+)
+STRINGS = (
+    '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="3" uniqueCount="3">'
+    '<si><t>ein mann</t></si><si><t>42</t></si><si><r><t xml:space="preserve">ein kind </t></r>'
+    '<r><rPr><b/><sz val="11"/></rPr><t>schläft</t></r></si></sst>'
+)
+
+
+def pptx(path):
+    """A PowerPoint file: a slide (a bold word, a line break, a slide number) and its speaker notes."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("ppt/presentation.xml", "<p:presentation/>")
+        archive.writestr("ppt/slides/slide1.xml", SLIDE)
+        archive.writestr(
+            "ppt/notesSlides/notesSlide1.xml", f"<p:notes {A}><a:p><a:r><a:t>eine katze</a:t></a:r></a:p></p:notes>"
+        )
+        archive.writestr(
+            "ppt/slideMasters/slideMaster1.xml",
+            f"<p:sldMaster {A}><a:p><a:r><a:t>Titel</a:t></a:r></a:p></p:sldMaster>",
+        )
+    return path
+
+
+def xlsx(path):
+    """An Excel workbook: the texts its cells share, one of them in two runs, a number among them; a text a
+    cell holds itself."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("xl/workbook.xml", "<workbook/>")
+        archive.writestr("xl/sharedStrings.xml", STRINGS)
+        cells = '<c r="A1" t="s"><v>0</v></c><c r="B1" t="inlineStr"><is><t>eine frau</t></is></c>'
+        archive.writestr(
+            "xl/worksheets/sheet1.xml", f"<worksheet><sheetData><row>{cells}</row></sheetData></worksheet>"
+        )
+    return path
+
+
+MAKERS = {"docx": docx, "pptx": pptx, "xlsx": xlsx}
+
+
+def parts(path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as archive:
+        return {info.filename: (info.compress_type, archive.read(info)) for info in archive.infolist()}
+
+
+def test_paragraphs_are_segments_with_their_formatting_as_tags(tmp_path):
+    doc = OfficeDocument(docx(tmp_path / "a.docx"))
+    assert doc.segments == [
+        "ein hund",
+        "ein mann <w-1>läuft</w-1> hier",  # the bold run's formatting; spelling marks dropped
+        "eine katze<w-1/> isst & schläft<w-2><w-3>dort</w-3></w-2>",  # a tab (a space to the model); a link
+        "ein kind sitzt",  # in a table; "42" has no word
+        "frau heute ",  # the header; its page number field after the text, kept out of the segment
+    ]
+    doc.translations = {i: segment for i, segment in enumerate(doc.segments)}  # each paragraph as it was
+    (tmp_path / "b.docx").write_bytes(doc.output())
+    before, after = parts(tmp_path / "a.docx"), parts(tmp_path / "b.docx")
+    translated = ("word/document.xml", "word/header1.xml")
+    assert list(after) == list(before) and all(after[name] == before[name] for name in before if name not in translated)
+    for name in translated:
+        xml = after[name][1].decode("utf-8")
+        minidom.parseString(xml)  # well-formed
+        assert after[name][0] == before[name][0] == zipfile.ZIP_DEFLATED
+    assert OfficeDocument(tmp_path / "b.docx").segments == doc.segments  # read back: the same paragraphs
+    document = after["word/document.xml"][1].decode("utf-8")
+    assert '<w:pStyle w:val="Heading1"/>' in document and '<w:bookmarkStart w:id="0" w:name="a"/>' in document
+    assert f'<w:r>{BOLD}<w:t xml:space="preserve">läuft</w:t></w:r>' in document and "isst &amp; schläft" in document
+    assert FIELD in after["word/header1.xml"][1].decode("utf-8")  # the field whole, in order
+
+
+def test_slides_notes_and_cell_texts_are_segments_too(tmp_path):
+    slides = OfficeDocument(pptx(tmp_path / "a.pptx"))
+    assert slides.segments == ["ein hund <w-1>läuft</w-1><w-2/> hier", "eine katze"]  # not the master's text
+    cells = OfficeDocument(xlsx(tmp_path / "a.xlsx"))
+    assert cells.segments == ["ein mann", "ein kind <w-1>schläft</w-1>", "eine frau"]
+    slides.translations = {0: "a dog <w-1>runs</w-1><w-2/> here"}  # the space after the break is not written
+    cells.translations = {0: "a man", 1: "a child <w-1>sleeps</w-1>", 2: "a woman"}
+    (tmp_path / "b.pptx").write_bytes(slides.output())
+    (tmp_path / "b.xlsx").write_bytes(cells.output())
+    slide = parts(tmp_path / "b.pptx")["ppt/slides/slide1.xml"][1].decode("utf-8")
+    broken = '<a:t>runs</a:t></a:r><a:br><a:rPr lang="de-DE"/></a:br><a:r><a:rPr lang="de-DE" dirty="0"/><a:t>here<'
+    assert '<a:r><a:rPr lang="de-DE" b="1" dirty="0"/><a:t>runs</a:t>' in slide and broken in slide
+    assert "<a:t>3</a:t></a:fld>" in slide and "xml:space" not in slide  # DrawingML text keeps its spaces as it is
+    strings = parts(tmp_path / "b.xlsx")["xl/sharedStrings.xml"][1].decode("utf-8")
+    assert '<si><t xml:space="preserve">a man</t></si><si><t>42</t></si>' in strings  # text alone stays alone
+    assert '<r><rPr><b/><sz val="11"/></rPr><t xml:space="preserve">sleeps</t></r></si>' in strings
+    sheet = parts(tmp_path / "b.xlsx")["xl/worksheets/sheet1.xml"][1].decode("utf-8")
+    assert '<c r="A1" t="s"><v>0</v></c><c r="B1" t="inlineStr"><is><t xml:space="preserve">a woman</t></is>' in sheet
+    for xml in (slide, strings, sheet):
+        minidom.parseString(xml)
+
+
+@pytest.mark.parametrize("kind", MAKERS)
+def test_no_translation_leaves_the_file_byte_for_byte(tmp_path, kind):
+    doc = OfficeDocument(MAKERS[kind](tmp_path / f"a.{kind}"))
+    (tmp_path / f"b.{kind}").write_bytes(doc.output())
+    assert parts(tmp_path / f"b.{kind}") == parts(tmp_path / f"a.{kind}")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_any_order_of_tags_gives_well_formed_xml_and_loses_no_point(seed):
+    rng = random.Random(seed)
+    paragraph = read_paragraph(WORD, "<w:p>", re.search(r"<w:p>(<w:bookmarkStart.*?)</w:p>", BODY).group(1))
+    tags = TAG.findall(paragraph.segment)
+    pieces = [f"<{'/' if close else ''}w-{n}{'/' if point else ''}>" for close, n, point in tags]
+    rng.shuffle(pieces)
+    pieces = [piece for piece in pieces if rng.random() < 0.8] + [rng.choice(["<w-9>", "</w-7>", "<w-1/>"])]
+    words = ["a", "b &", "<c>", " "]
+    translation = "".join(piece + rng.choice(words) for piece in pieces)
+    xml = written_paragraph(paragraph, translation)
+    minidom.parseString(f"<x {W} {R}>{xml}</x>")
+    assert xml.count("<w:tab/>") == 1  # the tab, written once though the translation lost or doubled it
+
+
+@pytest.mark.parametrize(
+    "kind, name, legacy, main",
+    [("docx", "Word", ".doc", "word/document.xml"), ("pptx", "PowerPoint", ".ppt", "ppt/presentation.xml"),
+     ("xlsx", "Excel", ".xls", "xl/workbook.xml")],
+)  # fmt: skip
+def test_a_file_that_is_not_what_it_is_named_is_one_line(tmp_path, kind, name, legacy, main):
+    (tmp_path / f"a.{kind}").write_bytes(b"PK not a zip")
+    with pytest.raises(MTError, match=rf"a.{kind}: not a {name} file \(a .{kind} is a zip; save a {legacy} as .{kind}"):
+        OfficeDocument(tmp_path / f"a.{kind}")
+    with zipfile.ZipFile(tmp_path / f"b.{kind}", "w") as archive:
+        archive.writestr("content.xml", "<office/>")  # an OpenDocument file, say
+    with pytest.raises(MTError, match=f"b.{kind}: not a {name} file: it holds no {main}"):
+        OfficeDocument(tmp_path / f"b.{kind}")
+
+
+def test_translate_takes_a_word_document_and_keeps_its_formatting(trained_run, tmp_path):
+    given = ["translate", "-c", str(trained_run), "--beam", "1", "-i", str(docx(tmp_path / "bericht.docx"))]
+    done = run_cli(*given, "-o", str(tmp_path / "report.docx"))
+    assert "5 paragraphs translated, 2 with formatting kept in place" in done.stderr
+    translated = OfficeDocument(tmp_path / "report.docx")
+    translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+    assert translated.segments[0] == translator.translate("ein hund")
+    assert translated.segments[1].replace("<w-1>", "").replace("</w-1>", "") == translator.translate(
+        "ein mann läuft hier"
+    )
+    assert f"<w-1>{LEXICON['läuft']}</w-1>" in translated.segments[1]  # the bold word's translation bold
+    assert translated.segments[4] == translator.translate("frau heute") + " "  # its space before the page number
+    for refused, message in [
+        ([], "a Word document is written to a file, not stdout: -o out.docx"),
+        (["-o", str(tmp_path / "report.txt")], "a Word input is written as Word: name the output .docx"),
+        (["-o", str(tmp_path / "report.pptx")], "a PowerPoint output is a PowerPoint input translated"),
+    ]:
+        failed = run_cli(*given, *refused, check=False)
+        assert failed.returncode == 2 and message in failed.stderr
+
+
+@pytest.mark.parametrize("kind, said", [("pptx", "2 paragraphs translated, 1"), ("xlsx", "3 cell texts translated, 1")])
+def test_translate_takes_slides_and_workbooks(trained_run, tmp_path, kind, said):
+    source = MAKERS[kind](tmp_path / f"a.{kind}")
+    done = run_cli(
+        "translate", "-c", str(trained_run), "--beam", "1", "-i", str(source), "-o", str(tmp_path / f"b.{kind}")
+    )
+    assert f"{said} with formatting kept in place" in done.stderr
+    translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+    got = OfficeDocument(tmp_path / f"b.{kind}").segments
+    bold = "<w-1>" + LEXICON["läuft" if kind == "pptx" else "schläft"] + "</w-1>"
+    assert bold in got[0 if kind == "pptx" else 1]
+    plain = "eine katze" if kind == "pptx" else "ein mann"
+    assert got[1 if kind == "pptx" else 0] == translator.translate(plain)
