@@ -110,14 +110,16 @@ def translate_parser() -> argparse.ArgumentParser:
     files.add_argument(
         "--input",
         "-i",
-        help="input file (default: stdin); a document is translated whole, its markup kept: XLIFF (.xlf, .xliff), "
+        help="input file (default: stdin), or a folder translated file by file into -o FOLDER; a document is "
+        "translated whole, its markup kept: XLIFF (.xlf, .xliff), "
         "a PO catalogue (.po, .pot), HTML (.html, .htm), subtitles (.srt, .vtt, .ass, .ssa), Markdown (.md), "
         "Word, PowerPoint, Excel (.docx, .pptx, .xlsx)",
     )
     files.add_argument(
         "--output",
         "-o",
-        help="output file, compressed if named .gz, .xz or .bz2, a TMX memory if .tmx (default: stdout)",
+        help="output file, compressed if named .gz, .xz or .bz2, a TMX memory if .tmx (default: stdout); a folder "
+        "for a folder input",
     )
     search = p.add_argument_group("search")
     search.add_argument(

@@ -87,7 +87,7 @@ def writing_failed(name: str, err: OSError) -> MTError:
 
 def check_args(args) -> None:
     check_output_file(
-        args.output,
+        None if document_kind(args.input) == "folder" else args.output,  # a folder's: mt/cli/translate_folder.py
         "--output",
         {
             "--input": args.input,

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mt.cli.translate_folder import check_folder_args, is_folder, run_folder
 from mt.data.html_document import is_html_name
 from mt.data.markdown_document import is_markdown_name
 from mt.data.office_document import EXCEL, POWERPOINT, WORD, Markup, office_markup
@@ -62,13 +63,32 @@ OFFICE = ("docx", "pptx", "xlsx")
 
 
 def document_kind(path: str | None) -> str | None:
-    """The kind of document a file named so is, None for a file of lines."""
+    """The kind of document a file named so is ("folder" for a folder, mt/cli/translate_folder.py), None for a
+    file of lines."""
+    if is_folder(path):
+        return "folder"
     return next((name for name, kind in KINDS.items() if kind.named(path)), None)
+
+
+def line_flags(args) -> dict:
+    """The flags that go with a file of lines alone, and whether each is given."""
+    return {
+        "--prefix": args.prefix,
+        "--terms": args.terms,
+        "--nbest": args.nbest > 1,
+        "--alignments": args.alignments,
+        "--attention-dir": args.attention_dir,
+        "--interactive": args.interactive,
+    }
 
 
 def check_document_args(args) -> None:
     """The flags that go with a document input or output, or a one-line error."""
     kind, output_kind = document_kind(args.input), document_kind(args.output)
+    if kind == "folder":
+        return check_folder_args(args, line_flags(args))
+    if output_kind == "folder":
+        raise MTError(f"--output {args.output}: a folder, the output of a folder input (-i FOLDER); name a file")
     if output_kind and output_kind != kind:
         out = KINDS[output_kind]
         raise MTError(
@@ -89,23 +109,13 @@ def check_document_args(args) -> None:
             f"--output {args.output}: {doc.article} {doc.format} input is written as {doc.format}: name the output "
             f"{doc.suffixes}"
         )
-    line_flags = {
-        "--prefix": args.prefix,
-        "--terms": args.terms,
-        "--nbest": args.nbest > 1,
-        "--alignments": args.alignments,
-        "--attention-dir": args.attention_dir,
-        "--interactive": args.interactive,
-    }
-    given = [flag for flag, value in line_flags.items() if value]
+    given = [flag for flag, value in line_flags(args).items() if value]
     if given:
         raise MTError(f"--input {args.input}: {given[0]} goes with a file of lines, not {doc.document}")
 
 
-def run_document(args, translator, how: str) -> None:
-    """translate's run for a document input: read whole, translated, written whole (how: the decoding, in
-    a few words, for the summary line)."""
-    kind = document_kind(args.input)
+def translate_function(kind: str):
+    """The function that translates a document of this kind (imported when first asked for)."""
     if kind == "xliff":
         from mt.decoding.xliff_translation import translate_xliff as translate_document
     elif kind == "po":
@@ -118,7 +128,16 @@ def run_document(args, translator, how: str) -> None:
         from mt.decoding.markdown_translation import translate_markdown as translate_document
     else:
         from mt.decoding.office_translation import translate_office as translate_document
+    return translate_document
 
+
+def run_document(args, translator, how: str) -> None:
+    """translate's run for a document input: read whole, translated, written whole (how: the decoding, in
+    a few words, for the summary line); or a folder's documents."""
+    kind = document_kind(args.input)
+    if kind == "folder":
+        return run_folder(args, translator, how, document_kind, translate_function)
+    translate_document = translate_function(kind)
     start = time.perf_counter()
     glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)
     shown = not args.quiet and sys.stderr.isatty()
