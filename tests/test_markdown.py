@@ -133,3 +133,16 @@ def test_translate_takes_a_markdown_document(trained_run, tmp_path):
     assert "11 segments translated, 3 with inline markup kept in place" in done.stderr
     refused = run_cli(*given, "-o", str(tmp_path / "README.txt"), check=False)
     assert refused.returncode == 2 and "a Markdown input is written as Markdown: name the output .md" in refused.stderr
+
+
+def test_a_documents_paragraphs_go_sentence_by_sentence_unless_told_not(trained_run, tmp_path):
+    paragraph = "ein hund läuft schnell. Eine katze isst hier."
+    (tmp_path / "a.md").write_text(paragraph + "\n", encoding="utf-8")
+    given = ["translate", "-c", str(trained_run), "--beam", "1", "-i", str(tmp_path / "a.md")]
+    said = run_cli(*given, "-o", str(tmp_path / "split.md")).stderr
+    run_cli(*given, "--no-split-sentences", "-o", str(tmp_path / "whole.md"))
+    translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+    by_sentence, whole = translator.translate(paragraph, split_sentences=True), translator.translate(paragraph)
+    assert by_sentence != whole and "sentence by sentence" in said
+    assert (tmp_path / "split.md").read_text(encoding="utf-8") == by_sentence + "\n"
+    assert (tmp_path / "whole.md").read_text(encoding="utf-8") == whole + "\n"

@@ -83,8 +83,12 @@ def line_flags(args) -> dict:
 
 
 def check_document_args(args) -> None:
-    """The flags that go with a document input or output, or a one-line error."""
+    """The flags that go with a document input or output, or a one-line error. A document's paragraphs are
+    translated sentence by sentence unless --no-split-sentences says otherwise: a model trained on sentences
+    drops whole sentences of a paragraph translated at once."""
     kind, output_kind = document_kind(args.input), document_kind(args.output)
+    if kind is not None and args.split_sentences is None:
+        args.split_sentences = True
     if kind == "folder":
         return check_folder_args(args, line_flags(args))
     if output_kind == "folder":
