@@ -101,6 +101,7 @@ def translate_parser() -> argparse.ArgumentParser:
             "translate -c a.pt b.pt --ensemble --split-sentences < in.de  # two models; paragraphs a line",
             "translate -c model.pt -i film.de.srt -o film.en.srt          # subtitles, their timing kept",
             "translate -c model.pt -i bericht.docx -o report.docx         # Word (or .pptx, .xlsx), formatting kept",
+            "translate -c model.pt -i docs/ -o docs.en/                   # a folder, file by file",
         ],
         "docs/translate.md",
     )
