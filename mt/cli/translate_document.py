@@ -102,8 +102,8 @@ def check_document_args(args) -> None:
     if kind is None:
         return
     doc = KINDS[kind]
-    written = subtitle_format(args.input)
-    if kind == "subtitles" and args.output and subtitle_format(args.output) != written:
+    if kind == "subtitles" and args.output and subtitle_format(args.output) != subtitle_format(args.input):
+        written = subtitle_format(args.input)
         names = " or ".join(suffix for suffix, name in FORMATS.items() if name == written)
         raise MTError(f"--output {args.output}: a {written} input is written as {written}: name the output {names}")
     if kind in OFFICE and not args.output:

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from mt.data.html_document import HtmlPage
-from mt.decoding.protected_spans import kinds_of, pattern_of
+from mt.decoding.protected_spans import pattern_of, with_kinds
 
 
 @dataclass
@@ -37,7 +37,7 @@ class HtmlTranslation:
     def __init__(self, page: HtmlPage, translator):
         self.page = page
         page.check_language(translator.languages[0], translator.settings.tgt_lang or translator.languages[1])
-        protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))
+        protect = with_kinds(translator.settings.protect, "tag")
         segments = [segment.source for segment in page.segments]
         self.lines = segments + [attribute.source for attribute in page.attributes]
         self.changes = {"protect": protect}

@@ -37,6 +37,13 @@ class LineTranslator:
     reverse: LineTranslator | None = None  # a target -> source model reranking the beam (mt/decoding/rerank.py)
     reverse_weight: float = DEFAULT_REVERSE_WEIGHT
 
+    @property
+    def target_language(self) -> str:
+        """The language this translator writes: its chosen target, or the model's one; "" for a model of
+        several with none chosen (a document's translation is named by it)."""
+        target = self.settings.tgt_lang or self.languages[1]
+        return target if isinstance(target, str) else ""
+
     def translate(
         self,
         lines: list[str] | str,

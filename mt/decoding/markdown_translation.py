@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from mt.data.markdown_document import TAG, MarkdownDocument
-from mt.decoding.protected_spans import kinds_of
+from mt.decoding.protected_spans import with_kinds
 
 
 @dataclass
@@ -32,10 +32,9 @@ class MarkdownTranslation:
 
     def __init__(self, document: MarkdownDocument, translator):
         self.document = document
-        target = translator.settings.tgt_lang or translator.languages[1]
-        self.language = target if isinstance(target, str) else ""  # for the caller to name the translation by
+        self.language = translator.target_language  # for the caller to name the translation by
         self.lines = document.segments
-        self.changes = {"protect": ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))}
+        self.changes = {"protect": with_kinds(translator.settings.protect, "tag")}
         self.report = MarkdownReport(with_markup=sum(bool(TAG.search(line)) for line in self.lines))
 
     def fill(self, found: list) -> None:

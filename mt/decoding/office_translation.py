@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mt.data.office_document import TAG, OfficeDocument
-from mt.decoding.protected_spans import kinds_of
+from mt.decoding.protected_spans import with_kinds
 from mt.errors import MTError
 
 
@@ -33,10 +33,9 @@ class OfficeTranslation:
 
     def __init__(self, document: OfficeDocument, translator):
         self.document = document
-        target = translator.settings.tgt_lang or translator.languages[1]
-        self.language = target if isinstance(target, str) else ""  # for the caller to name the translation by
+        self.language = translator.target_language  # for the caller to name the translation by
         self.lines = document.segments
-        self.changes = {"protect": ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag"]))}
+        self.changes = {"protect": with_kinds(translator.settings.protect, "tag")}
         formatted = sum(bool(TAG.search(line)) for line in self.lines)
         self.report = OfficeReport(with_formatting=formatted, unit=document.markup.unit)
 

@@ -51,6 +51,11 @@ def kinds_of(protect: str) -> list[str]:
     return kinds
 
 
+def with_kinds(protect: str, *kinds: str) -> str:
+    """The protect setting with these kinds added: a document's own markup, never the model's to write."""
+    return ",".join(dict.fromkeys([*kinds_of(protect), *kinds]))
+
+
 @functools.lru_cache(maxsize=16)
 def pattern_of(protect: str) -> re.Pattern | None:
     """One pattern finding every kind protect names (None: none)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from mt.data.subtitles import Cue, read_subtitles
 from mt.decoding.inline_tags import Flattened, alignment_layer, place, token_alignment
-from mt.decoding.protected_spans import flatten_line, kinds_of, pattern_of, render_line
+from mt.decoding.protected_spans import flatten_line, pattern_of, render_line, with_kinds
 
 MAX_CUES = 3  # a sentence longer than this many cues is translated in parts of this many
 PAUSE = 2.0  # seconds between two cues that end a sentence, though the first has no period
@@ -81,9 +81,8 @@ class SubtitleTranslation:
 
     def __init__(self, subtitles, translator):
         self.subtitles = subtitles
-        target = translator.settings.tgt_lang or translator.languages[1]
-        self.language = target if isinstance(target, str) else ""  # for the caller to name the translation by
-        self.protect = ",".join(dict.fromkeys([*kinds_of(translator.settings.protect), "tag", "subtitle"]))
+        self.language = translator.target_language  # for the caller to name the translation by
+        self.protect = with_kinds(translator.settings.protect, "tag", "subtitle")
         self.spans = pattern_of(self.protect)
         self.with_breaks = re.compile(f"(?P<cue>{BREAK})|{self.spans.pattern}")  # cue boundaries as codes too
         self.layer = alignment_layer(translator)
