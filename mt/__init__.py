@@ -11,6 +11,7 @@
     mt.translate_subtitles(translator, "film.de.srt", "film.en.srt")  # subtitles, their timing kept
     mt.translate_markdown(translator, "README.de.md", "README.en.md")  # Markdown, its markup kept
     mt.translate_office(translator, "bericht.docx", "report.docx")  # Word, PowerPoint, Excel: formatting kept
+    mt.translate_epub(translator, "buch.epub", "book.epub")  # an EPUB book, chapter by chapter
     run = mt.train("experiment=smoke")  # as `mt-train experiment=smoke`; run.results, run.translator()
     runs = mt.sweep("experiment=smoke", "train.lr=5e-4,1e-3")  # as `mt-train -m ...`: one run per value
 
@@ -33,6 +34,7 @@ _LAZY = {
     "translate_subtitles": "mt.decoding.subtitle_translation",
     "translate_markdown": "mt.decoding.markdown_translation",
     "translate_office": "mt.decoding.office_translation",
+    "translate_epub": "mt.decoding.epub_translation",
     "PairScore": "mt.decoding.settings",
     "MTError": "mt.errors",
     "Interrupted": "mt.errors",

@@ -259,6 +259,21 @@ def test_office_documents_are_translated_as_translate_translates_them(server, ch
         assert status == 422 and json.loads(answer)["error"].startswith(message), answer
 
 
+def test_a_book_is_translated_as_translate_translates_it(server, checkpoint, tmp_path):
+    from test_epub import epub
+
+    source = epub(tmp_path / "buch.epub")
+    run_cli("translate", "-c", str(checkpoint), "--beam", "1", "-i", str(source), "-o", str(tmp_path / "book.epub"))
+    status, answer, headers = server.document("/epub", source.read_bytes(), "application/epub+zip", text=False)
+    assert status == 200 and headers["content-type"] == "application/epub+zip"
+    assert answer == (tmp_path / "book.epub").read_bytes()  # the same file, byte for byte
+    report = json.loads(headers["x-mt-report"])
+    assert (report["chapters"], report["translated"], report["target_language"]) == (2, 6, "en")
+    asked = {"document": base64.b64encode(source.read_bytes()).decode(), "split_sentences": False}
+    status, answer, _ = server.document("/epub", json.dumps(asked).encode(), "application/json", text=False)
+    assert status == 200 and answer == (tmp_path / "book.epub").read_bytes()  # in JSON: base64
+
+
 def test_requests_bringing_the_same_glossary_share_one_compiled_off_the_event_loop():
     from mt.serve.app import RequestGlossaries
 

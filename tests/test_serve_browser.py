@@ -221,15 +221,17 @@ def test_a_document_opened_comes_back_translated(browser, trained_run, tiny_corp
     [
         ("docx", "5 paragraphs translated; 2 with formatting kept"),
         ("xlsx", "3 cell texts translated; 1 with formatting kept"),
+        ("epub", "6 segments translated; 1 with inline elements"),
     ],
 )
 def test_an_office_document_opened_comes_back_translated(browser, trained_run, tmp_path, kind, said):
+    from test_epub import epub
     from test_office_documents import MAKERS
 
     translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
     server = RunningServer(translator, ServeLimits(max_lines=4))
     try:
-        document = MAKERS[kind](tmp_path / f"bericht.{kind}").read_bytes()
+        document = {**MAKERS, "epub": epub}[kind](tmp_path / f"bericht.{kind}").read_bytes()
         asked = {"document": base64.b64encode(document).decode(), "split_sentences": True, "no_repeat_ngram": 0}
         status, expected, _ = server.document(f"/{kind}", json.dumps(asked).encode(), "application/json", text=False)
         browser.open(f"http://127.0.0.1:{server.port}/")

@@ -114,7 +114,7 @@ def translate_parser() -> argparse.ArgumentParser:
         help="input file (default: stdin), or a folder translated file by file into -o FOLDER; a document is "
         "translated whole, its markup kept: XLIFF (.xlf, .xliff), "
         "a PO catalogue (.po, .pot), HTML (.html, .htm), subtitles (.srt, .vtt, .ass, .ssa), Markdown (.md), "
-        "Word, PowerPoint, Excel (.docx, .pptx, .xlsx)",
+        "Word, PowerPoint, Excel (.docx, .pptx, .xlsx), an EPUB book (.epub)",
     )
     files.add_argument(
         "--output",

@@ -4,7 +4,8 @@ and written whole, in place of a file of lines: a CAT tool's XLIFF with its targ
 (mt/decoding/xliff_translation.py), a gettext catalogue with its messages (mt/decoding/po_translation.py), an
 HTML page with its text (mt/decoding/html_translation.py), subtitles with their cues
 (mt/decoding/subtitle_translation.py), a Markdown document with its text (mt/decoding/markdown_translation.py),
-an Office document (Word, PowerPoint, Excel) with its paragraphs (mt/decoding/office_translation.py)."""
+an Office document (Word, PowerPoint, Excel) with its paragraphs (mt/decoding/office_translation.py), an EPUB
+book with its chapters (mt/decoding/epub_translation.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mt.cli.translate_folder import check_folder_args, is_folder, run_folder
+from mt.data.epub import is_epub_name
 from mt.data.html_document import is_html_name
 from mt.data.markdown_document import is_markdown_name
 from mt.data.office_document import EXCEL, POWERPOINT, WORD, Markup, office_markup
@@ -58,8 +60,9 @@ KINDS = {
     "docx": office(WORD, "a Word document", "-i bericht.docx"),
     "pptx": office(POWERPOINT, "a PowerPoint presentation", "-i folien.pptx"),
     "xlsx": office(EXCEL, "an Excel workbook", "-i tabelle.xlsx"),
+    "epub": Kind(is_epub_name, "an EPUB book", "EPUB", "an", ".epub", "-i buch.epub", "segment"),
 }
-OFFICE = ("docx", "pptx", "xlsx")
+BINARY = ("docx", "pptx", "xlsx", "epub")  # written to a file, never to stdout
 
 
 def document_kind(path: str | None) -> str | None:
@@ -106,7 +109,7 @@ def check_document_args(args) -> None:
         written = subtitle_format(args.input)
         names = " or ".join(suffix for suffix, name in FORMATS.items() if name == written)
         raise MTError(f"--output {args.output}: a {written} input is written as {written}: name the output {names}")
-    if kind in OFFICE and not args.output:
+    if kind in BINARY and not args.output:
         raise MTError(f"--input {args.input}: {doc.document} is written to a file, not stdout: -o out{doc.suffixes}")
     if args.output and output_kind is None:
         raise MTError(
@@ -130,6 +133,8 @@ def translate_function(kind: str):
         from mt.decoding.subtitle_translation import translate_subtitles as translate_document
     elif kind == "markdown":
         from mt.decoding.markdown_translation import translate_markdown as translate_document
+    elif kind == "epub":
+        from mt.decoding.epub_translation import translate_epub as translate_document
     else:
         from mt.decoding.office_translation import translate_office as translate_document
     return translate_document

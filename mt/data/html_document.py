@@ -7,8 +7,8 @@ holds no text to translate is left as it is: <script>, <style>, <pre>, <textarea
 <template>, and any element marked translate="no" or with the class notranslate, as HTML and web
 translators agree; inline code (<code>, <kbd>, ...) is copied within its sentence. The text of alt, title,
 placeholder and aria-label attributes is translated too, and a <meta> description's. The page is written
-back as it was read, each segment and attribute value replaced by its translation, and <html lang> set to
-the target language.
+back as it was read, each segment and attribute value replaced by its translation, and <html lang> (and
+XHTML's xml:lang) set to the target language.
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ class HtmlPage:
             raise MTError(f"{path}: its charset is {declared.group(1).decode()}; save it as UTF-8 first")
         self.text = decode_utf8(raw.removeprefix(b"\xef\xbb\xbf"), self.path)
         self.bom = raw.startswith(b"\xef\xbb\xbf")
+        self.xhtml = self.text.lstrip().startswith("<?xml")  # XML: no &nbsp; without a DTD naming it
         self.attributes: list[Attribute] = []  # found with the segments
         self.segments = self._segments()
         self.translations: dict[int, str] = {}  # a segment's index -> its translation
@@ -186,7 +187,8 @@ class HtmlPage:
                 for (start, end), tag in inside.items():
                     translation = translation.replace(self.text[start:end], tag)
                     del tags[start, end]
-                changes.append((segment.start, segment.end, segment.lead + escape_text(translation) + segment.trail))
+                text = escape_text(translation, self.xhtml)
+                changes.append((segment.start, segment.end, segment.lead + text + segment.trail))
         changes += [(start, end, tag) for (start, end), tag in tags.items()]
         parts, at = [], 0
         for start, end, new in sorted(changes):
@@ -196,7 +198,7 @@ class HtmlPage:
         if self.target_language:
             page = re.sub(
                 r"<html\b[^>]*>",
-                lambda m: LANG.sub(lambda n: f"{n.group(1)}{n.group(2)}{self.target_language}{n.group(2)}", m[0], 1),
+                lambda m: LANG.sub(lambda n: f"{n.group(1)}{n.group(2)}{self.target_language}{n.group(2)}", m[0]),
                 page,
                 count=1,
                 flags=re.IGNORECASE,
@@ -226,10 +228,10 @@ def read_references(text: str) -> str:
     return "".join(html.unescape(part) + (marks[i] if i < len(marks) else "") for i, part in enumerate(kept))
 
 
-def escape_text(text: str) -> str:
+def escape_text(text: str, xhtml: bool = False) -> str:
     """A translation as page text: an ampersand that begins no reference written &amp;, a no-break space
-    &nbsp;."""
-    return re.sub(r"&(?!#?\w+;)", "&amp;", text).replace(NBSP, "&nbsp;")
+    &nbsp; (in XHTML &#160;, which XML knows without a DTD)."""
+    return re.sub(r"&(?!#?\w+;)", "&amp;", text).replace(NBSP, "&#160;" if xhtml else "&nbsp;")
 
 
 def with_no_break_spaces(source: str, translation: str) -> str:

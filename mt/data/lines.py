@@ -282,6 +282,18 @@ def write_document(path: str | None, text: str, out=None) -> None:
         aside.unlink(missing_ok=True)
 
 
+def write_document_bytes(path: str, data: bytes) -> None:
+    """A binary document made whole (an Office file, a book), to path: written aside, then renamed."""
+    aside = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+    try:
+        aside.write_bytes(data)
+        os.replace(aside, path)
+    except OSError as err:
+        raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
+    finally:
+        aside.unlink(missing_ok=True)
+
+
 def document_bytes(path: str | os.PathLike, data: bytes | None = None) -> bytes:
     """A document's bytes: data where given (a request's body, named path), else the file's; a one-line
     MTError where it cannot be read."""

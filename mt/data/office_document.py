@@ -21,7 +21,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mt.data.lines import document_bytes
+from mt.data.lines import document_bytes, write_document_bytes
 from mt.errors import MTError
 
 TOKEN = re.compile(r"<[^>]*>|[^<]+")
@@ -341,11 +341,4 @@ class OfficeDocument:
 
     def write(self, path: str) -> None:
         """The translated document, to path (written aside, then renamed: a whole document or none)."""
-        aside = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
-        try:
-            aside.write_bytes(self.output())
-            os.replace(aside, path)
-        except OSError as err:
-            raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
-        finally:
-            aside.unlink(missing_ok=True)
+        write_document_bytes(path, self.output())

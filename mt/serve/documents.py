@@ -1,4 +1,4 @@
-"""Documents served (POST /xliff, /po, /html, /subtitles, /markdown, /docx, /pptx, /xlsx): a document read
+"""Documents served (POST /xliff, /po, /html, /subtitles, /markdown, /docx, /pptx, /xlsx, /epub): a document read
 and its lines cut into the batcher's chunks, off the event loop, and filled in with their translations; the
 routes themselves are in app.py."""
 
@@ -9,12 +9,14 @@ import binascii
 import re
 from dataclasses import asdict, dataclass
 
+from mt.data.epub import Epub
 from mt.data.html_document import HtmlPage
 from mt.data.markdown_document import MarkdownDocument
 from mt.data.office_document import MARKUPS, OfficeDocument
 from mt.data.po import Catalogue
 from mt.data.subtitles import read_subtitles
 from mt.data.xliff import Xliff
+from mt.decoding.epub_translation import EpubTranslation
 from mt.decoding.glossary import Glossary
 from mt.decoding.html_translation import HtmlTranslation
 from mt.decoding.line_translator import LineTranslator, check_terms_use
@@ -36,8 +38,9 @@ MEDIA_TYPES = {
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "epub": "application/epub+zip",
 }
-OFFICE = ("docx", "pptx", "xlsx")  # binary: base64 in JSON
+BINARY = ("docx", "pptx", "xlsx", "epub")  # base64 in JSON
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
@@ -47,14 +50,14 @@ def without_declaration(document: str) -> str:
 
 
 def document_bytes_of(kind: str, document: str) -> bytes:
-    """A document given in JSON as its bytes: an Office document's base64 decoded, a text's UTF-8 (an XLIFF
-    document without the declaration naming the encoding it was in: decoded already)."""
-    if kind not in OFFICE:
+    """A document given in JSON as its bytes: a binary one's (Office, EPUB) base64 decoded, a text's UTF-8 (an
+    XLIFF document without the declaration naming the encoding it was in: decoded already)."""
+    if kind not in BINARY:
         return (without_declaration(document) if kind == "xliff" else document).encode("utf-8")
     try:
         return base64.b64decode(document, validate=True)
     except (binascii.Error, ValueError):
-        raise RequestError(422, "document: not base64 (an Office document goes in JSON as base64)") from None
+        raise RequestError(422, "document: not base64 (an Office document or a book goes in JSON as base64)") from None
 
 
 @dataclass
@@ -78,7 +81,9 @@ def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: 
             work = HtmlTranslation(HtmlPage("the document", body), translator)
         elif kind == "subtitles":
             work = SubtitleTranslation(read_subtitles("the document", body), translator)
-        elif kind in OFFICE:
+        elif kind == "epub":
+            work = EpubTranslation(Epub("the document", body), translator)
+        elif kind in BINARY:
             work = OfficeTranslation(OfficeDocument("the document", body, MARKUPS[f".{kind}"]), translator)
         else:
             work = MarkdownTranslation(MarkdownDocument("the document", body), translator)
@@ -125,7 +130,7 @@ def filled(kind: str, work, chunks: list, results: list) -> tuple[str, dict]:
         return work.subtitles.output(), {"target_language": work.language, **asdict(work.report)}
     work.fill(best)
     language = work.page.target_language if kind == "html" else work.language
-    return work.output() if kind in OFFICE else work.text(), {"target_language": language, **asdict(work.report)}
+    return work.output() if kind in BINARY else work.text(), {"target_language": language, **asdict(work.report)}
 
 
 def media_type(kind: str, work) -> str:
