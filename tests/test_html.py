@@ -126,3 +126,12 @@ def test_no_break_spaces_stay_where_the_translation_keeps_what_they_joined(tmp_p
     page.translations = {0: "Dr. Rossi runs 10 km", 1: "a dog"}  # the model writes them as spaces
     # before, "Dr. Rossi runs 10 km" and "a dog": the no-break spaces lost
     assert page.output() == "<p>Dr.&nbsp;Rossi runs 10&nbsp;km</p><td>&nbsp;a dog</td>\n"
+
+
+def test_two_attributes_of_one_tag_are_both_written_whole(tmp_path):
+    page = HtmlPage(write_page(tmp_path, '<p><img src="a.png" alt="ein hund" title="eine katze"> hier</p>\n'))
+    assert [a.source for a in page.attributes] == ["ein hund", "eine katze"]
+    tag = '<img src="a.png" alt="ein hund" title="eine katze">'
+    page.translations, page.attribute_translations = {0: f"{tag} here"}, {0: "a longer dog", 1: "a cat"}
+    # before, the second value was cut in at the first's old offsets: alt="a longer dogka cat..."
+    assert page.output() == '<p><img src="a.png" alt="a longer dog" title="a cat"> here</p>\n'

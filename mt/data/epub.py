@@ -54,6 +54,8 @@ class Epub:
                 names = set(book.namelist())
                 chapters = [name for name in self._chapters() if name in names]
                 self.pages = {name: HtmlPage(f"{self.path}:{name}", book.read(name)) for name in chapters}
+                for page in self.pages.values():
+                    page.xhtml = True  # a book's chapters are XML, whatever their first line says
         except zipfile.BadZipFile:
             raise MTError(f"{self.path}: not an EPUB book (an .epub is a zip)") from None
         except KeyError as err:  # "There is no item named 'mimetype' in the archive"

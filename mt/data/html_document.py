@@ -170,7 +170,8 @@ class HtmlPage:
         language. A tag inside a segment is copied into its translation as it was: its translated attributes
         are written there."""
         tags: dict[tuple[int, int], str] = {}  # a tag's place -> the tag with its attributes translated
-        for i, attribute in enumerate(self.attributes):
+        last_first = sorted(enumerate(self.attributes), key=lambda found: -found[1].value_start)
+        for i, attribute in last_first:  # a tag's later values first: an earlier one's offsets then still hold
             if i in self.attribute_translations:
                 where = attribute.tag_start, attribute.tag_end
                 tag = tags.get(where, self.text[slice(*where)])
