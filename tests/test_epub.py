@@ -100,3 +100,12 @@ def test_a_file_that_is_no_book_is_one_line(tmp_path, content, message):
     (tmp_path / "b.epub").write_bytes(b"not a zip")
     with pytest.raises(MTError, match=r"b.epub: not an EPUB book \(an .epub is a zip\)"):
         Epub(tmp_path / "b.epub")
+
+
+def test_a_chapter_named_with_escapes_in_the_package_is_found(tmp_path):
+    with zipfile.ZipFile(tmp_path / "a.epub", "w") as book:
+        book.writestr("mimetype", "application/epub+zip")
+        book.writestr("META-INF/container.xml", CONTAINER)
+        book.writestr("OEBPS/content.opf", OPF.replace("text/kapitel1.xhtml", "text/kapitel%201.xhtml"))
+        book.writestr("OEBPS/text/kapitel 1.xhtml", CHAPTER.format(title="eins", text="ein hund"))
+    assert list(Epub(tmp_path / "a.epub").pages) == ["OEBPS/text/kapitel 1.xhtml"]

@@ -15,6 +15,7 @@ import posixpath
 import re
 import zipfile
 from pathlib import Path
+from urllib.parse import unquote
 
 from mt.data.html_document import HtmlPage
 from mt.data.lines import document_bytes, write_document_bytes
@@ -73,7 +74,7 @@ class Epub:
         for item in ITEM.findall(self.opf):
             href = attribute(item, "href")
             if href and attribute(item, "media-type") == "application/xhtml+xml":
-                found.append(posixpath.normpath(posixpath.join(folder, href.split("#")[0])))
+                found.append(posixpath.normpath(posixpath.join(folder, unquote(href.split("#")[0]))))  # a%20b: "a b"
         return found
 
     def output(self) -> bytes:
