@@ -58,19 +58,21 @@ def run_folder(args, translator, how: str, kind_of, translate_of) -> None:
         try:
             if kind is not None:
                 report = translate_of(kind)(translator, str(path), str(out), glossary=glossary)
-                said, done["document"] = report.summary(), done["document"] + 1
+                said, what = report.summary(), "document"
             elif path.suffix.lower() in TEXT_SUFFIXES:
                 lines = read_lines(path)
                 found = translator.translate_with(lines, {}, glossary=glossary)
                 write_document(str(out), "".join(f"{translation.text}\n" for translation in found))
-                said, done["text file"] = f"{len(lines)} lines translated", done["text file"] + 1
+                said, what = f"{len(lines)} lines translated", "text file"
             else:
                 shutil.copyfile(path, out)
-                said, done["other file"] = "copied", done["other file"] + 1
-        except MTError as err:
-            print(f"error: {err}", file=sys.stderr)
+                said, what = "copied", "other file"
+        except (MTError, OSError) as err:
+            reason = str(err) if isinstance(err, MTError) else f"{path}: {err.strerror or err}"
+            print(f"error: {reason}", file=sys.stderr)
             failed.append(str(path.relative_to(source)))
             continue
+        done[what] += 1
         if not args.quiet:
             print(f"{path.relative_to(source)}: {said}", file=sys.stderr)
     if not args.quiet:
