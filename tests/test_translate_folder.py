@@ -19,6 +19,7 @@ def test_a_folder_is_translated_into_another_file_by_file(trained_run, tmp_path)
     (docs / "sub" / "notes.txt").write_text("ein hund läuft\n\neine frau sitzt\n", encoding="utf-8")
     (docs / "logo.png").write_bytes(b"\x89PNG\x00\xff")
     (docs / ".git" / "HEAD").write_text("ref\n", encoding="utf-8")
+    (docs / "~$bericht.docx").write_bytes(b"a lock file Word leaves while the document is open")
     (docs / "bad.txt").write_bytes(b"ein \xff\n")
     given = ["translate", "-c", str(trained_run), "--beam", "1"]
     done = run_cli(*given, "-i", str(docs), "-o", str(tmp_path / "out"), check=False)

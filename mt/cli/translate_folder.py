@@ -1,9 +1,9 @@
 """translate -i docs/ -o docs.en/: a folder translated into another, file by file, each to the same place
-under the output: a document of a kind translate reads whole (XLIFF, PO, HTML, subtitles, Markdown, Office:
-mt/cli/translate_document.py) as `translate -i` translates it, a text file (.txt) line by line, and any
+under the output: a document of a kind translate reads whole (XLIFF, PO, HTML, subtitles, Markdown, Office,
+EPUB: mt/cli/translate_document.py) as `translate -i` translates it, a text file (.txt) line by line, and any
 other file (a picture, a stylesheet) copied, so that the output is the input folder, translated. Hidden
-files and folders (.git) are left out. A file that cannot be translated is named and skipped; the others
-go on."""
+files and folders (.git) and Office's lock files (~$a.docx) are left out. A file that cannot be translated
+is named and skipped; the others go on."""
 
 from __future__ import annotations
 
@@ -38,9 +38,11 @@ def check_folder_args(args, line_flags: dict) -> None:
 
 
 def files_of(folder: Path) -> list[Path]:
-    """The files under folder, in order, but hidden ones and those in hidden folders."""
+    """The files under folder, in order, but hidden ones, those in hidden folders and Office's lock files
+    (~$bericht.docx, there while a document is open)."""
     found = [path for path in folder.rglob("*") if path.is_file()]
-    return sorted(path for path in found if not any(part.startswith(".") for part in path.relative_to(folder).parts))
+    hidden = (".", "~$")
+    return sorted(path for path in found if not any(part.startswith(hidden) for part in path.relative_to(folder).parts))
 
 
 def run_folder(args, translator, how: str, kind_of, translate_of) -> None:
