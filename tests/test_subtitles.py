@@ -5,7 +5,8 @@ and split back where the alignment puts the cue boundaries; dialogue cues line b
 import pytest
 
 import mt
-from mt.data.subtitles import Cue, Subtitles, read_subtitles
+from mt.data.cues import Cue
+from mt.data.subtitles import Subtitles, read_subtitles
 from mt.decoding.subtitle_translation import by_share, laid_out
 from mt.errors import MTError
 

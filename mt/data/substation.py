@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import re
 
+from mt.data.cues import Cue, seconds
 from mt.data.lines import document_bytes, document_lines, write_document
-from mt.data.subtitles import Cue, seconds
 from mt.errors import MTError
 
 TIME = re.compile(r"^\s*\d+:\d{1,2}:\d{1,2}(?:\.\d{1,3})?\s*$")  # 0:00:01.50

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from mt.data.cues import Cue, seconds
 from mt.data.lines import document_bytes, document_lines, write_document
+from mt.data.substation import SubStation
 from mt.errors import MTError
 
 FORMATS = {".srt": "SubRip", ".vtt": "WebVTT", ".ass": "SubStation Alpha", ".ssa": "SubStation Alpha"}
@@ -40,34 +41,8 @@ def read_subtitles(path: str | os.PathLike, data: bytes | None = None):
     is named or starts so ([Script Info]), else SubRip or WebVTT."""
     data = document_bytes(path, data)
     if subtitle_format(str(path)) == "SubStation Alpha" or data.removeprefix(b"\xef\xbb\xbf").startswith(b"[Script"):
-        from mt.data.substation import SubStation  # it builds on Cue
-
         return SubStation(path, data)
     return Subtitles(path, data)
-
-
-def seconds(time: str) -> float:
-    """A cue time (01:02:03,500, 02:03.500, ASS's 1:02:03.50) in seconds."""
-    *hours_minutes, rest = time.strip().replace(",", ".").split(":")
-    return sum(int(part) * 60 ** (len(hours_minutes) - k) for k, part in enumerate(hours_minutes)) + float(rest)
-
-
-@dataclass
-class Cue:
-    """A cue's text: where its lines stand in the file (indices into Subtitles.lines) and what they say;
-    when it shows (seconds) and who speaks it (a voice, a style) for what may join it into a sentence."""
-
-    first: int
-    lines: list[str]
-    start: float = 0.0
-    end: float = 0.0
-    voice: str = ""
-    kept: bool = False  # shown as it is, never translated (SubStation's drawings and karaoke)
-
-    @property
-    def text(self) -> str:
-        """The cue's lines as one line, as a viewer reads them."""
-        return " ".join(line.strip() for line in self.lines if line.strip())
 
 
 class Subtitles:

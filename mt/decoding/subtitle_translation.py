@@ -18,7 +18,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from mt.data.subtitles import Cue, read_subtitles
+from mt.data.cues import Cue
+from mt.data.subtitles import read_subtitles
 from mt.decoding.inline_tags import Flattened, alignment_layer, place, token_alignment
 from mt.decoding.protected_spans import flatten_line, pattern_of, render_line, with_kinds
 
