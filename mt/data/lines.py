@@ -266,27 +266,20 @@ def _looks_like_text(head: bytes) -> bool:
 
 
 def write_document(path: str | None, text: str, out=None) -> None:
-    """A document made whole (XLIFF, PO), to path (written aside, then renamed: a whole document or none,
-    with the permissions any new file gets) or, path None, to out."""
+    """A document made whole (XLIFF, PO), to path (write_document_bytes) or, path None, to out."""
     if path is None:
         out.write(text)
         return
-    aside = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
-    try:
-        with open(aside, "x", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(aside, path)
-    except OSError as err:
-        raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
-    finally:
-        aside.unlink(missing_ok=True)
+    write_document_bytes(path, text.encode("utf-8"))
 
 
 def write_document_bytes(path: str, data: bytes) -> None:
-    """A binary document made whole (an Office file, a book), to path: written aside, then renamed."""
+    """A document made whole (an Office file, a book; a text as UTF-8), to path: written aside, then renamed
+    (a whole document or none, with the permissions any new file gets)."""
     aside = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
     try:
-        aside.write_bytes(data)
+        with open(aside, "xb") as f:
+            f.write(data)
         os.replace(aside, path)
     except OSError as err:
         raise MTError(f"{path}: writing failed ({err.strerror or err})") from None
