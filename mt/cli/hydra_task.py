@@ -140,6 +140,9 @@ def start(hydra_main, after_sweep=None, module: str | None = None) -> None:
     else:
         sys.argv[1:] = ["--multirun", *argv, sweep.naming_override()]
         hydra_main()
+        from mt.training.distributed import leave_group  # here: it imports torch.distributed
+
+        leave_group()
     if after_sweep is not None and int(os.environ.get("RANK", "0")) == 0:  # under torchrun: rank 0 speaks
         after_sweep(sweep_dir, checked[0])
     if failed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import gc
 import inspect
 import os
 from dataclasses import dataclass
@@ -82,8 +83,13 @@ def shutdown(d: Dist, finished: bool = True, keep: bool = False) -> None:
     """Leave the process group. After a finished run every rank first waits for the others (rank 0
     scores the test set alone): a rank that tore its connections down while another was still in
     the group made that one abort now and then (gloo, "terminate called without an active exception").
-    keep: a sweep's run, whose processes go on to its next run: they stay in the group, and leave it at
-    exit (the group joined again in the same process, through torchrun's store, hung now and then)."""
+    keep: a sweep's run, whose processes go on to its next run: they stay in the group (the group joined
+    again in the same process, through torchrun's store, hung now and then) until leave_group() or exit.
+    Its objects are freed here first, on every rank: the trainer sits in a reference cycle, so its model,
+    optimizer and DistributedDataParallel otherwise lived on into the next run, until a collection at
+    some moment of it, another on each rank."""
+    if keep:
+        gc.collect()
     if d.enabled and dist.is_initialized():
         if finished:
             dist.barrier()
@@ -93,6 +99,15 @@ def shutdown(d: Dist, finished: bool = True, keep: bool = False) -> None:
             dist.destroy_process_group()
 
 
+def leave_group() -> None:
+    """After a sweep's last run: every process leaves the group together (at exit, one left while another
+    was still reporting)."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 @functools.cache
 def _leave_at_exit() -> None:
+    """A sweep that stopped on an error never reaches leave_group()."""
     atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
