@@ -146,3 +146,7 @@ def test_a_documents_paragraphs_go_sentence_by_sentence_unless_told_not(trained_
     assert by_sentence != whole and "sentence by sentence" in said
     assert (tmp_path / "split.md").read_text(encoding="utf-8") == by_sentence + "\n"
     assert (tmp_path / "whole.md").read_text(encoding="utf-8") == whole + "\n"
+    mt.translate_markdown(translator, tmp_path / "a.md", tmp_path / "api.md")  # as translate, whatever the translator's
+    mt.translate_markdown(translator, tmp_path / "a.md", tmp_path / "api_whole.md", split_sentences=False)
+    assert (tmp_path / "api.md").read_text(encoding="utf-8") == by_sentence + "\n"
+    assert (tmp_path / "api_whole.md").read_text(encoding="utf-8") == whole + "\n"

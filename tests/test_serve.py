@@ -192,6 +192,7 @@ def test_catalogues_pages_subtitles_and_markdown_are_translated_as_translate_tra
     elif kind == "html":
         words = lines[0].split()
         lines[0] = " ".join([words[0], f"<b>{words[1]}</b>", *words[2:], "https://x.de/a"])
+        lines[1] = "ein hund läuft schnell. Eine katze isst hier."  # a paragraph: sentence by sentence, as translate
         document = "<html><body>\n" + "".join(f"<p>{line}</p>\n" for line in lines) + "</body></html>\n"
         name, media_type = "page.html", "text/html"
     elif kind == "markdown":  # list items, and a paragraph in bold
@@ -217,6 +218,11 @@ def test_catalogues_pages_subtitles_and_markdown_are_translated_as_translate_tra
     assert text == out.read_text(encoding="utf-8")  # the same document, byte for byte
     report = json.loads(headers["x-mt-report"])
     assert report["translated"] == 20 and report["target_language"] == "en"
+    if kind == "html":  # whole, where the request says so
+        run_cli("translate", "-c", str(checkpoint), "--beam", "1", "--no-split-sentences", "-i", str(tmp_path / name),
+                "-o", str(tmp_path / "whole.html"))  # fmt: skip
+        status, answer = server.request("POST", route, {"document": document, "split_sentences": False})
+        assert answer == (tmp_path / "whole.html").read_text(encoding="utf-8") != text
     (tmp_path / "glossary.tsv").write_text("hund\tpuppy\n", encoding="utf-8")
     flags = "--beam", "3", "--glossary", str(tmp_path / "glossary.tsv"), "-i", str(tmp_path / name)
     run_cli("translate", "-c", str(checkpoint), *flags, "-o", str(tmp_path / f"glossed{out.suffix}"))
@@ -621,7 +627,7 @@ def free_port() -> int:
 def test_the_mt_serve_command_serves_until_stopped(checkpoint):
     port = free_port()
     command = [cli_path("mt-serve"), "-c", str(checkpoint), "--port", str(port), "--beam", "1",
-               "--no-repeat-ngram", "3", "--split-sentences"]  # fmt: skip
+               "--no-repeat-ngram", "3", "--no-split-sentences"]  # fmt: skip
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     try:
         client = None
@@ -640,7 +646,14 @@ def test_the_mt_serve_command_serves_until_stopped(checkpoint):
         answer = json.loads(connection.getresponse().read())
         assert len(answer["translations"]) == 2 and answer["translations"][1] == ""
         assert answer["settings"]["beam"] == 1 and answer["settings"]["no_repeat_ngram"] == 3
-        assert answer["settings"]["split_sentences"] is True
+        assert answer["settings"]["split_sentences"] is False
+        paragraph = "ein hund läuft schnell. Eine katze isst hier."  # a document's, whole: as the server was told
+        connection.request("POST", "/translate", body=json.dumps({"lines": [paragraph]}))
+        whole = json.loads(connection.getresponse().read())["translations"][0]
+        connection.request(
+            "POST", "/markdown", body=(paragraph + "\n").encode(), headers={"Content-Type": "text/markdown"}
+        )
+        assert connection.getresponse().read().decode() == whole + "\n"
         # a second server on the same port: one line before its model loads, where uvicorn's report came
         # after the start-up message
         second = run_cli("mt-serve", "-c", str(checkpoint), "--port", str(port), check=False)

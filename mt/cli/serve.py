@@ -150,9 +150,9 @@ def run(args) -> None:
         max_nbest=args.max_beam,
     )
     glossary = GlossaryFile(args.glossary, translator.languages, args.glossary_ignore_case) if args.glossary else None
-    app = create_app(
-        translator, limits, about, args.max_wait_ms / 1000, about["decoding_threads"], glossary, args.cors_origin or ()
-    )
+    wait, threads, origins = args.max_wait_ms / 1000, about["decoding_threads"], args.cors_origin or ()
+    split_documents = args.split_sentences is not False  # a document's paragraphs: sentence by sentence, as translate
+    app = create_app(translator, limits, about, wait, threads, glossary, origins, split_documents)
     reranked = f", reranked by {args.reverse} at weight {translator.reverse_weight:g}" if args.reverse else ""
     print(
         f"mt-serve: {about['model']} ({languages_label(translator.languages)}, {about['engine']} on {about['device']}"

@@ -150,7 +150,10 @@ def run_document(args, translator, how: str) -> None:
     start = time.perf_counter()
     glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)
     shown = not args.quiet and sys.stderr.isatty()
-    report = translate_document(translator, args.input, args.output, glossary=glossary, progress=shown)
+    split = args.split_sentences is not False
+    report = translate_document(
+        translator, args.input, args.output, glossary=glossary, progress=shown, split_sentences=split
+    )
     unit = KINDS[kind].unit
     if not args.quiet:
         seconds = time.perf_counter() - start

@@ -53,13 +53,14 @@ def run_folder(args, translator, how: str, kind_of, translate_of) -> None:
     glossary = load_glossary(args.glossary, translator.languages, args.glossary_ignore_case)
     done = {"document": 0, "text file": 0, "other file": 0}  # translated, translated, copied
     failed = []
+    split = args.split_sentences is not False
     for path in files_of(source):
         out = target / path.relative_to(source)
         out.parent.mkdir(parents=True, exist_ok=True)
         kind = kind_of(str(path))
         try:
             if kind is not None:
-                report = translate_of(kind)(translator, str(path), str(out), glossary=glossary)
+                report = translate_of(kind)(translator, str(path), str(out), glossary=glossary, split_sentences=split)
                 said, what = report.summary(), "document"
             elif path.suffix.lower() in TEXT_SUFFIXES:
                 lines = read_lines(path)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from mt.data.epub import Epub
 from mt.decoding.html_translation import HtmlTranslation
+from mt.decoding.line_translator import document_changes
 from mt.errors import MTError
 
 
@@ -50,12 +51,16 @@ class EpubTranslation:
         return self.book.output()
 
 
-def translate_epub(translator, path, output: str, glossary=None, progress: bool = False) -> EpubReport:
-    """Translate the EPUB book at path into output (an .epub file): the text of every chapter, its markup
-    kept, as translator.translate would (its settings; glossary: an mt.Glossary)."""
+def translate_epub(
+    translator, path, output: str, glossary=None, progress: bool = False, split_sentences: bool = True
+) -> EpubReport:
+    """Translate the EPUB book at path into output (an .epub file): the text of every chapter, its markup kept, as
+    translator.translate would (its settings, sentence by sentence unless split_sentences=False; glossary: an
+    mt.Glossary)."""
     if not output:
         raise MTError(f"{path}: a book is written to a file: name the output (-o book.epub)")
     work = EpubTranslation(Epub(path), translator)
-    work.fill(translator.translate_with(work.lines, work.changes, glossary=glossary, progress=progress))
+    changes = document_changes(work.changes, split_sentences)
+    work.fill(translator.translate_with(work.lines, changes, glossary=glossary, progress=progress))
     work.book.write(output)
     return work.report

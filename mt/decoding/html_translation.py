@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from mt.data.html_document import HtmlPage
+from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import pattern_of, with_kinds
 
 
@@ -56,11 +57,19 @@ class HtmlTranslation:
 
 
 def translate_html(
-    translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
+    translator,
+    path,
+    output: str | None = None,
+    glossary=None,
+    progress: bool = False,
+    out=None,
+    split_sentences: bool = True,
 ) -> HtmlReport:
-    """Translate the HTML page at path into output (None: out, by default stdout): the text of every
-    segment, its markup kept, as translator.translate would (its settings; glossary: an mt.Glossary)."""
+    """Translate the HTML page at path into output (None: out, by default stdout): the text of every segment, its markup
+    kept, as translator.translate would (its settings, sentence by sentence unless split_sentences=False; glossary: an
+    mt.Glossary)."""
     work = HtmlTranslation(HtmlPage(path), translator)
-    work.fill(translator.translate_with(work.lines, work.changes, glossary=glossary, progress=progress))
+    changes = document_changes(work.changes, split_sentences)
+    work.fill(translator.translate_with(work.lines, changes, glossary=glossary, progress=progress))
     work.page.write(output, out or sys.stdout)
     return work.report

@@ -240,6 +240,13 @@ class LineTranslator:
         return other
 
 
+def document_changes(changes: dict, split_sentences: bool = True) -> dict:
+    """A document's setting changes (translate_with's): its paragraphs sentence by sentence (split_sentences=False:
+    whole) whatever the translator's own setting, which is for lines of one sentence each (a model trained on
+    sentences drops whole sentences of a paragraph translated at once); a change of the document's own stands."""
+    return {"split_sentences": split_sentences, **changes}
+
+
 def checked_terms(terms) -> list[list[str]]:
     """Required terms as a list of str per line (a str alone: one term, "" none), or a one-line MTError."""
     if isinstance(terms, str) or not hasattr(terms, "__iter__"):

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from mt.data.markdown_document import TAG, MarkdownDocument
+from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import with_kinds
 
 
@@ -47,12 +48,19 @@ class MarkdownTranslation:
 
 
 def translate_markdown(
-    translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
+    translator,
+    path,
+    output: str | None = None,
+    glossary=None,
+    progress: bool = False,
+    out=None,
+    split_sentences: bool = True,
 ) -> MarkdownReport:
-    """Translate the Markdown document at path into output (None: out, by default stdout): the text of every
-    heading, paragraph, list item, quote and table cell, its markup kept, as translator.translate would (its
-    settings; glossary: an mt.Glossary)."""
+    """Translate the Markdown document at path into output (None: out, by default stdout): the text of every heading,
+    paragraph, list item, quote and table cell, its markup kept, as translator.translate would (its settings, sentence
+    by sentence unless split_sentences=False; glossary: an mt.Glossary)."""
     work = MarkdownTranslation(MarkdownDocument(path), translator)
-    work.fill(translator.translate_with(work.lines, work.changes, glossary=glossary, progress=progress))
+    changes = document_changes(work.changes, split_sentences)
+    work.fill(translator.translate_with(work.lines, changes, glossary=glossary, progress=progress))
     work.document.write(output, out or sys.stdout)
     return work.report

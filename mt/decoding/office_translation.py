@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mt.data.office_document import TAG, OfficeDocument
+from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import with_kinds
 from mt.errors import MTError
 
@@ -48,14 +49,17 @@ class OfficeTranslation:
         return self.document.output()
 
 
-def translate_office(translator, path, output: str, glossary=None, progress: bool = False) -> OfficeReport:
-    """Translate the Office document at path (Word .docx, PowerPoint .pptx, Excel .xlsx) into output, a file
-    of the same format: the text of every paragraph (Word: body, tables, headers, footers, notes; PowerPoint:
-    slides and speaker notes; Excel: every cell's text), its formatting kept, as translator.translate would
-    (its settings; glossary: an mt.Glossary)."""
+def translate_office(
+    translator, path, output: str, glossary=None, progress: bool = False, split_sentences: bool = True
+) -> OfficeReport:
+    """Translate the Office document at path (Word .docx, PowerPoint .pptx, Excel .xlsx) into output, a file of the same
+    format: the text of every paragraph (Word: body, tables, headers, footers, notes; PowerPoint: slides and speaker
+    notes; Excel: every cell's text), its formatting kept, as translator.translate would (its settings, sentence by
+    sentence unless split_sentences=False; glossary: an mt.Glossary)."""
     if not output:
         raise MTError(f"{path}: an Office document is written to a file: name the output (-o report.docx)")
     work = OfficeTranslation(OfficeDocument(path), translator)
-    work.fill(translator.translate_with(work.lines, work.changes, glossary=glossary, progress=progress))
+    changes = document_changes(work.changes, split_sentences)
+    work.fill(translator.translate_with(work.lines, changes, glossary=glossary, progress=progress))
     work.document.write(output)
     return work.report

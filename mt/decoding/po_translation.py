@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from mt.data.po import Catalogue
 from mt.decoding.accelerators import MARKERS, Accelerator, put_accelerator, take_accelerator
+from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import pattern_of
 from mt.decoding.xliff_translation import target_of
 
@@ -114,12 +115,19 @@ class PoTranslation:
 
 
 def translate_po(
-    translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
+    translator,
+    path,
+    output: str | None = None,
+    glossary=None,
+    progress: bool = False,
+    out=None,
+    split_sentences: bool = True,
 ) -> PoReport:
-    """Translate the PO catalogue (or .pot template) at path into output (None: out, by default stdout):
-    every entry without a translation, each line of a message apart (a message of no word copied), as
-    translator.translate would (its settings; glossary: an mt.Glossary)."""
+    """Translate the PO catalogue (or .pot template) at path into output (None: out, by default stdout): every entry
+    without a translation, each line of a message apart (a message of no word copied), as translator.translate would
+    (its settings, sentence by sentence unless split_sentences=False; glossary: an mt.Glossary)."""
     work = PoTranslation(Catalogue(path), translator)
-    work.fill(translator.translate_with(work.lines, work.changes, glossary=glossary, progress=progress))
+    changes = document_changes(work.changes, split_sentences)
+    work.fill(translator.translate_with(work.lines, changes, glossary=glossary, progress=progress))
     work.catalogue.write(output, out or sys.stdout)
     return work.report

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from mt.data.cues import Cue
 from mt.data.subtitles import read_subtitles
 from mt.decoding.inline_tags import Flattened, alignment_layer, place, token_alignment
+from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import flatten_line, pattern_of, render_line, with_kinds
 
 MAX_CUES = 3  # a sentence longer than this many cues is translated in parts of this many
@@ -195,13 +196,19 @@ def laid_out(text: str, cue: Cue) -> list[str]:
 
 
 def translate_subtitles(
-    translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
+    translator,
+    path,
+    output: str | None = None,
+    glossary=None,
+    progress: bool = False,
+    out=None,
+    split_sentences: bool = True,
 ) -> SubtitleReport:
     """Translate the subtitle file (.srt, .vtt, .ass, .ssa) at path into output (None: out, by default stdout): the text
-    of every cue, sentences over several cues whole, as translator.translate would (its settings; glossary:
-    an mt.Glossary); numbering and timing kept."""
+    of every cue, sentences over several cues whole, as translator.translate would (its settings, sentence by sentence
+    unless split_sentences=False; glossary: an mt.Glossary); numbering and timing kept."""
     work = SubtitleTranslation(read_subtitles(path), translator)
-    plain_changes, joined_changes = work.changes()
+    plain_changes, joined_changes = (document_changes(changes, split_sentences) for changes in work.changes())
     plain = translator.translate_with(work.plain, plain_changes, glossary=glossary, progress=progress)
     joined = translator.translate_with(
         work.joined, joined_changes, glossary=glossary, progress=progress, attention_layer=work.layer

@@ -13,6 +13,7 @@ from xml.dom import Node
 from mt.data.tmx import same_language, xml_text
 from mt.data.xliff import Segment, Xliff, wraps_text
 from mt.decoding.inline_tags import Flattened, alignment_layer, flatten, place, render, token_alignment
+from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import pattern_of
 
 
@@ -112,13 +113,21 @@ class XliffTranslation:
 
 
 def translate_xliff(
-    translator, path, output: str | None = None, glossary=None, progress: bool = False, out=None
+    translator,
+    path,
+    output: str | None = None,
+    glossary=None,
+    progress: bool = False,
+    out=None,
+    split_sentences: bool = True,
 ) -> XliffReport:
-    """Translate the XLIFF document at path into output (None: out, by default stdout): every segment without
-    a translation, as translator.translate would (its settings; glossary: an mt.Glossary), codes kept."""
+    """Translate the XLIFF document at path into output (None: out, by default stdout): every segment without a
+    translation, as translator.translate would (its settings, sentence by sentence unless split_sentences=False;
+    glossary: an mt.Glossary), codes kept."""
     work = XliffTranslation(Xliff(path), translator)
     for batch in work.batches:
         changes, layer = batch_settings(translator, batch)
+        changes = document_changes(changes, split_sentences)
         found = translator.translate_with(
             batch.lines, changes, glossary=glossary, progress=progress, attention_layer=layer
         )

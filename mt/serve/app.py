@@ -17,18 +17,14 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from mt.data.languages import into
 from mt.decoding.attention_maps import word_alignment
 from mt.decoding.glossary import Glossary
-from mt.decoding.inline_tags import alignment_layer
-from mt.decoding.line_translator import LineTranslator, check_terms_use
-from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings, line_seed
-from mt.errors import MTError
+from mt.decoding.line_translator import LineTranslator
+from mt.decoding.settings import line_seed
 from mt.serve.batcher import Batcher
 from mt.serve.documents import MEDIA_TYPES, document_bytes_of, document_work, filled, media_type
 from mt.serve.glossary_file import GlossaryFile
 from mt.serve.limits import (
-    DecodingChoices,
     DocumentRequest,
     RequestError,
     ScoreRequest,
@@ -37,11 +33,9 @@ from mt.serve.limits import (
     parse_request,
 )
 from mt.serve.metrics import Metrics, RecordRequests
+from mt.serve.request_checks import alignment_usable, known_language, request_settings, rerank_usable, terms_usable
 
 log = logging.getLogger(__name__)
-
-SAMPLING_FIELDS = ("temperature", "topk", "topp", "epsilon", "seed")
-
 
 DOCUMENT_ROUTES = {  # what each document route answers, for its page of the API docs
     "xliff": "The XLIFF document of the body with its targets filled in, as `translate -i doc.xlf` fills them.",
@@ -56,56 +50,6 @@ DOCUMENT_ROUTES = {  # what each document route answers, for its page of the API
         for kind, name in (("docx", "Word"), ("pptx", "PowerPoint"), ("xlsx", "Excel"), ("epub", "EPUB"))
     },
 }
-
-
-def request_settings(base: DecodeSettings, request: DecodingChoices, nbest: int | None = None) -> DecodeSettings:
-    """The server's settings with the request's choices (nbest: a /translate request's) on top, or a
-    RequestError."""
-    sampling = request.strategy == "sample" or (request.strategy is None and base.sampling)
-    for name in SAMPLING_FIELDS:
-        if getattr(request, name) is not None and not sampling:
-            raise RequestError(422, f'{name}: a sampling setting; add "strategy": "sample"')
-    choices = dict(
-        alpha=request.alpha,
-        nbest=nbest,
-        tgt_lang=request.tgt_lang,
-        min_len=request.min_len,
-        no_repeat_ngram=request.no_repeat_ngram,
-        split_sentences=request.split_sentences,
-        protect=request.protect,
-        mbr=request.mbr,
-        mbr_utility=request.mbr_utility,
-        **{n: getattr(request, n) for n in SAMPLING_FIELDS},
-    )
-    if request.strategy == "greedy":
-        if request.beam not in (None, 1):
-            raise RequestError(422, 'beam: greedy decodes with beam 1; use "strategy": "beam"')
-        choices.update(strategy="search", beam=1)
-    elif request.strategy == "beam":
-        choices.update(strategy="search", beam=request.beam or max(base.beam, DEFAULT_BEAM, nbest or 1))
-    elif request.strategy == "sample":
-        choices.update(strategy="sample")
-    else:
-        choices.update(beam=request.beam)
-    if not sampling and choices.get("beam") is None and (nbest or 1) > base.beam:
-        choices["beam"] = nbest  # "nbest": 3 alone asks for a beam that can hold 3
-    try:
-        return base.updated(**choices)
-    except MTError as err:
-        raise RequestError(422, str(err).removeprefix("decode setting ")) from None
-
-
-def terms_usable(translator: LineTranslator, request: TranslateRequest, glossary: Glossary | None) -> None:
-    """A RequestError (422) unless the request's terms, and those the glossary finds in its lines, can be
-    placed as it asks to decode (the glossary's sentence by sentence too)."""
-    try:
-        if request.terms is not None:
-            check_terms_use(translator, {"terms": request.terms})
-        if glossary is not None:
-            found = {"terms": glossary.terms(request.lines)}
-            check_terms_use(translator, found, by_sentence=translator.settings.split_sentences)
-    except MTError as err:
-        raise RequestError(422, str(err)) from None
 
 
 class RequestGlossaries:
@@ -141,38 +85,6 @@ class RequestGlossaries:
         return merged
 
 
-def alignment_usable(translator: LineTranslator, settings: DecodeSettings) -> int:
-    """The decoder layer a request's word alignments come from (as translate --alignments'), or a
-    RequestError (422) where the request decodes in a way that shows no single attention."""
-    layer = alignment_layer(translator.with_settings(settings))
-    if layer is None:
-        raise RequestError(422, "alignments come from one model's attention: not with mbr, an ensemble or an export")
-    if settings.split_sentences:
-        raise RequestError(422, "alignments take one sentence a line: not with split_sentences")
-    return layer
-
-
-def rerank_usable(translator: LineTranslator, settings: DecodeSettings, weight: float | None = None) -> None:
-    """A RequestError (422) unless a server that reranks with a reverse model can rerank as the request asks
-    to decode: a beam's candidates, not a greedy search's, samples or MBR's choice; a request's reverse weight
-    (weight) only where there is a reverse model."""
-    if weight is not None and translator.reverse is None:
-        raise RequestError(422, "reverse_weight: this server does not rerank (it was started without --reverse)")
-    if translator.reverse is not None and (settings.sampling or settings.beam < 2 or settings.mbr):
-        raise RequestError(
-            422, "this server reranks a beam's candidates with a reverse model: beam search with a beam of 2 or "
-            "more, no mbr",
-        )  # fmt: skip
-
-
-def known_language(tgt_lang: str, languages: tuple) -> None:
-    """A RequestError (422) unless the model translates into tgt_lang ("": its only target language)."""
-    try:
-        into([], tgt_lang, languages)
-    except MTError as err:
-        raise RequestError(422, f"tgt_lang: {err}") from None
-
-
 async def answer_or_hang_up(request: Request, future, every: float = 0.05):
     """The future's result, or None once the client has disconnected: a request still waiting is then
     withdrawn from the queue (the batcher skips cancelled requests), so a client that leaves costs no
@@ -195,12 +107,14 @@ def create_app(
     workers: int = 1,
     glossary: Glossary | GlossaryFile | None = None,
     cors_origins: tuple[str, ...] | list[str] = (),
+    split_documents: bool = True,
 ) -> FastAPI:
-    """about: what /health reports of the model (engine, device, checkpoint); workers: decoding threads;
-    glossary: the target each line's source entries must get (required terms), added to a request's own (a
-    GlossaryFile: read again when it changes); cors_origins: the origins whose pages may call the API from a
-    browser ("*": any). A translator with a reverse model (with_reverse) reranks every request's beam, and
-    refuses other searches."""
+    """about: what /health reports of the model (engine, device, checkpoint); workers: decoding threads; glossary: the
+    target each line's source entries must get (required terms), added to a request's own (a GlossaryFile: read again
+    when it changes); cors_origins: the origins whose pages may call the API from a browser ("*": any); split_documents:
+    a document's paragraphs sentence by sentence, where its request does not say (the translator's split_sentences is
+    for lines). A translator with a reverse model (with_reverse) reranks every request's beam, and refuses other
+    searches."""
     batcher = Batcher(translator, max_wait, translator.settings.batch_tokens, workers)
     request_glossaries = RequestGlossaries()
 
@@ -354,11 +268,12 @@ def create_app(
             body = await request.body()
         except ClientDisconnect:
             return Response(status_code=499)
-        settings, entries, weight = translator.settings, None, None
+        settings, entries, weight, split = translator.settings, None, None, split_documents
         try:
             if request.headers.get("content-type", "").split(";")[0].strip() == "application/json":
                 ask = parse_request(body, limits, DocumentRequest)
                 settings, entries, weight = request_settings(translator.settings, ask), ask.glossary, ask.reverse_weight
+                split = split if ask.split_sentences is None else ask.split_sentences
                 known_language(settings.tgt_lang, translator.languages)
                 rerank_usable(translator, settings, weight)
                 body = document_bytes_of(kind, ask.document)
@@ -369,7 +284,7 @@ def create_app(
             in_use = await request_glossaries(current, entries, source) or current
             # reading it, and its lines' pieces, in a thread: the event loop goes on answering
             work, chunks = await asyncio.to_thread(
-                document_work, kind, body, translator.with_settings(settings), in_use, limits.max_lines
+                document_work, kind, body, translator.with_settings(settings), in_use, limits.max_lines, split
             )
         except RequestError as err:
             return JSONResponse({"error": str(err)}, status_code=err.status)

@@ -19,7 +19,7 @@ from mt.data.xliff import Xliff
 from mt.decoding.epub_translation import EpubTranslation
 from mt.decoding.glossary import Glossary
 from mt.decoding.html_translation import HtmlTranslation
-from mt.decoding.line_translator import LineTranslator, check_terms_use
+from mt.decoding.line_translator import LineTranslator, check_terms_use, document_changes
 from mt.decoding.markdown_translation import MarkdownTranslation
 from mt.decoding.office_translation import OfficeTranslation
 from mt.decoding.po_translation import PoTranslation
@@ -67,11 +67,13 @@ class Lines:
     lines: list[str]
 
 
-def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: Glossary | None, max_lines: int):
-    """A document's lines to translate (an Xliff-, Po-, Html-, Subtitle- or MarkdownTranslation), and its
-    lines in chunks for the batcher: (a part of a batch, its settings, source pieces, attention layer or
-    None, sampling seeds or None), in order; a RequestError where the document cannot be read or its
-    glossary terms not placed."""
+def document_work(
+    kind: str, body: bytes, translator: LineTranslator, glossary: Glossary | None, max_lines: int, split_sentences=True
+):
+    """A document's lines to translate (an Xliff-, Po-, Html-, Subtitle- or MarkdownTranslation), and its lines in
+    chunks for the batcher: (a part of a batch, its settings, source pieces, attention layer or None, sampling seeds or
+    None), in order, its paragraphs sentence by sentence unless split_sentences is False; a RequestError where the
+    document cannot be read or its glossary terms not placed."""
     try:
         if kind == "xliff":
             work = XliffTranslation(Xliff("the document", body), translator)
@@ -98,7 +100,7 @@ def document_work(kind: str, body: bytes, translator: LineTranslator, glossary: 
         batches = [(Lines(work.lines), work.changes, None)]
     chunks = []
     for batch, changes, layer in batches:  # a batch's lines seeded by their place in it, as its call seeds them
-        settings = translator.settings.updated(**changes)
+        settings = translator.settings.updated(**document_changes(changes, split_sentences))
         if glossary is not None:
             try:
                 found = {"terms": glossary.terms(batch.lines)}
