@@ -37,7 +37,7 @@ FIELD = (
 HEADER = f'<w:hdr {W}><w:p><w:r><w:t xml:space="preserve">frau heute </w:t></w:r>{FIELD}</w:p></w:hdr>'
 
 
-def docx(path, body=BODY, header=HEADER):
+def docx(path, body=BODY, header=HEADER, styles=f"<w:styles {W}/>"):
     """A Word document of these parts, as Word lays them out (compressed, a picture stored)."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
@@ -45,7 +45,7 @@ def docx(path, body=BODY, header=HEADER):
         archive.writestr("word/document.xml", document)
         archive.writestr("word/header1.xml", f'<?xml version="1.0"?>\n{header}')
         archive.writestr(zipfile.ZipInfo("word/media/image1.png"), b"\x89PNG not really")
-        archive.writestr("word/styles.xml", f"<w:styles {W}/>")
+        archive.writestr("word/styles.xml", styles)
     return path
 
 
@@ -148,6 +148,33 @@ def test_slides_notes_and_cell_texts_are_segments_too(tmp_path):
         minidom.parseString(xml)
 
 
+def test_translated_text_is_marked_with_the_target_language_for_spelling_checks(tmp_path):
+    german = '<w:rPr><w:lang w:val="de-DE" w:eastAsia="zh-CN" w:bidi="ar-SA"/></w:rPr>'
+    body = f"<w:p><w:r>{german}<w:t>ein hund</w:t></w:r></w:p><w:p><w:r>{german}<w:t>42</w:t></w:r></w:p>"
+    styles = f"<w:styles {W}><w:docDefaults><w:rPrDefault>{german}</w:rPrDefault></w:docDefaults></w:styles>"
+    source = docx(tmp_path / "a.docx", body=body, styles=styles)  # Word's defaults in its styles
+    for language, marked in [
+        ("en", '<w:lang w:val="en-US" w:eastAsia="zh-CN" w:bidi="ar-SA"/>'),  # the other scripts' as they were
+        ("ja", '<w:lang w:val="de-DE" w:eastAsia="ja-JP" w:bidi="ar-SA"/>'),
+        ("he", '<w:lang w:val="de-DE" w:eastAsia="zh-CN" w:bidi="he-IL"/>'),
+        ("pt_BR", '<w:lang w:val="pt-BR" w:eastAsia="zh-CN" w:bidi="ar-SA"/>'),
+    ]:
+        doc = OfficeDocument(source)
+        doc.translations, doc.language = {0: "a dog"}, language
+        (tmp_path / "b.docx").write_bytes(doc.output())
+        with zipfile.ZipFile(tmp_path / "b.docx") as archive:
+            document, styles = archive.read("word/document.xml").decode(), archive.read("word/styles.xml").decode()
+        assert document.count(marked) == 1 and german in document  # "42" is not translated: its language stays
+        assert marked in styles
+    slides = OfficeDocument(pptx(tmp_path / "a.pptx"))
+    slides.translations, slides.language = {0: "a dog <w-1>runs</w-1><w-2/> here"}, "en"
+    (tmp_path / "b.pptx").write_bytes(slides.output())
+    slide = parts(tmp_path / "b.pptx")["ppt/slides/slide1.xml"][1].decode("utf-8")
+    assert '<a:rPr lang="en-US" b="1" dirty="0"/>' in slide and '<a:endParaRPr lang="en-US"/>' in slide
+    assert slide.count('lang="de-DE"') == 1  # the slide number's paragraph, not translated
+    assert OfficeDocument(tmp_path / "b.pptx").segments[0] == "a dog <w-1>runs</w-1><w-2/> here"
+
+
 @pytest.mark.parametrize("kind", MAKERS)
 def test_no_translation_leaves_the_file_byte_for_byte(tmp_path, kind):
     doc = OfficeDocument(MAKERS[kind](tmp_path / f"a.{kind}"))
@@ -219,3 +246,5 @@ def test_translate_takes_slides_and_workbooks(trained_run, tmp_path, kind, said)
     assert bold in got[0 if kind == "pptx" else 1]
     plain = "eine katze" if kind == "pptx" else "ein mann"
     assert got[1 if kind == "pptx" else 0] == translator.translate(plain)
+    if kind == "pptx":  # marked with the model's target language
+        assert '<a:endParaRPr lang="en-US"/>' in parts(tmp_path / "b.pptx")["ppt/slides/slide1.xml"][1].decode()

@@ -7,8 +7,9 @@ PowerPoint's <a:p> of <a:r> (<a:rPr>, <a:t>) in the slides and their speaker not
 (<si> of <r>, <rPr>, <t>: every text a cell shows). Each paragraph is a segment: the formatting most of its
 text has is the paragraph's own, any other run's formatting wraps its text as a tag (<w-1>fett</w-1>), a
 hyperlink wraps what it links, and what is not text (a tab, a line break, a picture, a field, a bookmark)
-stands as a point (<w-2/>). The translation's tags become runs again. Everything else is written back as
-it was: the other parts, in their order and compression, a paragraph's properties, a paragraph without words.
+stands as a point (<w-2/>). The translation's tags become runs again, marked with the target language
+(mt/data/office_language.py). Everything else is written back as it was: the other parts, in their order and
+compression, a paragraph's properties, a paragraph without words.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.data.lines import document_bytes, write_document_bytes
+from mt.data.office_language import marked_drawing, marked_word
 from mt.errors import MTError
 
 TOKEN = re.compile(r"<[^>]*>|[^<]+")
 TAG = re.compile(r"<(/?)w-(\d+)(/?)>")
 FIELD_MARK = re.compile(r'w:fldCharType="(begin|end)"')  # Word's fields: begin ... end, over several runs
+STYLES = "word/styles.xml"  # Word's styles: the language text is marked with by default
 SEPARATOR = re.compile(r"<\w+:(?:tab|br|cr)\b")  # a tab or a line break: between two words, a space to the model
 
 
@@ -321,20 +324,29 @@ class OfficeDocument:
                     self.paragraphs.append((name, match, paragraph))
         self.segments = [paragraph.segment for _, _, paragraph in self.paragraphs]
         self.translations: dict[int, str] = {}  # a segment's index -> its translation, tags and all
+        self.language = ""  # the target language, that translated text is marked with (set by the caller)
+
+    def marked(self, xml: str) -> str:
+        """Translated XML marked with the target language for spelling checks (mt/data/office_language.py)."""
+        if not self.language or self.markup is EXCEL:  # a cell's text names no language
+            return xml
+        return (marked_word if self.markup is WORD else marked_drawing)(xml, self.language)
 
     def output(self) -> bytes:
-        """The document with each translated paragraph in place of its own, every other byte of the parts
-        as it was."""
+        """The document with each translated paragraph in place of its own, marked with the target language
+        (and Word's styles), every other byte of the parts as it was."""
         written = {}
         for name, xml in self.parts.items():
             pieces, at = [], 0
             for i, (part, match, paragraph) in enumerate(self.paragraphs):
                 if part == name and i in self.translations:
-                    pieces += [xml[at : match.start()], written_paragraph(paragraph, self.translations[i])]
+                    pieces += [xml[at : match.start()], self.marked(written_paragraph(paragraph, self.translations[i]))]
                     at = match.end()
             written[name] = ("".join(pieces) + xml[at:]).encode("utf-8")
         buffer = io.BytesIO()
         with zipfile.ZipFile(io.BytesIO(self.data)) as source, zipfile.ZipFile(buffer, "w") as target:
+            if self.translations and self.markup is WORD and STYLES in source.namelist():  # the defaults
+                written[STYLES] = self.marked(source.read(STYLES).decode("utf-8")).encode("utf-8")
             for info in source.infolist():
                 target.writestr(info, written.get(info.filename) or source.read(info))
         return buffer.getvalue()

@@ -35,6 +35,7 @@ class OfficeTranslation:
     def __init__(self, document: OfficeDocument, translator):
         self.document = document
         self.language = translator.target_language  # for the caller to name the translation by
+        document.language = self.language
         self.lines = document.segments
         self.changes = {"protect": with_kinds(translator.settings.protect, "tag")}
         formatted = sum(bool(TAG.search(line)) for line in self.lines)
