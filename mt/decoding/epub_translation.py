@@ -35,17 +35,19 @@ class EpubTranslation:
         self.pages = [HtmlTranslation(page, translator) for page in book.pages.values()]
         self.language = translator.target_language  # for the caller to name the translation by
         book.language = self.language
-        self.lines = [line for page in self.pages for line in page.lines]
+        self.lines = [line for page in self.pages for line in page.lines] + list(book.labels.values())
         self.changes = self.pages[0].changes if self.pages else {}
         self.report = EpubReport(len(self.pages), with_elements=sum(page.report.with_elements for page in self.pages))
 
     def fill(self, found: list) -> None:
-        """The Translations of self.lines, in order, written into the chapters."""
+        """The Translations of self.lines, in order, written into the chapters and the toc's labels."""
         at = 0
         for page in self.pages:
             page.fill(found[at : at + len(page.lines)])
             at += len(page.lines)
             self.report.translated += page.report.translated
+        self.book.label_translations = {i: found[at + k].text for k, i in enumerate(self.book.labels)}
+        self.report.translated += len(self.book.labels)
 
     def output(self) -> bytes:
         return self.book.output()
