@@ -18,7 +18,7 @@ from mt.cli.translate_folder import check_folder_args, is_folder, run_folder
 from mt.data.epub import is_epub_name
 from mt.data.html_document import is_html_name
 from mt.data.markdown_document import is_markdown_name
-from mt.data.office_document import EXCEL, POWERPOINT, WORD, Markup, office_markup
+from mt.data.office_markup import EXCEL, POWERPOINT, WORD, Markup, office_markup
 from mt.data.po import is_po_name
 from mt.data.subtitles import FORMATS, is_subtitle_name, subtitle_format
 from mt.data.xliff import is_xliff_name

@@ -20,10 +20,10 @@ import os
 import re
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from mt.data.lines import document_bytes, write_document_bytes
 from mt.data.office_language import marked_drawing, marked_word
+from mt.data.office_markup import EXCEL, WORD, Markup, office_markup
 from mt.errors import MTError
 
 TOKEN = re.compile(r"<[^>]*>|[^<]+")
@@ -31,55 +31,6 @@ TAG = re.compile(r"<(/?)w-(\d+)(/?)>")
 FIELD_MARK = re.compile(r'w:fldCharType="(begin|end)"')  # Word's fields: begin ... end, over several runs
 STYLES = "word/styles.xml"  # Word's styles: the language text is marked with by default
 SEPARATOR = re.compile(r"<\w+:(?:tab|br|cr)\b")  # a tab or a line break: between two words, a space to the model
-
-
-@dataclass(frozen=True)
-class Markup:
-    """How one Office format writes its text: which parts hold it, and the names of its elements."""
-
-    name: str  # Word
-    suffix: str  # .docx
-    legacy: str  # the binary format it replaced, which is not read: .doc
-    parts: re.Pattern  # the parts translated
-    main: str  # the part every such file has
-    paragraph: str  # its element; names with | between them where it has several (Excel's si, is)
-    properties: str  # a paragraph's own (its style), first in it; "" where it has none
-    run: str
-    run_properties: str
-    text: str
-    wrappers: frozenset = frozenset()  # elements around runs: what they wrap is translated
-    dropped: frozenset = frozenset()  # marks a translation makes stale
-    bare_text: bool = False  # text may stand in a paragraph outside a run
-    space: str = ' xml:space="preserve"'  # what keeps a text element's spaces (DrawingML keeps them anyway)
-    unit: str = "paragraph"  # what a segment is, for a summary
-
-    def paragraphs(self) -> re.Pattern:
-        """A paragraph holding no other (a text box's are translated, not the paragraph around it): its start
-        tag, element name and content."""
-        p = "|".join(re.escape(name) for name in self.paragraph.split("|"))
-        return re.compile(rf"(<({p})\b[^>]*(?<!/)>)((?:(?!<(?:{p})\b).)*?)</\2>", re.DOTALL)
-
-
-WORD = Markup(
-    "Word", ".docx", ".doc", re.compile(r"word/(?:document|header\d*|footer\d*|footnotes|endnotes)\.xml"),
-    "word/document.xml", *"w:p w:pPr w:r w:rPr w:t".split(),
-    wrappers=frozenset("w:hyperlink w:ins w:smartTag w:customXml w:fldSimple w:moveTo w:dir w:bdo".split()),
-    dropped=frozenset(["w:proofErr", "w:lastRenderedPageBreak"]),  # spelling marks, a layout cache
-)  # fmt: skip
-POWERPOINT = Markup(
-    "PowerPoint", ".pptx", ".ppt", re.compile(r"ppt/(?:slides/slide|notesSlides/notesSlide)\d+\.xml"),
-    "ppt/presentation.xml", *"a:p a:pPr a:r a:rPr a:t".split(), space="",
-)  # fmt: skip
-EXCEL = Markup(  # the texts cells share (si), and those a cell holds itself (is)
-    "Excel", ".xlsx", ".xls", re.compile(r"xl/(?:sharedStrings|worksheets/sheet\d+)\.xml"), "xl/workbook.xml",
-    "si|is", "", "r", "rPr", "t", bare_text=True, unit="cell text",
-)  # fmt: skip
-MARKUPS = {markup.suffix: markup for markup in (WORD, POWERPOINT, EXCEL)}
-
-
-def office_markup(path: str | None) -> Markup | None:
-    """The Office format a file named so is in (.docx, .pptx, .xlsx), None for another file."""
-    return MARKUPS.get(Path(path).suffix.lower()) if path else None
 
 
 @dataclass

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 from mt.data.epub import Epub
 from mt.data.html_document import HtmlPage
 from mt.data.markdown_document import MarkdownDocument
-from mt.data.office_document import MARKUPS, OfficeDocument
+from mt.data.office_document import OfficeDocument
+from mt.data.office_markup import MARKUPS
 from mt.data.po import Catalogue
 from mt.data.subtitles import read_subtitles
 from mt.data.xliff import Xliff
