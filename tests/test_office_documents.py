@@ -2,6 +2,7 @@
 Excel files, each paragraph a segment, its runs' formatting, links and what is not text as tags; the
 translation's tags runs again; every other byte of the file as it was."""
 
+import io
 import random
 import re
 import zipfile
@@ -11,6 +12,7 @@ import pytest
 
 import mt
 from mt.data.office_document import TAG, WORD, OfficeDocument, read_paragraph, written_paragraph
+from mt.data.office_markup import OPEN_TEXT
 from mt.errors import MTError
 
 from conftest import LEXICON, run_cli
@@ -93,7 +95,60 @@ def xlsx(path):
     return path
 
 
-MAKERS = {"docx": docx, "pptx": pptx, "xlsx": xlsx}
+ODF = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+    'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+    'xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:xlink="http://www.w3.org/1999/xlink"'
+)
+ODT_BODY = (  # a heading; a bold word, two spaces, a footnote; a tab, a link, a page break's mark; a number
+    '<text:h text:style-name="H1" text:outline-level="1">ein hund</text:h>'
+    '<text:p text:style-name="P1">ein mann <text:span text:style-name="T1">läuft</text:span><text:s text:c="2"/>hier'
+    '<text:note text:id="ftn1" text:note-class="footnote"><text:note-citation>1</text:note-citation><text:note-body>'
+    '<text:p text:style-name="Footnote">eine katze isst</text:p></text:note-body></text:note>.</text:p>'
+    '<text:p>eine frau<text:tab/>sitzt <text:a xlink:href="https://x.de">dort</text:a><text:soft-page-break/></text:p>'
+    "<text:p>42</text:p>"
+)
+ODF_STYLES = (  # the document's language (its Latin and its East Asian script's), a footer with a page number
+    f'<?xml version="1.0" encoding="UTF-8"?>\n<office:document-styles {ODF}><office:styles><style:default-style '
+    'style:family="paragraph"><style:text-properties fo:language="de" fo:country="DE" style:language-asian="zh" '
+    'style:country-asian="CN"/></style:default-style></office:styles><office:master-styles><style:master-page '
+    'style:name="Standard"><style:footer><text:p>seite <text:page-number>1</text:page-number></text:p></style:footer>'
+    "</style:master-page></office:master-styles></office:document-styles>"
+)
+
+
+def open_document(path, body=ODT_BODY, kind="text"):
+    """An OpenDocument file (text, spreadsheet or presentation) of this body, its styles, a picture."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), f"application/vnd.oasis.opendocument.{kind}")  # first, stored
+        content = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<office:document-content {ODF} office:version="1.3">'
+            '<office:automatic-styles><style:style style:name="T1" style:family="text"><style:text-properties '
+            'fo:font-weight="bold" fo:language="de" fo:country="DE"/></style:style></office:automatic-styles>'
+            f"<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document-content>"
+        )
+        archive.writestr("content.xml", content)
+        archive.writestr("styles.xml", ODF_STYLES)
+        archive.writestr(zipfile.ZipInfo("Pictures/a.png"), b"\x89PNG not really")
+        archive.writestr("META-INF/manifest.xml", "<manifest/>")
+    return path
+
+
+def ods(path):
+    """An OpenDocument spreadsheet: a text cell, a number cell (its text shown), a cell in two styles."""
+    cells = (
+        '<table:table-cell office:value-type="string"><text:p>ein mann</text:p></table:table-cell>'
+        '<table:table-cell office:value-type="float" office:value="42"><text:p>42</text:p></table:table-cell>'
+        '<table:table-cell office:value-type="string"><text:p>ein kind <text:span text:style-name="T1">schläft'
+        "</text:span></text:p></table:table-cell>"
+    )
+    body = f'<table:table table:name="Tabelle1"><table:table-row>{cells}</table:table-row></table:table>'
+    return open_document(path, body, "spreadsheet")
+
+
+MAKERS = {"docx": docx, "pptx": pptx, "xlsx": xlsx, "odt": open_document, "ods": ods}
 
 
 def parts(path) -> dict[str, bytes]:
@@ -199,17 +254,61 @@ def test_any_order_of_tags_gives_well_formed_xml_and_loses_no_point(seed):
 
 @pytest.mark.parametrize(
     "kind, name, legacy, main",
-    [("docx", "Word", ".doc", "word/document.xml"), ("pptx", "PowerPoint", ".ppt", "ppt/presentation.xml"),
-     ("xlsx", "Excel", ".xls", "xl/workbook.xml")],
+    [("docx", "a Word", ".doc", "word/document.xml"), ("pptx", "a PowerPoint", ".ppt", "ppt/presentation.xml"),
+     ("xlsx", "an Excel", ".xls", "xl/workbook.xml"), ("odt", "an OpenDocument text", ".sxw", "content.xml")],
 )  # fmt: skip
 def test_a_file_that_is_not_what_it_is_named_is_one_line(tmp_path, kind, name, legacy, main):
     (tmp_path / f"a.{kind}").write_bytes(b"PK not a zip")
-    with pytest.raises(MTError, match=rf"a.{kind}: not a {name} file \(a .{kind} is a zip; save a {legacy} as .{kind}"):
+    with pytest.raises(MTError, match=rf"a.{kind}: not {name} file \(a .{kind} is a zip; save a {legacy} as .{kind}"):
         OfficeDocument(tmp_path / f"a.{kind}")
     with zipfile.ZipFile(tmp_path / f"b.{kind}", "w") as archive:
-        archive.writestr("content.xml", "<office/>")  # an OpenDocument file, say
-    with pytest.raises(MTError, match=f"b.{kind}: not a {name} file: it holds no {main}"):
+        archive.writestr("word.xml" if kind == "odt" else "content.xml", "<office/>")  # another format's, say
+    with pytest.raises(MTError, match=f"b.{kind}: not {name} file: it holds no {main}"):
         OfficeDocument(tmp_path / f"b.{kind}")
+
+
+def test_open_document_paragraphs_are_segments_and_a_footnote_is_one_of_its_own(tmp_path):
+    doc = OfficeDocument(open_document(tmp_path / "a.odt"))
+    assert doc.segments == [
+        "ein hund",
+        "ein mann <w-1>läuft</w-1>  hier<w-2/>.",  # a span wraps its text; two spaces; the footnote a point
+        "eine katze isst",  # the footnote's paragraph, a segment of its own
+        "eine frau<w-1/> sitzt <w-2>dort</w-2>",  # a tab (a space to the model), a link; the page break mark dropped
+        "seite ",  # the footer, in the styles; its page number after the text
+    ]
+    doc.translations = {
+        1: "a man <w-1>runs</w-1>  here<w-2/>.",
+        2: "a cat eats",
+        3: "a woman<w-1/> sits <w-2>there</w-2>",
+    }
+    doc.language = "en"
+    (tmp_path / "b.odt").write_bytes(doc.output())
+    after = parts(tmp_path / "b.odt")
+    content, styles = after["content.xml"][1].decode(), after["styles.xml"][1].decode()
+    minidom.parseString(content)
+    footnote = (
+        '<text:note-body><text:p text:style-name="Footnote">a cat eats</text:p></text:note-body></text:note>.</text:p>'
+    )
+    assert 'a man <text:span text:style-name="T1">runs</text:span> <text:s/>here<text:note' in content
+    assert footnote in content  # translated inside the paragraph around it, also translated
+    assert '<text:p>a woman<text:tab/>sits <text:a xlink:href="https://x.de">there</text:a></text:p>' in content
+    assert '<text:h text:style-name="H1" text:outline-level="1">ein hund</text:h>' in content  # not translated: kept
+    assert 'fo:language="en" fo:country="US"' in content + styles and 'fo:language="de"' not in content + styles
+    assert 'style:language-asian="zh" style:country-asian="CN"' in styles  # another script's language
+    assert OfficeDocument(tmp_path / "b.odt").segments[1:4] == [doc.translations[i] for i in (1, 2, 3)]
+    before = parts(tmp_path / "a.odt")
+    assert list(after) == list(before) and after["mimetype"] == before["mimetype"]  # first and stored, as it was
+    doc.translations = {2: "a cat eats"}  # the footnote alone: written where it stands
+    with zipfile.ZipFile(io.BytesIO(doc.output())) as written:
+        alone = written.read("content.xml").decode()
+    assert footnote in alone and "ein mann <text:span" in alone
+
+
+def test_open_document_spaces_that_would_collapse_are_written_as_its_spaces_element():
+    paragraph = read_paragraph(OPEN_TEXT, "<text:p>", '<text:s/>(leise) ein <text:s text:c="2"/>hund')
+    assert paragraph.segment == " (leise) ein   hund"
+    written = written_paragraph(paragraph, "(quietly) a   dog")  # the paragraph's first space, then two more
+    assert written == '<text:p><text:s/>(quietly) a <text:s text:c="2"/>dog</text:p>'
 
 
 def test_translate_takes_a_word_document_and_keeps_its_formatting(trained_run, tmp_path):
@@ -248,3 +347,18 @@ def test_translate_takes_slides_and_workbooks(trained_run, tmp_path, kind, said)
     assert got[1 if kind == "pptx" else 0] == translator.translate(plain)
     if kind == "pptx":  # marked with the model's target language
         assert '<a:endParaRPr lang="en-US"/>' in parts(tmp_path / "b.pptx")["ppt/slides/slide1.xml"][1].decode()
+
+
+@pytest.mark.parametrize("kind, said", [("odt", "5 paragraphs translated, 2"), ("ods", "3 cell texts translated, 1")])
+def test_translate_takes_open_documents(trained_run, tmp_path, kind, said):
+    source = MAKERS[kind](tmp_path / f"a.{kind}")
+    done = run_cli(
+        "translate", "-c", str(trained_run), "--beam", "1", "-i", str(source), "-o", str(tmp_path / f"b.{kind}")
+    )
+    assert f"{said} with formatting kept in place" in done.stderr
+    translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
+    got = OfficeDocument(tmp_path / f"b.{kind}").segments
+    assert got[0] == translator.translate("ein hund" if kind == "odt" else "ein mann")
+    bold = "<w-1>" + LEXICON["läuft" if kind == "odt" else "schläft"] + "</w-1>"
+    assert bold in got[1]
+    assert 'fo:language="en" fo:country="US"' in parts(tmp_path / f"b.{kind}")["styles.xml"][1].decode()

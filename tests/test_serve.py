@@ -30,6 +30,7 @@ OFFICE = {
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "odt": "application/vnd.oasis.opendocument.text",
 }
 
 LIMITS = ServeLimits(max_lines=16, max_bytes=4096, max_line_chars=300, max_beam=4, max_nbest=4)
@@ -238,11 +239,11 @@ def test_catalogues_pages_subtitles_and_markdown_are_translated_as_translate_tra
     assert status == 422 and error.startswith("the document") and "\n" not in error, error
 
 
-@pytest.mark.parametrize("kind, counts", [("docx", (5, 2)), ("pptx", (2, 1)), ("xlsx", (3, 1))])
+@pytest.mark.parametrize("kind, counts", [("docx", (5, 2)), ("pptx", (2, 1)), ("xlsx", (3, 1)), ("odt", (5, 2))])
 def test_office_documents_are_translated_as_translate_translates_them(server, checkpoint, tmp_path, kind, counts):
     from test_office_documents import MAKERS
 
-    names = {"docx": "Word", "pptx": "PowerPoint", "xlsx": "Excel"}
+    names = {"docx": "a Word", "pptx": "a PowerPoint", "xlsx": "an Excel", "odt": "an OpenDocument text"}
     source = MAKERS[kind](tmp_path / f"a.{kind}")
     run_cli("translate", "-c", str(checkpoint), "--beam", "1", "-i", str(source), "-o", str(tmp_path / f"b.{kind}"))
     status, answer, headers = server.document(f"/{kind}", source.read_bytes(), OFFICE[kind], text=False)
@@ -258,7 +259,7 @@ def test_office_documents_are_translated_as_translate_translates_them(server, ch
     status, answer, _ = server.document(f"/{kind}", json.dumps(asked).encode(), "application/json", text=False)
     assert status == 200 and answer == (tmp_path / f"glossed.{kind}").read_bytes()  # in JSON: base64
     for body, media_type, message in [
-        (b"PK not a zip", OFFICE[kind], f"the document: not a {names[kind]} file (a .{kind} is a zip"),
+        (b"PK not a zip", OFFICE[kind], f"the document: not {names[kind]} file (a .{kind} is a zip"),
         (json.dumps({"document": "not base64!"}).encode(), "application/json", "document: not base64"),
     ]:
         status, answer, _ = server.document(f"/{kind}", body, media_type)

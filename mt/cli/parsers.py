@@ -100,7 +100,7 @@ def translate_parser() -> argparse.ArgumentParser:
             "translate -c model.pt --nbest 3 < in.de                      # the 3 best per line, tab-separated",
             "translate -c a.pt b.pt --ensemble --split-sentences < in.de  # two models; paragraphs a line",
             "translate -c model.pt -i film.de.srt -o film.en.srt          # subtitles, their timing kept",
-            "translate -c model.pt -i bericht.docx -o report.docx         # Word (or .pptx, .xlsx), formatting kept",
+            "translate -c model.pt -i bericht.docx -o report.docx         # Word (or .pptx, .odt, ...), its formatting",
             "translate -c model.pt -i docs/ -o docs.en/                   # a folder, file by file",
         ],
         "docs/translate.md",
@@ -114,7 +114,7 @@ def translate_parser() -> argparse.ArgumentParser:
         help="input file (default: stdin), or a folder translated file by file into -o FOLDER; a document is "
         "translated whole, its markup kept: XLIFF (.xlf, .xliff), "
         "a PO catalogue (.po, .pot), HTML (.html, .htm), subtitles (.srt, .vtt, .ass, .ssa), Markdown (.md), "
-        "Word, PowerPoint, Excel (.docx, .pptx, .xlsx), an EPUB book (.epub)",
+        "Word, PowerPoint, Excel (.docx, .pptx, .xlsx), OpenDocument (.odt, .odp, .ods), an EPUB book (.epub)",
     )
     files.add_argument(
         "--output",

@@ -1,11 +1,11 @@
-"""translate -i doc.xlf -o doc.en.xlf, -i app.pot -o de.po, -i page.html -o page.en.html, -i film.srt -o
-film.en.srt, -i README.md -o README.en.md, -i bericht.docx -o report.docx: a document read whole, translated
-and written whole, in place of a file of lines: a CAT tool's XLIFF with its targets filled in
-(mt/decoding/xliff_translation.py), a gettext catalogue with its messages (mt/decoding/po_translation.py), an
-HTML page with its text (mt/decoding/html_translation.py), subtitles with their cues
-(mt/decoding/subtitle_translation.py), a Markdown document with its text (mt/decoding/markdown_translation.py),
-an Office document (Word, PowerPoint, Excel) with its paragraphs (mt/decoding/office_translation.py), an EPUB
-book with its chapters (mt/decoding/epub_translation.py)."""
+"""translate -i doc.xlf -o doc.en.xlf, -i app.pot -o de.po, -i page.html -o page.en.html, -i film.srt -o film.en.srt,
+-i README.md -o README.en.md, -i bericht.docx -o report.docx: a document read whole, translated and written whole,
+in place of a file of lines: a CAT tool's XLIFF with its targets filled in (mt/decoding/xliff_translation.py), a
+gettext catalogue with its messages (mt/decoding/po_translation.py), an HTML page with its text
+(mt/decoding/html_translation.py), subtitles with their cues (mt/decoding/subtitle_translation.py), a Markdown
+document with its text (mt/decoding/markdown_translation.py), an Office document (Word, PowerPoint, Excel;
+OpenDocument's .odt, .odp, .ods) with its paragraphs (mt/decoding/office_translation.py), an EPUB book with its
+chapters (mt/decoding/epub_translation.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,16 @@ from mt.cli.translate_folder import check_folder_args, is_folder, run_folder
 from mt.data.epub import is_epub_name
 from mt.data.html_document import is_html_name
 from mt.data.markdown_document import is_markdown_name
-from mt.data.office_markup import EXCEL, POWERPOINT, WORD, Markup, office_markup
+from mt.data.office_markup import (
+    EXCEL,
+    OPEN_PRESENTATION,
+    OPEN_SPREADSHEET,
+    OPEN_TEXT,
+    POWERPOINT,
+    WORD,
+    Markup,
+    office_markup,
+)
 from mt.data.po import is_po_name
 from mt.data.subtitles import FORMATS, is_subtitle_name, subtitle_format
 from mt.data.xliff import is_xliff_name
@@ -45,8 +54,7 @@ def office(markup: Markup, document: str, example: str) -> Kind:
     def named(path: str | None) -> bool:
         return office_markup(path) is markup
 
-    article = "an" if markup.name[0] in "AEIOU" else "a"
-    return Kind(named, document, markup.name, article, markup.suffix, example, markup.unit)
+    return Kind(named, document, markup.name, markup.article, markup.suffix, example, markup.unit)
 
 
 KINDS = {
@@ -60,9 +68,12 @@ KINDS = {
     "docx": office(WORD, "a Word document", "-i bericht.docx"),
     "pptx": office(POWERPOINT, "a PowerPoint presentation", "-i folien.pptx"),
     "xlsx": office(EXCEL, "an Excel workbook", "-i tabelle.xlsx"),
+    "odt": office(OPEN_TEXT, "an OpenDocument text", "-i bericht.odt"),
+    "odp": office(OPEN_PRESENTATION, "an OpenDocument presentation", "-i folien.odp"),
+    "ods": office(OPEN_SPREADSHEET, "an OpenDocument spreadsheet", "-i tabelle.ods"),
     "epub": Kind(is_epub_name, "an EPUB book", "EPUB", "an", ".epub", "-i buch.epub", "segment"),
 }
-BINARY = ("docx", "pptx", "xlsx", "epub")  # written to a file, never to stdout
+BINARY = ("docx", "pptx", "xlsx", "odt", "odp", "ods", "epub")  # written to a file, never to stdout
 
 
 def document_kind(path: str | None) -> str | None:

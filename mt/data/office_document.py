@@ -22,15 +22,17 @@ import zipfile
 from dataclasses import dataclass
 
 from mt.data.lines import document_bytes, write_document_bytes
-from mt.data.office_language import marked_drawing, marked_word
+from mt.data.office_language import marked_drawing, marked_open, marked_word
 from mt.data.office_markup import EXCEL, WORD, Markup, office_markup
+from mt.data.paragraph_spans import TOKEN, paragraph_spans, rendered, tag_name
 from mt.errors import MTError
 
-TOKEN = re.compile(r"<[^>]*>|[^<]+")
 TAG = re.compile(r"<(/?)w-(\d+)(/?)>")
 FIELD_MARK = re.compile(r'w:fldCharType="(begin|end)"')  # Word's fields: begin ... end, over several runs
 STYLES = "word/styles.xml"  # Word's styles: the language text is marked with by default
-SEPARATOR = re.compile(r"<\w+:(?:tab|br|cr)\b")  # a tab or a line break: between two words, a space to the model
+SPACE_COUNT = re.compile(r'\bc="(\d+)"')  # OpenDocument's <text:s text:c="3"/>: three spaces
+# a tab or a line break: between two words, a space to the model
+SEPARATOR = re.compile(r"<\w+:(?:tab|br|cr|line-break)\b")
 
 
 @dataclass
@@ -47,12 +49,15 @@ class Element:
         return self.start + self.inner + self.end
 
 
-def elements(xml: str) -> list[Element]:
-    """The elements at the top level of xml, in order (the whitespace between them dropped)."""
+def elements(xml: str, text_too: bool = False) -> list[Element]:
+    """The elements at the top level of xml, in order (the text between them dropped, or with text_too kept
+    as elements named "")."""
     found, depth, start, inner_at = [], 0, "", 0
     for token in TOKEN.finditer(xml):
         text = token.group()
         if not text.startswith("<") or text.startswith(("<?", "<!")):
+            if text_too and depth == 0 and not text.startswith("<"):
+                found.append(Element("", text))
             continue
         if text.startswith("</"):
             depth -= 1
@@ -66,10 +71,6 @@ def elements(xml: str) -> list[Element]:
                 start, inner_at = text, token.end()
             depth += 1
     return found
-
-
-def tag_name(tag: str) -> str:
-    return re.match(r"</?([^\s/>]+)", tag).group(1)
 
 
 @dataclass
@@ -97,8 +98,8 @@ class Paragraph:
 
 def read_paragraph(markup: Markup, start: str, inner: str) -> Paragraph | None:
     """The paragraph of this start tag and content as a segment; None where it holds no word."""
-    children = elements(inner)
-    properties = bool(children) and children[0].name == markup.properties  # the paragraph's style: kept
+    children = elements(inner, markup.inline_text)
+    properties = bool(children and markup.properties) and children[0].name == markup.properties  # its style: kept
     head = start + (children[0].xml if properties else "")
     # ("text", properties, text), ("point", xml), ("open", start tag, end tag), ("close", end tag)
     atoms = atoms_of(markup, children[properties:])
@@ -149,12 +150,17 @@ def paragraph_atoms(markup: Markup, element: Element) -> list[tuple]:
     """What an element of a paragraph holds, as text with its formatting, points and wrappers."""
     if element.name in markup.dropped:
         return []
+    if element.name == "":  # text in the paragraph itself (OpenDocument)
+        return [("text", "", element.start)]
+    if element.name == markup.spaces:
+        count = SPACE_COUNT.search(element.start)
+        return [("text", "", " " * (int(count[1]) if count else 1))]
     if element.name == markup.run:
         return run_atoms(markup, element)
     if element.name == markup.text and markup.bare_text:
         return [("text", "", element.inner)]
     if element.name in markup.wrappers and element.end:
-        inner = atoms_of(markup, elements(element.inner))
+        inner = atoms_of(markup, elements(element.inner, markup.inline_text))
         return [("open", element.start, element.end), *inner, ("close", element.end)]
     return [("point", element.xml)]
 
@@ -178,7 +184,7 @@ def atoms_of(markup: Markup, children: list[Element]) -> list[tuple]:
     point, written as it was, so that its parts stay in order; what it shows is not translated."""
     atoms, field, depth = [], [], 0
     for element in children:
-        marks = FIELD_MARK.findall(element.xml) if element.name == markup.run else []
+        marks = FIELD_MARK.findall(element.xml) if markup.run and element.name == markup.run else []
         if not depth and "begin" not in marks:
             atoms += paragraph_atoms(markup, element)
             continue
@@ -202,7 +208,7 @@ def written_paragraph(paragraph: Paragraph, translation: str) -> str:
     if markup.bare_text and not paragraph.codes and not paragraph.base:  # text alone, as it stood
         return f"{paragraph.head}{text_element(markup, translation)}{paragraph.tail}{end}"
     parts, stack, written = [paragraph.head], [], set()
-    tags = list(TAG.finditer(translation))
+    tags, wrote = list(TAG.finditer(translation)), False
     for k, tag in enumerate([*tags, None]):
         text = translation[tags[k - 1].end() if k else 0 : tag.start() if tag else len(translation)]
         if k and separates(paragraph, tags[k - 1]):
@@ -210,7 +216,8 @@ def written_paragraph(paragraph: Paragraph, translation: str) -> str:
         if text:
             formats = [paragraph.codes[n].xml for n in stack if paragraph.codes[n].kind == "format"]
             rpr = formats[-1] if formats else paragraph.base
-            parts.append(f"<{markup.run}>{rpr}{text_element(markup, text)}</{markup.run}>")
+            run, wrote = text_element(markup, text, first=not wrote), True
+            parts.append(run if markup.inline_text else f"<{markup.run}>{rpr}{run}</{markup.run}>")
         if tag is None:
             break
         n = int(tag.group(2))
@@ -240,9 +247,21 @@ def separates(paragraph: Paragraph, tag: re.Match) -> bool:
     return code is not None and code.separator
 
 
-def text_element(markup: Markup, text: str) -> str:
-    """Text as its format's text element holds it (its spaces kept)."""
-    return f"<{markup.text}{markup.space}>{html.escape(text, quote=False)}</{markup.text}>"
+def text_element(markup: Markup, text: str, first: bool = False) -> str:
+    """Text as its format's text element holds it, its spaces kept: in OpenDocument, where text stands alone
+    and spaces collapse, a space after another is its spaces element, and so are those that start a paragraph
+    (first: the paragraph's first text)."""
+    escaped = html.escape(text, quote=False)
+    if not markup.inline_text:
+        return f"<{markup.text}{markup.space}>{escaped}</{markup.text}>"
+    lead = len(escaped) - len(escaped.lstrip(" ")) if first else 0
+    body = re.sub(r"  +", lambda m: " " + spaces_element(markup, len(m[0]) - 1), escaped[lead:])
+    return spaces_element(markup, lead) + body
+
+
+def spaces_element(markup: Markup, count: int) -> str:
+    """OpenDocument's element for count spaces (<text:s/>, <text:s text:c="3"/>)."""
+    return "" if not count else f"<{markup.spaces}/>" if count == 1 else f'<{markup.spaces} text:c="{count}"/>'
 
 
 class OfficeDocument:
@@ -260,40 +279,45 @@ class OfficeDocument:
                 self.parts = {name: archive.read(name).decode("utf-8") for name in names}
         except zipfile.BadZipFile:
             raise MTError(
-                f"{self.path}: not a {kind} file (a {suffix} is a zip; save a {legacy} as {suffix})"
+                f"{self.path}: not {self.markup.article} {kind} file (a {suffix} is a zip; save a {legacy} as {suffix})"
             ) from None
         except UnicodeDecodeError as err:
             raise MTError(f"{self.path}: a part of it is not UTF-8 ({err.reason})") from None
         if self.markup.main not in found:
-            raise MTError(f"{self.path}: not a {kind} file: it holds no {self.markup.main}")
-        self.paragraphs: list[tuple[str, re.Match, Paragraph]] = []
-        pattern = self.markup.paragraphs()
+            raise MTError(f"{self.path}: not {self.markup.article} {kind} file: it holds no {self.markup.main}")
+        self.paragraphs: list[tuple[str, int, int, Paragraph]] = []  # part, start, end, paragraph
         for name, xml in self.parts.items():
-            for match in pattern.finditer(xml):
-                paragraph = read_paragraph(self.markup, match.group(1), match.group(3))
+            for start, end, tag, inner in paragraph_spans(self.markup, xml):
+                paragraph = read_paragraph(self.markup, tag, inner)
                 if paragraph is not None:
-                    self.paragraphs.append((name, match, paragraph))
-        self.segments = [paragraph.segment for _, _, paragraph in self.paragraphs]
+                    self.paragraphs.append((name, start, end, paragraph))
+        self.segments = [paragraph.segment for *_, paragraph in self.paragraphs]
         self.translations: dict[int, str] = {}  # a segment's index -> its translation, tags and all
         self.language = ""  # the target language, that translated text is marked with (set by the caller)
 
     def marked(self, xml: str) -> str:
         """Translated XML marked with the target language for spelling checks (mt/data/office_language.py)."""
-        if not self.language or self.markup is EXCEL:  # a cell's text names no language
+        if not self.language or self.markup is EXCEL or not self.translations:  # a cell's text names no language
             return xml
+        if self.markup.inline_text:  # OpenDocument: the styles name the language
+            return marked_open(xml, self.language)
         return (marked_word if self.markup is WORD else marked_drawing)(xml, self.language)
+
+    def written_paragraph(self, span: tuple) -> str:
+        """A translated paragraph as written back, marked with the target language (OpenDocument: its styles)."""
+        i = span[2]
+        written = written_paragraph(self.paragraphs[i][3], self.translations[i])
+        return written if self.markup.inline_text else self.marked(written)
 
     def output(self) -> bytes:
         """The document with each translated paragraph in place of its own, marked with the target language
         (and Word's styles), every other byte of the parts as it was."""
         written = {}
         for name, xml in self.parts.items():
-            pieces, at = [], 0
-            for i, (part, match, paragraph) in enumerate(self.paragraphs):
-                if part == name and i in self.translations:
-                    pieces += [xml[at : match.start()], self.marked(written_paragraph(paragraph, self.translations[i]))]
-                    at = match.end()
-            written[name] = ("".join(pieces) + xml[at:]).encode("utf-8")
+            spans = [(start, end, i) for i, (part, start, end, _) in enumerate(self.paragraphs) if part == name]
+            spans = [span for span in spans if span[2] in self.translations]
+            text = rendered(xml, spans, self.written_paragraph)
+            written[name] = (self.marked(text) if self.markup.inline_text else text).encode("utf-8")
         buffer = io.BytesIO()
         with zipfile.ZipFile(io.BytesIO(self.data)) as source, zipfile.ZipFile(buffer, "w") as target:
             if self.translations and self.markup is WORD and STYLES in source.namelist():  # the defaults

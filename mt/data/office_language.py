@@ -1,7 +1,8 @@
-"""The language an Office file marks its text with, for its spelling and grammar checks: Word's
-<w:lang w:val="de-DE"/> in a run's properties and in the styles (word/styles.xml: the document's defaults),
-PowerPoint's lang="de-DE" on a run's properties. A translation still marked with its source's language shows
-every word as misspelled, so the translated paragraphs, and Word's styles, are marked with the target's.
+"""The language an Office file marks its text with, for its spelling and grammar checks: Word's <w:lang w:val="de-DE"/>
+in a run's properties and in the styles (word/styles.xml: the document's defaults), PowerPoint's lang="de-DE" on a
+run's properties, OpenDocument's fo:language="de" fo:country="DE" in its styles. A translation still marked with its
+source's language shows every word as misspelled, so the translated paragraphs, and Word's styles, are marked with
+the target's.
 
 Word and PowerPoint name a language with its region (en-US); a target named without one (en) gets the region
 its language is most often written in, below, or stands alone where it has none here.
@@ -60,3 +61,17 @@ def marked_drawing(xml: str, language: str) -> str:
     as it was)."""
     tag = locale(language)
     return DRAWING_PROPERTIES.sub(lambda m: LANG_ATTRIBUTE.sub(lambda v: v[1] + tag + v[2], m[0]), xml)
+
+
+def marked_open(xml: str, language: str) -> str:
+    """OpenDocument XML (content.xml, styles.xml) with its styles' language for the target's script the target
+    (fo:language and fo:country; style:language-asian and style:country-asian for Chinese, Japanese and Korean;
+    the -complex pair for right-to-left scripts)."""
+    code, _, region = locale(language).partition("-")
+    attribute = word_attribute(language)
+    suffix = {"w:eastAsia": "-asian", "w:bidi": "-complex"}.get(attribute, "")
+    prefix = "style" if suffix else "fo"
+    for name, value in ((f"{prefix}:language{suffix}", code), (f"{prefix}:country{suffix}", region)):
+        if value:
+            xml = re.sub(rf'(\s{name}=")[^"]*(")', lambda m, value=value: m[1] + value + m[2], xml)
+    return xml

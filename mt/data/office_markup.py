@@ -7,7 +7,7 @@ paragraph may hold others (a footnote, a text box): mt/data/office_document.py r
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -30,6 +30,13 @@ class Markup:
     bare_text: bool = False  # text may stand in a paragraph outside a run
     space: str = ' xml:space="preserve"'  # what keeps a text element's spaces (DrawingML keeps them anyway)
     unit: str = "paragraph"  # what a segment is, for a summary
+    inline_text: bool = False  # text stands in the paragraph itself, styled by spans (OpenDocument)
+    spaces: str = ""  # the element that stands for a run of spaces (OpenDocument's text:s)
+    nested: bool = False  # a paragraph may hold others (a footnote's, a text box's), each translated apart
+
+    @property
+    def article(self) -> str:
+        return "an" if self.name[0] in "AEIOU" else "a"
 
     def paragraphs(self) -> re.Pattern:
         """A paragraph holding no other (a text box's are translated, not the paragraph around it): its start
@@ -52,9 +59,18 @@ EXCEL = Markup(  # the texts cells share (si), and those a cell holds itself (is
     "Excel", ".xlsx", ".xls", re.compile(r"xl/(?:sharedStrings|worksheets/sheet\d+)\.xml"), "xl/workbook.xml",
     "si|is", "", "r", "rPr", "t", bare_text=True, unit="cell text",
 )  # fmt: skip
-MARKUPS = {markup.suffix: markup for markup in (WORD, POWERPOINT, EXCEL)}
+OPEN_TEXT = Markup(  # OpenDocument: the content, and the styles' headers and footers
+    "OpenDocument text", ".odt", ".sxw", re.compile(r"(?:content|styles)\.xml"), "content.xml", "text:p|text:h",
+    "", "", "", "", wrappers=frozenset(["text:span", "text:a", "text:meta"]),
+    dropped=frozenset(["text:soft-page-break"]), space="", inline_text=True, spaces="text:s", nested=True,
+)  # fmt: skip
+OPEN_PRESENTATION = replace(OPEN_TEXT, name="OpenDocument presentation", suffix=".odp", legacy=".sxi")
+OPEN_SPREADSHEET = replace(OPEN_TEXT, name="OpenDocument spreadsheet", suffix=".ods", legacy=".sxc", unit="cell text")
+MARKUPS = {
+    markup.suffix: markup for markup in (WORD, POWERPOINT, EXCEL, OPEN_TEXT, OPEN_PRESENTATION, OPEN_SPREADSHEET)
+}
 
 
 def office_markup(path: str | None) -> Markup | None:
-    """The Office format a file named so is in (.docx, .pptx, .xlsx), None for another file."""
+    """The Office format a file named so is in (.docx, .pptx, .xlsx, .odt, .odp, .ods), None for another file."""
     return MARKUPS.get(Path(path).suffix.lower()) if path else None

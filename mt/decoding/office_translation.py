@@ -1,6 +1,6 @@
-"""An Office document (.docx, .pptx, .xlsx) translated: each paragraph through the translator, its
-formatting, links and pictures kept in place as tags (protected spans, mt/decoding/protected_spans.py), the
-translations written into the document (mt/data/office_document.py).
+"""An Office document (.docx, .pptx, .xlsx; OpenDocument's .odt, .odp, .ods) translated: each paragraph through the
+translator, its formatting, links and pictures kept in place as tags (protected spans,
+mt/decoding/protected_spans.py), the translations written into the document (mt/data/office_document.py).
 
     report = mt.translate_office(translator, "bericht.docx", "report.docx")
 """
@@ -53,10 +53,10 @@ class OfficeTranslation:
 def translate_office(
     translator, path, output: str, glossary=None, progress: bool = False, split_sentences: bool = True
 ) -> OfficeReport:
-    """Translate the Office document at path (Word .docx, PowerPoint .pptx, Excel .xlsx) into output, a file of the same
-    format: the text of every paragraph (Word: body, tables, headers, footers, notes; PowerPoint: slides and speaker
-    notes; Excel: every cell's text), its formatting kept, as translator.translate would (its settings, sentence by
-    sentence unless split_sentences=False; glossary: an mt.Glossary)."""
+    """Translate the Office document at path (Word .docx, PowerPoint .pptx, Excel .xlsx) into output, a file of the
+    same format: the text of every paragraph (Word: body, tables, headers, footers, notes; PowerPoint: slides and
+    speaker notes; Excel: every cell's text; OpenDocument's too), its formatting kept, as translator.translate would
+    (its settings, sentence by sentence unless split_sentences=False; glossary: an mt.Glossary)."""
     if not output:
         raise MTError(f"{path}: an Office document is written to a file: name the output (-o report.docx)")
     work = OfficeTranslation(OfficeDocument(path), translator)

@@ -47,7 +47,15 @@ DOCUMENT_ROUTES = {  # what each document route answers, for its page of the API
     **{
         kind: f"The {name} file of the body translated, its formatting kept, as `translate -i a.{kind}` does "
         "(in JSON: base64)."
-        for kind, name in (("docx", "Word"), ("pptx", "PowerPoint"), ("xlsx", "Excel"), ("epub", "EPUB"))
+        for kind, name in (
+            ("docx", "Word"),
+            ("pptx", "PowerPoint"),
+            ("xlsx", "Excel"),
+            ("odt", "OpenDocument text"),
+            ("odp", "OpenDocument presentation"),
+            ("ods", "OpenDocument spreadsheet"),
+            ("epub", "EPUB"),
+        )
     },
 }
 

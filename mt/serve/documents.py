@@ -1,6 +1,6 @@
-"""Documents served (POST /xliff, /po, /html, /subtitles, /markdown, /docx, /pptx, /xlsx, /epub): a document read
-and its lines cut into the batcher's chunks, off the event loop, and filled in with their translations; the
-routes themselves are in app.py."""
+"""Documents served (POST /xliff, /po, /html, /subtitles, /markdown, /docx, /pptx, /xlsx, /odt, /odp, /ods, /epub): a
+document read and its lines cut into the batcher's chunks, off the event loop, and filled in with their
+translations; the routes themselves are in app.py."""
 
 from __future__ import annotations
 
@@ -39,9 +39,12 @@ MEDIA_TYPES = {
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "odt": "application/vnd.oasis.opendocument.text",
+    "odp": "application/vnd.oasis.opendocument.presentation",
+    "ods": "application/vnd.oasis.opendocument.spreadsheet",
     "epub": "application/epub+zip",
 }
-BINARY = ("docx", "pptx", "xlsx", "epub")  # base64 in JSON
+BINARY = ("docx", "pptx", "xlsx", "odt", "odp", "ods", "epub")  # base64 in JSON
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
