@@ -94,8 +94,11 @@ def test_inline_markup_becomes_tags_and_comes_back_as_it_was():
     tagged, markup = tagged_inline("ein *hund* und `x` mit ![b](a.png), <https://x.de>, \\* und ~~weg~~ [^1]")
     assert tagged == "ein <md-1>hund</md-1> und <md-3/> mit <md-4/>, <md-5/>, <md-6/> und <md-7>weg</md-7> <md-9/>"
     assert tagged_inline("2 * 3 und snake_case und [x](u")[0] == "2 * 3 und snake_case und [x](u"  # nothing closed
+    nested = tagged_inline("das [neue [2] buch](https://x.de) und ![bild [1]](a.png)")  # brackets in pairs inside
+    assert nested[0] == "das <md-1>neue [2] buch</md-1> und <md-3/>"
+    assert nested[1] == {1: "[", -1: "](https://x.de)", 3: "![bild [1]](a.png)"}
     rng = random.Random(0)
-    pieces = ["ein", "hund", "*", "**", "_", "__", "~~", "`", "[", "](u)", "][r]", "![a](b)", "\\_", " ", "  "]
+    pieces = ["ein", "hund", "*", "**", "_", "__", "~~", "`", "[", "]", "](u)", "][r]", "![a](b)", "\\_", " ", "  "]
     for _ in range(2000):  # whatever the text, its tags give it back
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
         assert untagged(*tagged_inline(text)) == text, text

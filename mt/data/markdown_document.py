@@ -28,12 +28,13 @@ RULE_OR_UNDERLINE = re.compile(r"^ {0,3}(?:[-*_=][ \t]*){3,}$|^ {0,3}=+[ \t]*$")
 LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:\s")
 TABLE_DIVIDER = re.compile(r"^ *\|?(?: *:?-+:? *\|)+ *:?-*:? *\|? *$")
 HARD_BREAK = re.compile(r"(?: {2,}|\\)$")
+LABEL = r"(?:[^\[\]]|\[[^\[\]]*\])*"  # a link's or an image's text: brackets in it in pairs ([das [neue] Buch](u))
 # inline markup, the first to match at a place winning: code spans, images, autolinks, escapes and HTML stand
 # alone; links and emphasis wrap text
 INLINE = re.compile(
-    r"(?P<point>`+[^`]*?`+|!\[[^\]]*\]\([^)\s]*(?:\s+\"[^\"]*\")?\)|<(?:https?|mailto|ftp):[^>\s]*>"
+    rf"(?P<point>`+[^`]*?`+|!\[{LABEL}\]\([^)\s]*(?:\s+\"[^\"]*\")?\)|<(?:https?|mailto|ftp):[^>\s]*>"
     r"|\\[!-/:-@\[-`{-~]|\[\^[^\]]+\])"
-    r"|(?P<link_open>\[)(?=[^\]]*\](?:\([^)]*\)|\[[^\]]*\]))"
+    rf"|(?P<link_open>\[)(?={LABEL}\](?:\([^)]*\)|\[[^\]]*\]))"
     r"|(?P<link_close>\](?:\([^)]*\)|\[[^\]]*\]))"
     r"|(?P<strong>\*\*|__(?![A-Za-z0-9])|(?<![A-Za-z0-9])__)|(?P<strike>~~)"
     r"|(?P<em>\*|_(?![A-Za-z0-9])|(?<![A-Za-z0-9])_)"
