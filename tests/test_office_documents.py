@@ -181,6 +181,23 @@ def test_paragraphs_are_segments_with_their_formatting_as_tags(tmp_path):
     assert FIELD in after["word/header1.xml"][1].decode("utf-8")  # the field whole, in order
 
 
+def test_a_word_text_box_is_translated_apart_and_so_is_the_paragraph_it_stands_in(tmp_path):
+    box = "<w:txbxContent><w:p><w:r><w:t>eine katze</w:t></w:r></w:p></w:txbxContent>"
+    anchored = (  # as Word writes a text box: a drawing, and the same box for older readers
+        '<w:r><mc:AlternateContent xmlns:mc="urn:mc" xmlns:wps="urn:wps" xmlns:v="urn:v"><mc:Choice Requires="wps">'
+        f"<w:drawing><wps:txbx>{box}</wps:txbx></w:drawing></mc:Choice><mc:Fallback><w:pict><v:textbox>{box}"
+        "</v:textbox></w:pict></mc:Fallback></mc:AlternateContent></w:r>"
+    )
+    body = f'<w:p><w:r><w:t xml:space="preserve">ein hund </w:t></w:r>{anchored}<w:r><w:t>läuft</w:t></w:r></w:p>'
+    doc = OfficeDocument(docx(tmp_path / "a.docx", body=body))
+    assert doc.segments[:3] == ["ein hund <w-1/>läuft", "eine katze", "eine katze"]
+    doc.translations = {0: "a dog <w-1/>runs", 1: "a cat", 2: "a cat"}
+    document = zipfile.ZipFile(io.BytesIO(doc.output())).read("word/document.xml").decode("utf-8")
+    minidom.parseString(document)
+    assert document.count(">a cat</w:t>") == 2 and "katze" not in document
+    assert document.index("a dog") < document.index("a cat") < document.index("runs")  # the box where it stood
+
+
 def test_slides_notes_and_cell_texts_are_segments_too(tmp_path):
     slides = OfficeDocument(pptx(tmp_path / "a.pptx"))
     assert slides.segments == ["ein hund <w-1>läuft</w-1><w-2/> hier", "eine katze"]  # not the master's text

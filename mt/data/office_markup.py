@@ -39,8 +39,7 @@ class Markup:
         return "an" if self.name[0] in "AEIOU" else "a"
 
     def paragraphs(self) -> re.Pattern:
-        """A paragraph holding no other (a text box's are translated, not the paragraph around it): its start
-        tag, element name and content."""
+        """A paragraph holding no other: its start tag, element name and content (where paragraphs hold none)."""
         p = "|".join(re.escape(name) for name in self.paragraph.split("|"))
         return re.compile(rf"(<({p})\b[^>]*(?<!/)>)((?:(?!<(?:{p})\b).)*?)</\2>", re.DOTALL)
 
@@ -50,6 +49,7 @@ WORD = Markup(
     "word/document.xml", *"w:p w:pPr w:r w:rPr w:t".split(),
     wrappers=frozenset("w:hyperlink w:ins w:smartTag w:customXml w:fldSimple w:moveTo w:dir w:bdo".split()),
     dropped=frozenset(["w:proofErr", "w:lastRenderedPageBreak"]),  # spelling marks, a layout cache
+    nested=True,  # a text box's paragraphs, in a run of the paragraph it is anchored in
 )  # fmt: skip
 POWERPOINT = Markup(
     "PowerPoint", ".pptx", ".ppt", re.compile(r"ppt/(?:slides/slide|notesSlides/notesSlide)\d+\.xml"),

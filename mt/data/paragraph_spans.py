@@ -1,6 +1,6 @@
-"""Where an Office document's paragraphs stand in a part's XML, and the part written with new ones. In
-OpenDocument a paragraph may hold others (a footnote's, a text box's): each is a segment of its own, and the
-paragraph around it holds it as a point, written back with its translation in place."""
+"""Where an Office document's paragraphs stand in a part's XML, and the part written with new ones. A paragraph
+may hold others (Word: a text box's, anchored in it; OpenDocument: a footnote's, a text box's): each is a segment
+of its own, and the paragraph around it holds it as a point, written back with its translation in place."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def tag_name(tag: str) -> str:
 
 def paragraph_spans(markup: Markup, xml: str) -> list[tuple[int, int, str, str]]:
     """Each paragraph's (start, end, start tag, content), in the order they start: with markup.nested, those in
-    others too; else those holding no other (Word's text box: its paragraphs, not the one around it)."""
+    others too; else those holding no other."""
     if not markup.nested:
         return [(m.start(), m.end(), m[1], m[3]) for m in markup.paragraphs().finditer(xml)]
     names, found, opened = markup.paragraph.split("|"), [], []
