@@ -221,6 +221,7 @@ def test_a_document_opened_comes_back_translated(browser, trained_run, tiny_corp
     [
         ("docx", "5 paragraphs translated; 2 with formatting kept"),
         ("xlsx", "3 cell texts translated; 1 with formatting kept"),
+        ("odt", "5 paragraphs translated; 2 with formatting kept"),
         ("epub", "6 segments translated; 1 with inline elements"),
     ],
 )
