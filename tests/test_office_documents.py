@@ -131,6 +131,8 @@ def open_document(path, body=ODT_BODY, kind="text"):
         )
         archive.writestr("content.xml", content)
         archive.writestr("styles.xml", ODF_STYLES)
+        meta = f'<office:document-meta {ODF} xmlns:dc="http://purl.org/dc/elements/1.1/"><office:meta>'
+        archive.writestr("meta.xml", meta + "<dc:language>de-DE</dc:language></office:meta></office:document-meta>")
         archive.writestr(zipfile.ZipInfo("Pictures/a.png"), b"\x89PNG not really")
         archive.writestr("META-INF/manifest.xml", "<manifest/>")
     return path
@@ -312,6 +314,7 @@ def test_open_document_paragraphs_are_segments_and_a_footnote_is_one_of_its_own(
     assert '<text:h text:style-name="H1" text:outline-level="1">ein hund</text:h>' in content  # not translated: kept
     assert 'fo:language="en" fo:country="US"' in content + styles and 'fo:language="de"' not in content + styles
     assert 'style:language-asian="zh" style:country-asian="CN"' in styles  # another script's language
+    assert "<dc:language>en-US</dc:language>" in after["meta.xml"][1].decode()  # the document's own
     assert OfficeDocument(tmp_path / "b.odt").segments[1:4] == [doc.translations[i] for i in (1, 2, 3)]
     before = parts(tmp_path / "a.odt")
     assert list(after) == list(before) and after["mimetype"] == before["mimetype"]  # first and stored, as it was

@@ -29,7 +29,6 @@ from mt.errors import MTError
 
 TAG = re.compile(r"<(/?)w-(\d+)(/?)>")
 FIELD_MARK = re.compile(r'w:fldCharType="(begin|end)"')  # Word's fields: begin ... end, over several runs
-STYLES = "word/styles.xml"  # Word's styles: the language text is marked with by default
 SPACE_COUNT = re.compile(r'\bc="(\d+)"')  # OpenDocument's <text:s text:c="3"/>: three spaces
 # a tab or a line break: between two words, a space to the model
 SEPARATOR = re.compile(r"<\w+:(?:tab|br|cr|line-break)\b")
@@ -320,8 +319,9 @@ class OfficeDocument:
             written[name] = (self.marked(text) if self.markup.inline_text else text).encode("utf-8")
         buffer = io.BytesIO()
         with zipfile.ZipFile(io.BytesIO(self.data)) as source, zipfile.ZipFile(buffer, "w") as target:
-            if self.translations and self.markup is WORD and STYLES in source.namelist():  # the defaults
-                written[STYLES] = self.marked(source.read(STYLES).decode("utf-8")).encode("utf-8")
+            defaults = self.markup.defaults
+            if self.translations and defaults in source.namelist() and defaults not in written:
+                written[defaults] = self.marked(source.read(defaults).decode("utf-8")).encode("utf-8")
             for info in source.infolist():
                 target.writestr(info, written.get(info.filename) or source.read(info))
         return buffer.getvalue()

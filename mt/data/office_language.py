@@ -25,6 +25,7 @@ REGIONS = {
 RIGHT_TO_LEFT = frozenset(["ar", "fa", "he", "ur", "yi", "ps", "dv"])
 WORD_LANG = re.compile(r"<w:lang\b[^>]*>")
 DRAWING_PROPERTIES = re.compile(r"<a:(?:rPr|endParaRPr|defRPr)\b[^>]*>")  # PowerPoint's run properties
+DOCUMENT_LANGUAGE = re.compile(r"(<dc:language>)[^<]*(</dc:language>)")  # OpenDocument's meta.xml
 LANG_ATTRIBUTE = re.compile(r'(\slang=")[^"]*(")')
 
 
@@ -64,9 +65,9 @@ def marked_drawing(xml: str, language: str) -> str:
 
 
 def marked_open(xml: str, language: str) -> str:
-    """OpenDocument XML (content.xml, styles.xml) with its styles' language for the target's script the target
-    (fo:language and fo:country; style:language-asian and style:country-asian for Chinese, Japanese and Korean;
-    the -complex pair for right-to-left scripts)."""
+    """OpenDocument XML (content.xml, styles.xml, meta.xml) with its styles' language for the target's script the
+    target (fo:language and fo:country; style:language-asian and style:country-asian for Chinese, Japanese and
+    Korean; the -complex pair for right-to-left scripts), and so the document's own (<dc:language>)."""
     code, _, region = locale(language).partition("-")
     attribute = word_attribute(language)
     suffix = {"w:eastAsia": "-asian", "w:bidi": "-complex"}.get(attribute, "")
@@ -74,4 +75,4 @@ def marked_open(xml: str, language: str) -> str:
     for name, value in ((f"{prefix}:language{suffix}", code), (f"{prefix}:country{suffix}", region)):
         if value:
             xml = re.sub(rf'(\s{name}=")[^"]*(")', lambda m, value=value: m[1] + value + m[2], xml)
-    return xml
+    return DOCUMENT_LANGUAGE.sub(lambda m: m[1] + locale(language) + m[2], xml)

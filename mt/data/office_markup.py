@@ -33,6 +33,7 @@ class Markup:
     inline_text: bool = False  # text stands in the paragraph itself, styled by spans (OpenDocument)
     spaces: str = ""  # the element that stands for a run of spaces (OpenDocument's text:s)
     nested: bool = False  # a paragraph may hold others (a footnote's, a text box's), each translated apart
+    defaults: str = ""  # a part without text that names the language of the document's text (Word's styles)
 
     @property
     def article(self) -> str:
@@ -49,7 +50,7 @@ WORD = Markup(
     "word/document.xml", *"w:p w:pPr w:r w:rPr w:t".split(),
     wrappers=frozenset("w:hyperlink w:ins w:smartTag w:customXml w:fldSimple w:moveTo w:dir w:bdo".split()),
     dropped=frozenset(["w:proofErr", "w:lastRenderedPageBreak"]),  # spelling marks, a layout cache
-    nested=True,  # a text box's paragraphs, in a run of the paragraph it is anchored in
+    nested=True, defaults="word/styles.xml",  # a text box's paragraphs: in a run of the one it is anchored in
 )  # fmt: skip
 POWERPOINT = Markup(
     "PowerPoint", ".pptx", ".ppt", re.compile(r"ppt/(?:slides/slide|notesSlides/notesSlide)\d+\.xml"),
@@ -63,6 +64,7 @@ OPEN_TEXT = Markup(  # OpenDocument: the content, and the styles' headers and fo
     "OpenDocument text", ".odt", ".sxw", re.compile(r"(?:content|styles)\.xml"), "content.xml", "text:p|text:h",
     "", "", "", "", wrappers=frozenset(["text:span", "text:a", "text:meta"]),
     dropped=frozenset(["text:soft-page-break"]), space="", inline_text=True, spaces="text:s", nested=True,
+    defaults="meta.xml",  # its <dc:language>
 )  # fmt: skip
 OPEN_PRESENTATION = replace(OPEN_TEXT, name="OpenDocument presentation", suffix=".odp", legacy=".sxi")
 OPEN_SPREADSHEET = replace(OPEN_TEXT, name="OpenDocument spreadsheet", suffix=".ods", legacy=".sxc", unit="cell text")
