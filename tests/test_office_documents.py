@@ -200,6 +200,23 @@ def test_a_word_text_box_is_translated_apart_and_so_is_the_paragraph_it_stands_i
     assert document.index("a dog") < document.index("a cat") < document.index("runs")  # the box where it stood
 
 
+def test_a_charts_titles_are_translated_its_data_left_as_it_was(tmp_path):
+    chart = (
+        '<c:chartSpace xmlns:c="urn:c" xmlns:a="urn:a"><c:chart><c:title><c:tx><c:rich><a:bodyPr/><a:p><a:r>'
+        '<a:rPr lang="de-DE" b="1"/><a:t>umsatz im jahr</a:t></a:r></a:p></c:rich></c:tx></c:title><c:plotArea>'
+        "<c:ser><c:tx><c:strRef><c:strCache><c:pt><c:v>nord</c:v></c:pt></c:strCache></c:strRef></c:tx></c:ser>"
+        "</c:plotArea></c:chart></c:chartSpace>"
+    )
+    with zipfile.ZipFile(docx(tmp_path / "a.docx"), "a") as archive:
+        archive.writestr("word/charts/chart1.xml", chart)
+    doc = OfficeDocument(tmp_path / "a.docx")
+    assert doc.segments[-1] == "umsatz im jahr"  # the title; a series' name is the sheet's, cached
+    doc.translations, doc.language = {len(doc.segments) - 1: "sales per year"}, "en"
+    written = zipfile.ZipFile(io.BytesIO(doc.output())).read("word/charts/chart1.xml").decode("utf-8")
+    assert '<a:r><a:rPr lang="en-US" b="1"/><a:t>sales per year</a:t></a:r>' in written  # DrawingML, as a slide's
+    assert "<c:v>nord</c:v>" in written and minidom.parseString(written)
+
+
 def test_slides_notes_and_cell_texts_are_segments_too(tmp_path):
     slides = OfficeDocument(pptx(tmp_path / "a.pptx"))
     assert slides.segments == ["ein hund <w-1>läuft</w-1><w-2/> hier", "eine katze"]  # not the master's text

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from mt.data.lines import document_bytes, write_document_bytes
 from mt.data.office_language import marked_drawing, marked_open, marked_word
-from mt.data.office_markup import EXCEL, WORD, Markup, office_markup
+from mt.data.office_markup import CHART, EXCEL, WORD, Markup, office_markup
 from mt.data.paragraph_spans import TOKEN, paragraph_spans, rendered, tag_name
 from mt.errors import MTError
 
@@ -274,7 +274,7 @@ class OfficeDocument:
         try:
             with zipfile.ZipFile(io.BytesIO(self.data)) as archive:
                 found = archive.namelist()
-                names = [name for name in found if self.markup.parts.fullmatch(name)]
+                names = [name for name in found if self.markup.parts.fullmatch(name) or self.charted(name)]
                 self.parts = {name: archive.read(name).decode("utf-8") for name in names}
         except zipfile.BadZipFile:
             raise MTError(
@@ -286,27 +286,35 @@ class OfficeDocument:
             raise MTError(f"{self.path}: not {self.markup.article} {kind} file: it holds no {self.markup.main}")
         self.paragraphs: list[tuple[str, int, int, Paragraph]] = []  # part, start, end, paragraph
         for name, xml in self.parts.items():
-            for start, end, tag, inner in paragraph_spans(self.markup, xml):
-                paragraph = read_paragraph(self.markup, tag, inner)
+            markup = CHART if self.charted(name) else self.markup
+            for start, end, tag, inner in paragraph_spans(markup, xml):
+                paragraph = read_paragraph(markup, tag, inner)
                 if paragraph is not None:
                     self.paragraphs.append((name, start, end, paragraph))
         self.segments = [paragraph.segment for *_, paragraph in self.paragraphs]
         self.translations: dict[int, str] = {}  # a segment's index -> its translation, tags and all
         self.language = ""  # the target language, that translated text is marked with (set by the caller)
 
-    def marked(self, xml: str) -> str:
-        """Translated XML marked with the target language for spelling checks (mt/data/office_language.py)."""
-        if not self.language or self.markup is EXCEL or not self.translations:  # a cell's text names no language
+    def charted(self, name: str) -> bool:
+        """Whether a part is a chart of an Office Open XML file, its titles DrawingML paragraphs."""
+        return not self.markup.inline_text and bool(CHART.parts.fullmatch(name))
+
+    def marked(self, xml: str, markup: Markup | None = None) -> str:
+        """Translated XML (of markup's format: by default the document's) marked with the target language for
+        spelling checks (mt/data/office_language.py)."""
+        markup = markup or self.markup
+        if not self.language or markup is EXCEL or not self.translations:  # a cell's text names no language
             return xml
-        if self.markup.inline_text:  # OpenDocument: the styles name the language
+        if markup.inline_text:  # OpenDocument: the styles name the language
             return marked_open(xml, self.language)
-        return (marked_word if self.markup is WORD else marked_drawing)(xml, self.language)
+        return (marked_word if markup is WORD else marked_drawing)(xml, self.language)
 
     def written_paragraph(self, span: tuple) -> str:
         """A translated paragraph as written back, marked with the target language (OpenDocument: its styles)."""
         i = span[2]
-        written = written_paragraph(self.paragraphs[i][3], self.translations[i])
-        return written if self.markup.inline_text else self.marked(written)
+        paragraph = self.paragraphs[i][3]
+        written = written_paragraph(paragraph, self.translations[i])
+        return written if self.markup.inline_text else self.marked(written, paragraph.markup)
 
     def output(self) -> bytes:
         """The document with each translated paragraph in place of its own, marked with the target language

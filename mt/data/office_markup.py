@@ -68,6 +68,9 @@ OPEN_TEXT = Markup(  # OpenDocument: the content, and the styles' headers and fo
 )  # fmt: skip
 OPEN_PRESENTATION = replace(OPEN_TEXT, name="OpenDocument presentation", suffix=".odp", legacy=".sxi")
 OPEN_SPREADSHEET = replace(OPEN_TEXT, name="OpenDocument spreadsheet", suffix=".ods", legacy=".sxc", unit="cell text")
+CHART = replace(  # a chart's title and axis titles, in a Word, PowerPoint or Excel file: DrawingML paragraphs
+    POWERPOINT, name="chart", parts=re.compile(r"(?:word|ppt|xl)/charts/chart\d+\.xml"), main=""
+)
 MARKUPS = {
     markup.suffix: markup for markup in (WORD, POWERPOINT, EXCEL, OPEN_TEXT, OPEN_PRESENTATION, OPEN_SPREADSHEET)
 }
