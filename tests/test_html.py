@@ -135,3 +135,16 @@ def test_two_attributes_of_one_tag_are_both_written_whole(tmp_path):
     page.translations, page.attribute_translations = {0: f"{tag} here"}, {0: "a longer dog", 1: "a cat"}
     # before, the second value was cut in at the first's old offsets: alt="a longer dogka cat..."
     assert page.output() == '<p><img src="a.png" alt="a longer dog" title="a cat"> here</p>\n'
+
+
+def test_an_icon_among_words_stays_in_their_sentence_and_a_diagrams_text_is_left(tmp_path):
+    icon = '<svg viewBox="0 0 1 1" aria-label="pfeil"><path d="M0 0"/></svg>'
+    body = f"<p>klicken sie {icon} hier, um zu laden.</p><svg><text>achse</text></svg><p><svg/> ein hund</p>\n"
+    page = HtmlPage(write_page(tmp_path, body))
+    # before, the icon cut the sentence in two: "klicken sie" and "hier, um zu laden."
+    assert [s.source for s in page.segments] == [f"klicken sie {icon} hier, um zu laden.", "<svg/> ein hund"]
+    assert [a.source for a in page.attributes] == ["pfeil"]  # what a screen reader says of it: translated too
+    page.translations = {0: f"click {icon} here to load.", 1: "<svg/> a dog"}
+    assert page.output() == body.replace("klicken sie", "click").replace(" hier, um zu laden", " here to load").replace(
+        "ein hund", "a dog"
+    )

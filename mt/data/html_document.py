@@ -5,8 +5,9 @@ the text between two of them, with its inline elements (<b>, <a href="...">, <br
 translation keeps around the words they wrapped (protected spans, mt/decoding/protected_spans.py). What
 holds no text to translate is left as it is: <script>, <style>, <pre>, <textarea>, <svg>, <math>,
 <template>, and any element marked translate="no" or with the class notranslate, as HTML and web
-translators agree; inline code (<code>, <kbd>, ...) is copied within its sentence. The text of alt, title,
-placeholder and aria-label attributes is translated too, and a <meta> description's. The page is written
+translators agree; inline code (<code>, <kbd>, ...) is copied within its sentence, and so is an <svg> holding
+no text (an icon among words). The text of alt, title, placeholder and aria-label attributes is translated
+too, and a <meta> description's. The page is written
 back as it was read, each segment and attribute value replaced by its translation, and <html lang> (and
 XHTML's xml:lang) set to the target language.
 """
@@ -37,6 +38,7 @@ BLOCKS = frozenset(
     iframe video audio canvas object noscript""".split()
 )
 VOID_TAGS = frozenset("area base br col embed hr img input link meta source track wbr".split())  # never closed
+SVG_END = re.compile(r"</svg\s*>", re.IGNORECASE)
 SKIPPED = frozenset("script style pre textarea svg math template".split())  # their content is not text to translate
 NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"']*\bnotranslate\b""", re.IGNORECASE)
 LANG = re.compile(r"""(\blang\s*=\s*)(["']?)([\w-]*)\2""", re.IGNORECASE)
@@ -51,6 +53,12 @@ CONTENT = re.compile(r"""\scontent\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECA
 KEPT_ENTITIES = re.compile(r"&(?:lt|gt);")  # left as they are: read, they would look like markup
 HTML_SPACE = re.compile(r"[ \t\n\r\f]+")  # what a browser shows as one space (a no-break space it keeps)
 NBSP = "\u00a0"
+
+
+def textless(text: str, at: int) -> bool:
+    """Whether the <svg> element whose start tag ends at `at` holds no text (an icon, not a diagram)."""
+    end = SVG_END.search(text, at)
+    return end is not None and not re.sub(r"<[^>]*>", "", text[at : end.start()]).strip()
 
 
 def is_html_name(path: str | None) -> bool:
@@ -105,6 +113,7 @@ class HtmlPage:
         elements and declarations, outside the elements whose content is left as it is."""
         text, found, skipping, at = self.text, [], [], 0
         start = None  # where the segment being gathered began
+        icons = 0  # <svg> elements open that hold no text: pictures among a sentence's words, as <img> is
 
         def close(end: int) -> None:
             nonlocal start
@@ -123,6 +132,9 @@ class HtmlPage:
             elif not name:  # a declaration ends a segment; a comment within one stays there, as a tag does
                 if not match.group(0).startswith("<!--"):
                     close(match.start())
+            elif name == "svg" and (icons if closing else match.group(0).endswith("/>") or textless(text, at)):
+                icons += (-1 if closing else 1) if not match.group(0).endswith("/>") else 0
+                start = match.start() if start is None else start
             elif name in BLOCKS or name in SKIPPED:
                 close(match.start())
                 marked = name in SKIPPED or NO_TRANSLATE.search(match.group(0))
