@@ -369,8 +369,20 @@ def test_translate_takes_a_word_document_and_keeps_its_formatting(trained_run, t
         assert failed.returncode == 2 and message in failed.stderr
 
 
-@pytest.mark.parametrize("kind, said", [("pptx", "2 paragraphs translated, 1"), ("xlsx", "3 cell texts translated, 1")])
-def test_translate_takes_slides_and_workbooks(trained_run, tmp_path, kind, said):
+SLIDE_MARKED = ("ppt/slides/slide1.xml", '<a:endParaRPr lang="en-US"/>')
+STYLES_MARKED = ("styles.xml", 'fo:language="en" fo:country="US"')
+
+
+@pytest.mark.parametrize(
+    "kind, said, plain, bold, marked",
+    [
+        ("pptx", "2 paragraphs translated, 1", (1, "eine katze"), (0, "läuft"), SLIDE_MARKED),
+        ("xlsx", "3 cell texts translated, 1", (0, "ein mann"), (1, "schläft"), None),  # a cell's text names none
+        ("odt", "5 paragraphs translated, 2", (0, "ein hund"), (1, "läuft"), STYLES_MARKED),
+        ("ods", "3 cell texts translated, 1", (0, "ein mann"), (1, "schläft"), STYLES_MARKED),
+    ],
+)
+def test_translate_takes_slides_workbooks_and_open_documents(trained_run, tmp_path, kind, said, plain, bold, marked):
     source = MAKERS[kind](tmp_path / f"a.{kind}")
     done = run_cli(
         "translate", "-c", str(trained_run), "--beam", "1", "-i", str(source), "-o", str(tmp_path / f"b.{kind}")
@@ -378,24 +390,7 @@ def test_translate_takes_slides_and_workbooks(trained_run, tmp_path, kind, said)
     assert f"{said} with formatting kept in place" in done.stderr
     translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
     got = OfficeDocument(tmp_path / f"b.{kind}").segments
-    bold = "<w-1>" + LEXICON["läuft" if kind == "pptx" else "schläft"] + "</w-1>"
-    assert bold in got[0 if kind == "pptx" else 1]
-    plain = "eine katze" if kind == "pptx" else "ein mann"
-    assert got[1 if kind == "pptx" else 0] == translator.translate(plain)
-    if kind == "pptx":  # marked with the model's target language
-        assert '<a:endParaRPr lang="en-US"/>' in parts(tmp_path / "b.pptx")["ppt/slides/slide1.xml"][1].decode()
-
-
-@pytest.mark.parametrize("kind, said", [("odt", "5 paragraphs translated, 2"), ("ods", "3 cell texts translated, 1")])
-def test_translate_takes_open_documents(trained_run, tmp_path, kind, said):
-    source = MAKERS[kind](tmp_path / f"a.{kind}")
-    done = run_cli(
-        "translate", "-c", str(trained_run), "--beam", "1", "-i", str(source), "-o", str(tmp_path / f"b.{kind}")
-    )
-    assert f"{said} with formatting kept in place" in done.stderr
-    translator = mt.load_translator(trained_run / "checkpoints" / "final.pt", device="cpu", beam=1)
-    got = OfficeDocument(tmp_path / f"b.{kind}").segments
-    assert got[0] == translator.translate("ein hund" if kind == "odt" else "ein mann")
-    bold = "<w-1>" + LEXICON["läuft" if kind == "odt" else "schläft"] + "</w-1>"
-    assert bold in got[1]
-    assert 'fo:language="en" fo:country="US"' in parts(tmp_path / f"b.{kind}")["styles.xml"][1].decode()
+    assert got[plain[0]] == translator.translate(plain[1])
+    assert f"<w-1>{LEXICON[bold[1]]}</w-1>" in got[bold[0]]
+    if marked:  # with the model's target language
+        assert marked[1] in parts(tmp_path / f"b.{kind}")[marked[0]][1].decode()

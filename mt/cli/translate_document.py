@@ -20,6 +20,7 @@ from mt.data.html_document import is_html_name
 from mt.data.markdown_document import is_markdown_name
 from mt.data.office_markup import (
     EXCEL,
+    OFFICE_KINDS,
     OPEN_PRESENTATION,
     OPEN_SPREADSHEET,
     OPEN_TEXT,
@@ -73,7 +74,7 @@ KINDS = {
     "ods": office(OPEN_SPREADSHEET, "an OpenDocument spreadsheet", "-i tabelle.ods"),
     "epub": Kind(is_epub_name, "an EPUB book", "EPUB", "an", ".epub", "-i buch.epub", "segment"),
 }
-BINARY = ("docx", "pptx", "xlsx", "odt", "odp", "ods", "epub")  # written to a file, never to stdout
+BINARY = (*OFFICE_KINDS, "epub")  # written to a file, never to stdout
 
 
 def document_kind(path: str | None) -> str | None:

@@ -76,6 +76,9 @@ MARKUPS = {
 }
 
 
+OFFICE_KINDS = tuple(suffix[1:] for suffix in MARKUPS)  # docx, pptx, ...: as translate and mt-serve name them
+
+
 def office_markup(path: str | None) -> Markup | None:
     """The Office format a file named so is in (.docx, .pptx, .xlsx, .odt, .odp, .ods), None for another file."""
     return MARKUPS.get(Path(path).suffix.lower()) if path else None

@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from mt.data.office_markup import MARKUPS
 from mt.decoding.attention_maps import word_alignment
 from mt.decoding.glossary import Glossary
 from mt.decoding.line_translator import LineTranslator
@@ -47,15 +48,7 @@ DOCUMENT_ROUTES = {  # what each document route answers, for its page of the API
     **{
         kind: f"The {name} file of the body translated, its formatting kept, as `translate -i a.{kind}` does "
         "(in JSON: base64)."
-        for kind, name in (
-            ("docx", "Word"),
-            ("pptx", "PowerPoint"),
-            ("xlsx", "Excel"),
-            ("odt", "OpenDocument text"),
-            ("odp", "OpenDocument presentation"),
-            ("ods", "OpenDocument spreadsheet"),
-            ("epub", "EPUB"),
-        )
+        for kind, name in [*((suffix[1:], markup.name) for suffix, markup in MARKUPS.items()), ("epub", "EPUB")]
     },
 }
 

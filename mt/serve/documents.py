@@ -13,7 +13,7 @@ from mt.data.epub import Epub
 from mt.data.html_document import HtmlPage
 from mt.data.markdown_document import MarkdownDocument
 from mt.data.office_document import OfficeDocument
-from mt.data.office_markup import MARKUPS
+from mt.data.office_markup import MARKUPS, OFFICE_KINDS
 from mt.data.po import Catalogue
 from mt.data.subtitles import read_subtitles
 from mt.data.xliff import Xliff
@@ -44,7 +44,7 @@ MEDIA_TYPES = {
     "ods": "application/vnd.oasis.opendocument.spreadsheet",
     "epub": "application/epub+zip",
 }
-BINARY = ("docx", "pptx", "xlsx", "odt", "odp", "ods", "epub")  # base64 in JSON
+BINARY = (*OFFICE_KINDS, "epub")  # base64 in JSON
 DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 

@@ -7,7 +7,7 @@ from mt.data.languages import into
 from mt.decoding.glossary import Glossary
 from mt.decoding.inline_tags import alignment_layer
 from mt.decoding.line_translator import LineTranslator, check_terms_use
-from mt.decoding.settings import DEFAULT_BEAM, DecodeSettings
+from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS, DecodeSettings
 from mt.errors import MTError
 from mt.serve.limits import DecodingChoices, RequestError, TranslateRequest
 
@@ -25,13 +25,7 @@ def request_settings(base: DecodeSettings, request: DecodingChoices, nbest: int 
         alpha=request.alpha,
         nbest=nbest,
         tgt_lang=request.tgt_lang,
-        min_len=request.min_len,
-        no_repeat_ngram=request.no_repeat_ngram,
-        split_sentences=request.split_sentences,
-        protect=request.protect,
-        mbr=request.mbr,
-        mbr_utility=request.mbr_utility,
-        **{n: getattr(request, n) for n in SAMPLING_FIELDS},
+        **{n: getattr(request, n) for n in RULE_FIELDS + MBR_FIELDS + SAMPLING_FIELDS},
     )
     if request.strategy == "greedy":
         if request.beam not in (None, 1):
