@@ -57,7 +57,7 @@ for part in $PARTS; do
     step "$part"
     case $part in
     tests)
-        timeout 150 $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py -q -x -p no:cacheprovider \
+        timeout "${TESTS_TIMEOUT:-150}" $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py -q -x -p no:cacheprovider \
             > "$OUT/tests.txt" 2>&1
         tail -3 "$OUT/tests.txt" >> "$OUT/steps.log" ;;
     bench)

@@ -1,10 +1,13 @@
 """Tiny data made by the tests themselves: a word-for-word "translation" task a small model learns fast."""
 
+import functools
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -110,8 +113,23 @@ TINY_TRAIN = [
 
 
 def cli_path(name: str) -> str:
-    """One of our console scripts, beside the interpreter running the tests (.venv/bin)."""
-    return str(Path(sys.executable).parent / name)
+    """One of our console scripts, beside the interpreter running the tests (.venv/bin); from a checkout that
+    is not installed (PYTHONPATH at it), a stand-in that calls the same function of mt.cli.commands."""
+    installed = Path(sys.executable).parent / name
+    return str(installed if installed.exists() else console_stand_in(name))
+
+
+@functools.cache
+def console_stand_in(name: str) -> Path:
+    scripts = re.findall(r'^"?([\w-]+)"? = "mt\.cli\.commands:(\w+)"', (REPO / "pyproject.toml").read_text(), re.M)
+    function = dict(scripts)[name]
+    path = Path(tempfile.mkdtemp(prefix="mt-bin-")) / name
+    path.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO)!r})\n"
+        f"from mt.cli.commands import {function}\nsys.exit({function}())\n"
+    )
+    path.chmod(0o755)
+    return path
 
 
 def tiny_sweep(corpus, folder, *more) -> list[str]:
