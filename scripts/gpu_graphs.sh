@@ -13,8 +13,8 @@
 #   bf16w      bf16w/: the same with train.bf16_weights=true
 #   eager      eager/: the same preset eagerly (train.cuda_graphs=false) for EAGER_STEPS updates: its speed
 #   decode     bench_decode.txt: translate's path on test2016 with the model of the first of bf16w, graphs
-#              that ran: greedy and beam 5, fp32, with and without decode.cuda_graphs (search in fixed
-#              slots), and the share of equal lines
+#              that ran: greedy and beam 5, fp32 and bf16, with and without decode.cuda_graphs (search in
+#              fixed slots), and the share of equal lines
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz
@@ -77,7 +77,7 @@ for part in $PARTS; do
     decode)
         model=$(ls -d /tmp/run_bf16w /tmp/run_graphs 2>/dev/null | head -1)
         timeout "${DECODE_TIMEOUT:-90}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
-            --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 --repeats 2 \
+            --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --repeats 2 \
             > "$OUT/bench_decode.txt" 2>&1 ;;
     *)
         echo "unknown part: $part" | tee -a "$OUT/steps.log" ;;

@@ -2,12 +2,15 @@
 gives the dynamic cache's logits, and greedy and beam search give search.py's translations, on any device
 (here the CPU, eagerly; on CUDA also captured)."""
 
+import random
+
 import pytest
 import torch
 
 from mt import fastpath
+from mt.data.batching import token_batches
 from mt.data.tokenizer import EOS
-from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, run
+from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, full_rows, run, slot_batches, slot_shape
 from mt.decoding.search import beam_search, greedy_search
 from mt.inference import load_translator
 from mt.model import Transformer
@@ -115,6 +118,70 @@ def test_translate_with_cuda_graphs_gives_the_same_lines(trained_run):
         assert [[t.text for t in found] for found in got] == [[t.text for t in found] for found in want]
         assert len(fixed._searches) >= 2  # several batch shapes
         assert not loop._searches
+
+
+def test_a_long_inputs_batches_fall_into_a_few_shapes_most_of_them_full():
+    """Each padded length has one full shape (the budget over it, in multiples of 8 sentences), a smaller
+    batch the next power of two of sentences below it: shapes repeat from batch to batch and call to call,
+    and the batches are hardly more than the token batches of the default search."""
+    lengths = [random.Random(n).randint(2, 60) for n in range(3000)]
+    budget = 3200
+    batches = slot_batches(lengths, budget)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    shapes = [slot_shape(len(batch), max(lengths[i] for i in batch), budget) for batch in batches]
+    for batch, (rows, cols) in zip(batches, shapes):
+        assert len(batch) <= rows and max(lengths[i] for i in batch) <= cols and rows * cols <= budget
+        assert cols % 8 == 0 and rows % 8 == 0
+    full = [len(batch) == rows == full_rows(cols, budget) for batch, (rows, cols) in zip(batches, shapes)]
+    padded_lengths = len({cols for _, cols in shapes})  # 8: 8, 16, ..., 64
+    assert sum(full) >= len(batches) - padded_lengths  # a smaller batch only where the padded length grows
+    assert len(set(shapes)) <= 2 * padded_lengths
+    lengths_without_eos = [n - 1 for n in lengths]
+    assert len(batches) <= 1.2 * len(token_batches(lengths_without_eos, lengths_without_eos, budget))
+    assert slot_shape(1, 5, budget) == (8, 8) and slot_shape(20, 30, budget) == (32, 32)
+    assert slot_shape(90, 30, budget) == (96, 32)  # the full shape, not 128 rows
+    assert slot_shape(300, 9, 1000) == (304, 16)  # a batch formed elsewhere, larger than the full shape
+
+
+def varied_lines(n: int) -> list[str]:
+    words = "ein mann eine frau ein hund eine katze zwei männer spielen im park und laufen".split()
+    return [" ".join(words[: 1 + i % len(words)] * (1 + i % 3)) for i in range(n)]
+
+
+def test_a_translator_keeps_the_searches_of_its_shapes_from_one_call_to_the_next(trained_run, monkeypatch):
+    """On CUDA each new search captures its step again: a second call on lines of the same lengths
+    allocates none, where it had thrashed through more shapes than it kept."""
+    lines = varied_lines(90)
+    checkpoint = trained_run / "checkpoints" / "best.pt"
+    fixed = load_translator(checkpoint, "cpu", beam=2, batch_tokens=600, cuda_graphs=True)
+    first = fixed.translate(lines)
+    assert len(fixed._searches) >= 5  # more shapes than the 4 it once kept
+    assert all(rows in (full_rows(cols, 300), 8, 16, 32, 64) for rows, cols, *_ in fixed._searches)  # 600 / beam 2
+    kept = dict(fixed._searches)
+    made = []
+    real_init = FixedSlotBeam.__init__
+    monkeypatch.setattr(FixedSlotBeam, "__init__", lambda self, *a, **k: made.append(1) or real_init(self, *a, **k))
+    assert fixed.translate(lines) == first and not made
+    assert all(fixed._searches[key] is search for key, search in kept.items())
+    loop = load_translator(checkpoint, "cpu", beam=2, batch_tokens=600)
+    assert loop.translate(lines) == first
+
+
+def test_the_searches_kept_hold_no_more_memory_than_allowed(trained_run, monkeypatch):
+    """Past the memory allowed (a quarter of a GPU's), the least recently used searches go, the one running stays."""
+    lines = varied_lines(60)
+    checkpoint = trained_run / "checkpoints" / "best.pt"
+    roomy = load_translator(checkpoint, "cpu", beam=2, batch_tokens=600, cuda_graphs=True)
+    want = roomy.translate(lines)
+    sizes = sorted(search.nbytes() for search in roomy._searches.values())
+    assert len(sizes) >= 3 and sizes[0] > 0
+    monkeypatch.setattr(fastpath, "fixed_slot_memory", lambda device: sizes[-1] + sizes[0])
+    tight = load_translator(checkpoint, "cpu", beam=2, batch_tokens=600, cuda_graphs=True)
+    assert tight.translate(lines) == want
+    held = [search.nbytes() for search in tight._searches.values()]
+    assert 1 <= len(held) < len(sizes) and (len(held) == 1 or sum(held) <= sizes[-1] + sizes[0])
+    monkeypatch.setattr(fastpath, "fixed_slot_memory", lambda device: 1)
+    assert tight.translate(lines) == want and len(tight._searches) == 1
 
 
 def test_a_servers_decoding_threads_take_turns_at_the_fixed_slot_searches(trained_run, monkeypatch):

@@ -24,6 +24,41 @@ from mt.data.tokenizer import BOS, EOS
 from mt.decoding.search import Hypothesis, expand, length_penalty, max_output_lengths, until_eos
 
 NEG_INF = float("-inf")
+SLOT_MULTIPLE = 8  # sentences and source positions are padded to multiples of this
+
+
+def ceil_to(n: int, multiple: int = SLOT_MULTIPLE) -> int:
+    return -(-n // multiple) * multiple
+
+
+def full_rows(cols: int, budget: int) -> int:
+    """Sentences in a full batch of `cols` padded source positions: the token budget over them."""
+    return max(SLOT_MULTIPLE, budget // cols // SLOT_MULTIPLE * SLOT_MULTIPLE)
+
+
+def slot_shape(rows: int, cols: int, budget: int) -> tuple[int, int]:
+    """The padded (sentences, source positions) a batch of rows x cols runs in. Each padded length has one
+    full shape; a smaller batch takes the next power of two of sentences (at least 8) below it. So the
+    batches of a long input fall into a few shapes, each one search allocated and one step captured, and a
+    single line does not pay for a full batch of filler rows."""
+    cols = ceil_to(cols)
+    full = full_rows(cols, budget)
+    if rows >= full:  # a batch formed elsewhere, as large as the bucket's or larger
+        return ceil_to(rows), cols
+    return min(full, max(SLOT_MULTIPLE, 1 << (rows - 1).bit_length())), cols
+
+
+def slot_batches(lengths: list[int], budget: int) -> list[list[int]]:
+    """Indices of `lengths` (source positions with EOS) in batches, shortest first, each as many sentences as
+    fit the full shape of its padded length: most batches fill their shape exactly, and there are as few as
+    the budget allows (each batch is a run of steps one after the other)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = [[]]
+    for i in order:
+        if len(batches[-1]) + 1 > full_rows(ceil_to(lengths[i]), budget):
+            batches.append([])
+        batches[-1].append(i)
+    return [batch for batch in batches if batch]
 
 
 class FixedSlotSearch:
@@ -52,6 +87,13 @@ class FixedSlotSearch:
 
     def step(self) -> None:
         raise NotImplementedError
+
+    def nbytes(self) -> int:
+        """Memory its buffers hold, the decoder's caches most of it."""
+        state = self.state
+        caches = [t for cache in state.caches for part in (cache.past, cache.source) for t in part.values()]
+        mine = [t for t in vars(self).values() if torch.is_tensor(t)]
+        return sum(t.numel() * t.element_size() for t in [state.memory, state.src_mask, *caches, *mine])
 
     def finished(self) -> torch.Tensor:
         """() bool on the device: whether every sentence is done."""

@@ -18,7 +18,7 @@ from mt import fastpath
 from mt.data.batching import pad_sequences, token_batches
 from mt.data.languages import written_without_spaces
 from mt.data.tokenizer import BOS, EOS, PAD
-from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, FixedSlotSearch
+from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, FixedSlotSearch, slot_batches, slot_shape
 from mt.decoding.fixed_slots import run as run_search
 from mt.decoding.line_translator import LineTranslator
 from mt.decoding.prefix import Prefixes
@@ -39,7 +39,9 @@ from mt.errors import MTError
 from mt.fastpath.cuda_graphs import Replays
 from mt.precision import autocast, low_precision_copy
 
-FIXED_SLOT_SEARCHES_KEPT = 4  # padded batch shapes whose buffers and captured steps stay allocated
+# Padded batch shapes whose buffers and captured steps stay allocated: the shapes of one long input (a few
+# padded lengths, each a full shape and a smaller one), so that each is captured once, not once a batch.
+FIXED_SLOT_SEARCHES_KEPT = 16
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +108,9 @@ class Translator(LineTranslator):
         todo = [i for i, seq in enumerate(ids) if seq]
         for i in set(range(len(lines))) - set(todo):
             results[i] = [Translation("", 0.0, [], [])] * s.nbest
-        # Beam search and sampling decode several rows per sentence: keep the rows per batch constant.
-        budget = max(1, s.batch_tokens // s.rows_per_line)
+        fixed = fastpath.fixed_slot_search(self.model, s.cuda_graphs, any(prefixes or ()) or s.constraints is not None)
         bar = tqdm(total=len(todo), unit="sent", disable=None if progress else True, leave=False)
-        for rows in batches_of(todo, ids, phrases, budget):
+        for rows in batches_of(todo, ids, phrases, self._budget(), slots=fixed and not s.sampling):
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)
             forced = Prefixes.of([prefix_ids[r] for r in rows], self.device)
             required = [phrases[r] for r in rows] if phrases[rows[0]] else None
@@ -191,11 +192,17 @@ class Translator(LineTranslator):
                 self.model, src, s.beam, s.alpha, s.max_len_a, s.max_len_b, s.nbest, prefixes, s.constraints
             )
 
+    def _budget(self) -> int:
+        """Source tokens per batch. Beam search and sampling decode several rows per sentence: keep the rows
+        per batch constant."""
+        return max(1, self.settings.batch_tokens // self.settings.rows_per_line)
+
     def _fixed_slot_search(self, src: torch.Tensor) -> list[list[Hypothesis]]:
-        """Search in fixed slots (mt/decoding/fixed_slots.py) on the batch padded to a multiple of 8 rows
-        and source positions: batches of one padded shape share a search's buffers and its captured step."""
+        """Search in fixed slots (mt/decoding/fixed_slots.py) on the batch padded to its slot shape (filler
+        rows, source positions to a multiple of 8): batches of one shape share a search's buffers and its
+        captured step."""
         s = self.settings
-        rows, cols = (-(-n // 8) * 8 for n in src.shape)
+        rows, cols = slot_shape(*src.shape, self._budget())
         padded = src.new_full((rows, cols), PAD)
         padded[: src.size(0), : src.size(1)] = src
         padded[src.size(0) :, 0] = EOS  # filler rows: an empty sentence
@@ -210,7 +217,10 @@ class Translator(LineTranslator):
         else:
             search.load(padded, s.max_len_a, s.max_len_b)
         self._searches[key] = search  # most recently used last
-        while len(self._searches) > FIXED_SLOT_SEARCHES_KEPT:
+        room = fastpath.fixed_slot_memory(self.device)
+        while len(self._searches) > FIXED_SLOT_SEARCHES_KEPT or (
+            len(self._searches) > 1 and sum(kept.nbytes() for kept in self._searches.values()) > room
+        ):
             oldest = next(iter(self._searches))
             del self._searches[oldest]
             self._replays.forget(oldest)
@@ -239,12 +249,16 @@ class Translator(LineTranslator):
         )
 
 
-def batches_of(todo: list[int], ids: list[list[int]], phrases: list[Phrases], budget: int):
+def batches_of(todo: list[int], ids: list[list[int]], phrases: list[Phrases], budget: int, slots: bool = False):
     """The lines at todo in batches of about `budget` source tokens, similar lengths together; lines with
-    required terms in batches of their own."""
+    required terms in batches of their own. slots: batches that fill the fixed-slot search's shapes."""
     for group in ([i for i in todo if not phrases[i]], [i for i in todo if phrases[i]]):
         lengths = np.array([len(ids[i]) for i in group], dtype=np.int64)
-        for batch in token_batches(lengths, lengths, budget) if group else []:
+        if slots and group and not phrases[group[0]]:
+            batches = slot_batches((lengths + 1).tolist(), budget)  # + EOS
+        else:
+            batches = token_batches(lengths, lengths, budget) if group else []
+        for batch in batches:
             yield [group[j] for j in batch]
 
 

@@ -207,10 +207,19 @@ def worth_dropping(finished: int, rows: int, device: torch.device) -> bool:
 def fixed_slot_search(model, requested: bool, search_py_only: bool) -> bool:
     """Whether greedy and beam search run in fixed slots (mt/decoding/fixed_slots.py), each step replayed
     as a CUDA graph on CUDA (eagerly elsewhere), rather than search.py's loop, which reads the host every
-    step and drops finished sentences. Only when asked for (decode.cuda_graphs): its speed on a GPU is
-    not yet measured. Models without a static state (the RNN, ensembles), forced prefixes and constraints
-    (search_py_only: mt/decoding/constraints.py) keep search.py."""
+    step and drops finished sentences. Only when asked for (decode.cuda_graphs): on an H200 it has not yet
+    measured faster (docs/benchmarks.md, GPU decoding). Models without a static state (the RNN, ensembles),
+    forced prefixes and constraints (search_py_only: mt/decoding/constraints.py) keep search.py."""
     return requested and not search_py_only and hasattr(model, "start_static_state")
+
+
+def fixed_slot_memory(device: torch.device) -> float:
+    """Bytes the fixed-slot searches a translator keeps (one per batch shape, with its captured step) may
+    hold on device: a quarter of a GPU's memory, so that a small GPU keeps fewer shapes rather than run out."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return float("inf")
+    return torch.cuda.get_device_properties(device).total_memory / 4
 
 
 def autocast_decoding(device: torch.device) -> bool:
