@@ -61,6 +61,34 @@ def test_a_static_cache_gives_the_dynamic_caches_logits_and_reorders_in_place(re
     assert static.caches[0].past["k"].data_ptr() == storage and int(static.position) == 5
 
 
+def test_a_static_cache_in_a_window_attends_over_and_reorders_its_first_slots_alone(reversal_model):
+    """A step over the first `window` slots gives the logits of one over all of them (the slots past the
+    position are not written), and reordering leaves the slots past the window as they were."""
+    model, _, data = reversal_model
+    src = sources(data, 3)
+    tokens = torch.tensor([[1, 5, 9, 4, 6], [1, 7, 7, 3, 5], [1, 12, 6, 8, 4]])
+    with torch.no_grad():
+        whole, windowed = model.start_static_state(src, 1, 40), model.start_static_state(src, 1, 40)
+        seen = []
+        for t in range(tokens.size(1)):
+            windowed.set_window(t + 2)
+            want, whole = model.step(tokens[:, t], whole)
+            got, windowed = model.step(tokens[:, t], windowed)
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+            seen.append(windowed.caches[0].extend_past(*(torch.zeros(3, 4, 1, 16) for _ in "kv"))[0].size(2))
+        past = windowed.caches[1].past["v"]
+        past[:, :, 30:] = torch.arange(3.0)[:, None, None, None]  # beyond the window: left where it is
+        before = past.clone()
+        windowed.reorder_same_source(torch.tensor([2, 0, 1]))
+    assert seen == [2, 3, 4, 5, 6]
+    torch.testing.assert_close(past[:, :, :6], before[[2, 0, 1], :, :6])
+    torch.testing.assert_close(past[:, :, 30:], before[:, :, 30:])
+    search = FixedSlotGreedy(reversal_model[1], src, max_len_a=0.0, max_len_b=20)  # untrained: runs on
+    windows = []
+    run(search, step=lambda window: windows.append(window) or search.step())
+    assert windows[:17] == [16] * 16 + [20] and search.state.caches[-1].window == windows[-1] == 20
+
+
 @pytest.mark.parametrize(("beam", "alpha", "nbest"), [(4, 0.6, 1), (5, 1.0, 3), (3, 0.0, 3)])
 def test_fixed_slot_beam_search_gives_beam_searchs_hypotheses(reversal_model, beam, alpha, nbest):
     for model in reversal_model[:2]:

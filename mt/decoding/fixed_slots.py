@@ -25,6 +25,7 @@ from mt.decoding.search import Hypothesis, expand, length_penalty, max_output_le
 
 NEG_INF = float("-inf")
 SLOT_MULTIPLE = 8  # sentences and source positions are padded to multiples of this
+WINDOW = 16  # a step attends over the target slots up to the next multiple of this past its position
 
 
 def ceil_to(n: int, multiple: int = SLOT_MULTIPLE) -> int:
@@ -87,6 +88,10 @@ class FixedSlotSearch:
 
     def step(self) -> None:
         raise NotImplementedError
+
+    def window(self, t: int) -> int:
+        """The target slots step t attends over: its own and those before it, rounded up to WINDOW."""
+        return min(self.length, ceil_to(t + 1, WINDOW))
 
     def nbytes(self) -> int:
         """Memory its buffers hold, the decoder's caches most of it."""
@@ -232,9 +237,12 @@ class FixedSlotBeam(FixedSlotSearch):
 
 def run(search: FixedSlotSearch, step=None, check_every: int = 8) -> None:
     """Step the search until every sentence is done or the longest limit is reached, reading `finished`
-    every check_every steps. step: what runs one step (default search.step; a replayed CUDA graph)."""
-    step = step or search.step
+    every check_every steps. step(window): what runs one step over that many target slots (default
+    search.step; the step captured for that window, replayed as a CUDA graph)."""
+    step = step or (lambda window: search.step())
     for t in range(search.length):
-        step()
+        window = search.window(t)
+        search.state.set_window(window)
+        step(window)
         if (t + 1) % check_every == 0 and bool(search.finished()):
             break

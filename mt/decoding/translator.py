@@ -223,8 +223,8 @@ class Translator(LineTranslator):
         ):
             oldest = next(iter(self._searches))
             del self._searches[oldest]
-            self._replays.forget(oldest)
-        run_search(search, step=lambda: self._replays.run(key, search.step))
+            self._replays.forget(lambda captured, gone=oldest: captured[0] == gone)
+        run_search(search, step=lambda window: self._replays.run((key, window), search.step))
         found = search.results()[: src.size(0)]
         return [[h] for h in found] if s.beam == 1 else found
 

@@ -103,10 +103,11 @@ class Replays:
         self.graphs[key] = graph
         graph.replay()  # capture records the kernels without running them
 
-    def forget(self, key) -> None:
-        """Drop key's graph (its buffers are going away)."""
-        self.graphs.pop(key, None)
-        self.runs.pop(key, None)
+    def forget(self, which: Callable[[object], bool]) -> None:
+        """Drop the graphs of the keys `which` is true of (their buffers are going away)."""
+        for key in [key for key in {**self.runs, **self.graphs} if which(key)]:
+            self.graphs.pop(key, None)
+            self.runs.pop(key, None)
 
 
 class GraphedTraining:

@@ -48,17 +48,24 @@ class StaticLayerCache(LayerCache):
 
     position: torch.Tensor | None = None  # () long: the position this step writes
     slots: torch.Tensor | None = None  # (1, 1, 1, length): 0 .. length - 1, against the keys' dim
+    # The first `window` slots alone are attended over and reordered (None: all): set on the host before
+    # each step, at least the position + 1, as the slots past the position are not written yet. A search
+    # captures one step per window, so that early steps do not attend over the whole length.
+    window: int | None = None
 
     def extend_past(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         at = self.position.view(1)
         self.past["k"].index_copy_(2, at, k)
         self.past["v"].index_copy_(2, at, v)
-        return self.past["k"], self.past["v"], self.slots <= self.position
+        n = self.window or self.slots.size(-1)
+        return self.past["k"][:, :, :n], self.past["v"][:, :, :n], self.slots[..., :n] <= self.position
 
     def reorder_past(self, index: torch.Tensor) -> None:
-        """In place: row i of the past becomes row index[i]."""
+        """In place: row i of the past (its first `window` slots) becomes row index[i]."""
+        n = self.window or self.slots.size(-1)
         for tensor in self.past.values():
-            tensor.copy_(tensor.index_select(0, index))
+            written = tensor[:, :, :n]
+            written.copy_(written.index_select(0, index))
 
 
 @dataclass
@@ -117,6 +124,11 @@ class StaticDecoderState(DecoderState):
 
     def select(self, index: torch.Tensor) -> DecoderState:
         raise NotImplementedError("a static decoder state keeps its rows: mask finished ones instead")
+
+    def set_window(self, window: int | None) -> None:
+        """Attend over and reorder the first `window` target slots only (StaticLayerCache.window)."""
+        for cache in self.caches:
+            cache.window = window
 
     def copy_from(self, other: StaticDecoderState) -> None:
         self.memory.copy_(other.memory)
