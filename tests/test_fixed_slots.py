@@ -277,3 +277,13 @@ def test_replayed_cuda_graphs_give_the_eager_searchs_translations(trained_run):
         want = loop.translate(lines)
         assert graphed.translate(lines) == want and graphed.translate(lines) == want  # captured, then replayed
         assert graphed._replays.graphs
+
+
+def test_forgetting_a_search_drops_the_steps_captured_for_each_of_its_windows():
+    from mt.fastpath.cuda_graphs import Replays
+
+    replays = Replays(torch.device("cpu"), capture=False)
+    replays.graphs = {("gone", 16): "graph", ("gone", 32): "graph", ("kept", 16): "graph"}
+    replays.runs = {("gone", 48): 1, ("kept", 32): 2}
+    replays.forget(lambda key: key[0] == "gone")
+    assert list(replays.graphs) == [("kept", 16)] and list(replays.runs) == [("kept", 32)]
