@@ -3,7 +3,7 @@
 # on one H100/H200). Run from the repository root with the package importable (PYTHONPATH may point at what
 # the machine lacks; the repository root is added). Results under $OUT (default /tmp/gpu_graphs): steps.log
 # (what ran when, wall times, the runs' median speeds), bench_model.txt and bench_decode.txt, then all of the
-# following in results.tgz. PARTS chooses and orders them (default: tests bench bf16w decode):
+# following in results.tgz. PARTS chooses and orders them (default: tests bench bf16w decode profile):
 #   tests      tests.txt: tests/test_graphed_training.py and test_fixed_slots.py, their CUDA tests included
 #              (replayed training updates, with fp32 and bf16 weights, and searches equal the eager ones)
 #   bench      bench_model.txt: the training step at a WMT-like and a Multi30k batch: eager, graphs, graphs
@@ -15,18 +15,20 @@
 #   decode     bench_decode.txt: translate's path on test2016 with the model of the first of bf16w, graphs
 #              that ran: greedy and beam 5, fp32 and bf16, with and without decode.cuda_graphs (search in
 #              fixed slots), and the share of equal lines
+#   profile    profile_decode.txt: that model's beam 5 on test2016 under torch.profiler, fp32 and bf16, with
+#              and without fixed slots: wall time beside the ops' host and device time, the kernel tables
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz
 PY=${PY:-python3}
-PARTS=${PARTS:-tests bench bf16w decode}
+PARTS=${PARTS:-tests bench bf16w decode profile}
 EAGER_STEPS=${EAGER_STEPS:-600}
 mkdir -p "$FINAL"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TQDM_DISABLE=1
 step() { echo "== $(date +%T) $*" | tee -a "$OUT/steps.log"; }
 pack() {  # also when stopped early: what ran so far comes back
     tar czf "$FINAL/results.tgz" -C "$OUT" .
-    cp "$OUT/steps.log" "$OUT"/bench_*.txt "$FINAL/" 2>/dev/null
+    cp "$OUT/steps.log" "$OUT"/bench_*.txt "$OUT"/profile_*.txt "$FINAL/" 2>/dev/null
 }
 trap pack EXIT
 trap 'exit 143' TERM
@@ -53,6 +55,10 @@ PYEOF
     grep -h '"split"\|"bleu"' "$OUT/$name/results.json" >> "$OUT/steps.log" 2>/dev/null
 }
 
+trained_model() {  # the run directory of the first of bf16w, graphs that ran
+    ls -d /tmp/run_bf16w /tmp/run_graphs 2>/dev/null | head -1
+}
+
 for part in $PARTS; do
     step "$part"
     case $part in
@@ -75,10 +81,14 @@ for part in $PARTS; do
             train.valid_every=100000 data.test_split=null decode.alpha_candidates=[] train.keep_last=0 \
             train.average_last=0 ;;
     decode)
-        model=$(ls -d /tmp/run_bf16w /tmp/run_graphs 2>/dev/null | head -1)
+        model=$(trained_model)
         timeout "${DECODE_TIMEOUT:-90}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
             --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --repeats 2 \
             > "$OUT/bench_decode.txt" 2>&1 ;;
+    profile)
+        timeout "${PROFILE_TIMEOUT:-120}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
+            --src data/multi30k/test2016.de --lines 1000 --beam 5 --precisions fp32 bf16 --cuda-graphs both \
+            > "$OUT/profile_decode.txt" 2>&1 ;;
     *)
         echo "unknown part: $part" | tee -a "$OUT/steps.log" ;;
     esac

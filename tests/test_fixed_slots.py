@@ -59,6 +59,8 @@ def test_a_static_cache_gives_the_dynamic_caches_logits_and_reorders_in_place(re
         got, _ = model.step(torch.tensor([3, 4, 5]), static)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert static.caches[0].past["k"].data_ptr() == storage and int(static.position) == 5
+    beams = model.start_static_state(src, 4, 6)  # a sentence's 4 hypotheses share its memory and source keys
+    assert beams.memory.size(0) == beams.caches[0].source["k"].size(0) == 3 and beams.caches[0].past["k"].size(0) == 12
 
 
 def test_a_static_cache_in_a_window_attends_over_and_reorders_its_first_slots_alone(reversal_model):

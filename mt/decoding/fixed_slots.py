@@ -81,8 +81,7 @@ class FixedSlotSearch:
 
     def load(self, src: torch.Tensor, max_len_a: float, max_len_b: int) -> None:
         """Start over on another batch of the same shape, in the same storage (a captured step stays valid)."""
-        copies = self.state.memory.size(0) // src.size(0)
-        self.state.copy_from(self.model.start_static_state(src, copies, self.length))
+        self.state.copy_from(self.model.start_static_state(src, self.state.copies, self.length))
         self.limits.copy_(max_output_lengths(src, max_len_a, max_len_b))
         self._check_limits()
 

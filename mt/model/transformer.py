@@ -124,19 +124,18 @@ class Transformer(nn.Module):
 
     def start_static_state(self, src: torch.Tensor, copies: int, length: int) -> StaticDecoderState:
         """start_state for search in fixed slots (mt/decoding/fixed_slots.py): each sentence as `copies`
-        rows, room for `length` target positions, the cross-attention keys and values projected now."""
+        rows that share its memory row, room for `length` target positions, the cross-attention keys and
+        values projected now (once per sentence)."""
         memory, src_mask = self.encode(src)
-        rows = torch.arange(src.size(0), device=src.device).repeat_interleave(copies)
-        memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)
         self.positions.reserve(length)
         position = torch.zeros((), dtype=torch.long, device=src.device)
         slots = torch.arange(length, device=src.device).view(1, 1, 1, length)
         caches = []
         for layer in self.decoder_layers:
             k, v = (t.contiguous() for t in layer.cross_attn.project_kv(memory))
-            past = {name: k.new_zeros(k.size(0), k.size(1), length, k.size(3)) for name in ("k", "v")}
+            past = {name: k.new_zeros(src.size(0) * copies, k.size(1), length, k.size(3)) for name in ("k", "v")}
             caches.append(StaticLayerCache(past, {"k": k, "v": v}, position, slots))
-        return StaticDecoderState(memory, src_mask, caches, position)
+        return StaticDecoderState(memory, src_mask, caches, position, copies=copies)
 
     def step(
         self, tokens: torch.Tensor, state: DecoderState, need_weights: bool = False
