@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# The CUDA-graph paths on one GPU beside the eager ones, in one script (the default parts: under 9 minutes
-# on one H100/H200). Run from the repository root with the package importable (PYTHONPATH may point at what
-# the machine lacks; the repository root is added). Results under $OUT (default /tmp/gpu_graphs): steps.log
-# (what ran when, wall times, the runs' median speeds), bench_model.txt and bench_decode.txt, then all of the
-# following in results.tgz. PARTS chooses and orders them (default: tests bench bf16w decode profile):
+# The CUDA-graph paths on one GPU beside the eager ones, in one script (the default parts: about 6 minutes on
+# one H200; their time limits add up to 570 s). Run from the repository root with the package importable
+# (PYTHONPATH may point at what the machine lacks; the repository root is added). Results under $OUT (default
+# /tmp/gpu_graphs): steps.log (what ran when, wall times, the runs' median speeds), bench_model.txt,
+# bench_decode.txt and profile_decode.txt, then all of the following in results.tgz. PARTS chooses and orders
+# them (default: tests bench bf16w decode profile):
 #   tests      tests.txt: tests/test_graphed_training.py and test_fixed_slots.py, their CUDA tests included
 #              (replayed training updates, with fp32 and bf16 weights, and searches equal the eager ones)
 #   bench      bench_model.txt: the training step at a WMT-like and a Multi30k batch: eager, graphs, graphs
 #              on a bf16 copy of the weights (train.bf16_weights), nn.Transformer; MFU
 #   compiled   bench_compiled.txt: the same graphs kinds with the model compiled for the WMT-like shape
-#   graphs     graphs/: make train's default (multi30k_base) on the graph path, the whole run
-#   bf16w      bf16w/: the same with train.bf16_weights=true
+#   graphs     graphs/: make train's default (multi30k_base) on the graph path with fp32 weights under autocast
+#              (train.bf16_weights=false), the whole run
+#   bf16w      bf16w/: make train's default as it is (on a bf16 copy of the weights), the whole run
 #   eager      eager/: the same preset eagerly (train.cuda_graphs=false) for EAGER_STEPS updates: its speed
 #   decode     bench_decode.txt: translate's path on test2016 with the model of the first of bf16w, graphs
 #              that ran: greedy and beam 5, fp32 and bf16, with and without decode.cuda_graphs (search in
@@ -63,30 +65,30 @@ for part in $PARTS; do
     step "$part"
     case $part in
     tests)
-        timeout "${TESTS_TIMEOUT:-150}" $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py -q -x -p no:cacheprovider \
+        timeout "${TESTS_TIMEOUT:-90}" $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py -q -x -p no:cacheprovider \
             > "$OUT/tests.txt" 2>&1
         tail -3 "$OUT/tests.txt" >> "$OUT/steps.log" ;;
     bench)
-        timeout "${BENCH_TIMEOUT:-200}" $PY scripts/bench_model.py --device cuda --no-decode \
+        timeout "${BENCH_TIMEOUT:-100}" $PY scripts/bench_model.py --device cuda --no-decode \
             --kinds mt torch graphs graphs_bf16w > "$OUT/bench_model.txt" 2>&1 ;;
     compiled)
         timeout "${COMPILED_TIMEOUT:-240}" $PY scripts/bench_model.py --device cuda --no-decode --shapes wmt \
             --kinds graphs graphs_bf16w --compile only > "$OUT/bench_compiled.txt" 2>&1 ;;
     graphs)
-        run graphs "${GRAPHS_TIMEOUT:-270}" ;;
+        run graphs "${GRAPHS_TIMEOUT:-190}" train.bf16_weights=false ;;
     bf16w)
-        run bf16w "${GRAPHS_TIMEOUT:-270}" train.bf16_weights=true ;;
+        run bf16w "${GRAPHS_TIMEOUT:-190}" ;;
     eager)
         run eager "${EAGER_TIMEOUT:-100}" train.cuda_graphs=false train.max_steps="$EAGER_STEPS" \
             train.valid_every=100000 data.test_split=null decode.alpha_candidates=[] train.keep_last=0 \
             train.average_last=0 ;;
     decode)
         model=$(trained_model)
-        timeout "${DECODE_TIMEOUT:-90}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
+        timeout "${DECODE_TIMEOUT:-120}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
             --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --repeats 2 \
             > "$OUT/bench_decode.txt" 2>&1 ;;
     profile)
-        timeout "${PROFILE_TIMEOUT:-120}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
+        timeout "${PROFILE_TIMEOUT:-70}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
             --src data/multi30k/test2016.de --lines 1000 --beam 5 --precisions fp32 bf16 --cuda-graphs both \
             > "$OUT/profile_decode.txt" 2>&1 ;;
     *)
