@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA-graph paths on one GPU beside the eager ones, in one script (the default parts: about 6 minutes on
-# one H200; their time limits add up to 570 s). Run from the repository root with the package importable
+# The CUDA-graph paths on one GPU beside the eager ones, in one script (the default parts' time limits add up
+# to 570 s; all but profile took 282 s on one H200). Run from the repository root with the package importable
 # (PYTHONPATH may point at what the machine lacks; the repository root is added). Results under $OUT (default
 # /tmp/gpu_graphs): steps.log (what ran when, wall times, the runs' median speeds), bench_model.txt,
 # bench_decode.txt and profile_decode.txt, then all of the following in results.tgz. PARTS chooses and orders

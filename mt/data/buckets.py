@@ -20,6 +20,15 @@ from mt.data.tokenizer import PAD
 ROW_MULTIPLE = 8
 
 
+def rounded_up(n: int, multiple: int = ROW_MULTIPLE) -> int:
+    return -(-int(n) // multiple) * multiple
+
+
+def full_rows(length: int, max_tokens: int) -> int:
+    """Sentences per batch of padded length `length`: the token budget over it, in multiples of ROW_MULTIPLE."""
+    return max(ROW_MULTIPLE, max_tokens // length // ROW_MULTIPLE * ROW_MULTIPLE)
+
+
 class LengthBuckets:
     def __init__(self, lengths: list[int], max_tokens: int):
         self.lengths = sorted({int(n) for n in lengths})
@@ -33,7 +42,7 @@ class LengthBuckets:
 
     def rows(self, length: int) -> int:
         """Sentences per batch of padded length `length`."""
-        return max(ROW_MULTIPLE, self.max_tokens // length // ROW_MULTIPLE * ROW_MULTIPLE)
+        return full_rows(length, self.max_tokens)
 
     def shapes(self) -> list[tuple[int, int]]:
         """(rows, length) of every bucket."""
@@ -43,7 +52,7 @@ class LengthBuckets:
         """The padded length of a batch whose longest side + 1 is cost (a bucket is added past the last)."""
         i = int(np.searchsorted(self.lengths, cost))
         if i == len(self.lengths):  # longer than any pair the buckets were fitted to
-            self.lengths.append(-(-int(cost) // ROW_MULTIPLE) * ROW_MULTIPLE)
+            self.lengths.append(rounded_up(cost))
         return self.lengths[i]
 
     def batches(self, src_lens, tgt_lens, rng: np.random.Generator | None = None) -> list[np.ndarray]:

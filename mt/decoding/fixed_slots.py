@@ -20,21 +20,12 @@ from __future__ import annotations
 import torch
 
 from mt import fastpath
+from mt.data.buckets import ROW_MULTIPLE, full_rows, rounded_up
 from mt.data.tokenizer import BOS, EOS
 from mt.decoding.search import Hypothesis, expand, length_penalty, max_output_lengths, until_eos
 
 NEG_INF = float("-inf")
-SLOT_MULTIPLE = 8  # sentences and source positions are padded to multiples of this
 WINDOW = 16  # a step attends over the target slots up to the next multiple of this past its position
-
-
-def ceil_to(n: int, multiple: int = SLOT_MULTIPLE) -> int:
-    return -(-n // multiple) * multiple
-
-
-def full_rows(cols: int, budget: int) -> int:
-    """Sentences in a full batch of `cols` padded source positions: the token budget over them."""
-    return max(SLOT_MULTIPLE, budget // cols // SLOT_MULTIPLE * SLOT_MULTIPLE)
 
 
 def slot_shape(rows: int, cols: int, budget: int) -> tuple[int, int]:
@@ -42,11 +33,11 @@ def slot_shape(rows: int, cols: int, budget: int) -> tuple[int, int]:
     full shape; a smaller batch takes the next power of two of sentences (at least 8) below it. So the
     batches of a long input fall into a few shapes, each one search allocated and one step captured, and a
     single line does not pay for a full batch of filler rows."""
-    cols = ceil_to(cols)
+    cols = rounded_up(cols)
     full = full_rows(cols, budget)
     if rows >= full:  # a batch formed elsewhere, as large as the bucket's or larger
-        return ceil_to(rows), cols
-    return min(full, max(SLOT_MULTIPLE, 1 << (rows - 1).bit_length())), cols
+        return rounded_up(rows), cols
+    return min(full, max(ROW_MULTIPLE, 1 << (rows - 1).bit_length())), cols
 
 
 def slot_batches(lengths: list[int], budget: int) -> list[list[int]]:
@@ -56,7 +47,7 @@ def slot_batches(lengths: list[int], budget: int) -> list[list[int]]:
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches: list[list[int]] = [[]]
     for i in order:
-        if len(batches[-1]) + 1 > full_rows(ceil_to(lengths[i]), budget):
+        if len(batches[-1]) + 1 > full_rows(rounded_up(lengths[i]), budget):
             batches.append([])
         batches[-1].append(i)
     return [batch for batch in batches if batch]
@@ -90,7 +81,7 @@ class FixedSlotSearch:
 
     def window(self, t: int) -> int:
         """The target slots step t attends over: its own and those before it, rounded up to WINDOW."""
-        return min(self.length, ceil_to(t + 1, WINDOW))
+        return min(self.length, rounded_up(t + 1, WINDOW))
 
     def nbytes(self) -> int:
         """Memory its buffers hold, the decoder's caches most of it."""
@@ -239,9 +230,11 @@ def run(search: FixedSlotSearch, step=None, check_every: int = 8) -> None:
     every check_every steps. step(window): what runs one step over that many target slots (default
     search.step; the step captured for that window, replayed as a CUDA graph)."""
     step = step or (lambda window: search.step())
+    window = None
     for t in range(search.length):
-        window = search.window(t)
-        search.state.set_window(window)
+        if search.window(t) != window:  # every WINDOW steps
+            window = search.window(t)
+            search.state.set_window(window)
         step(window)
         if (t + 1) % check_every == 0 and bool(search.finished()):
             break
