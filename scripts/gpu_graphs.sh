@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The CUDA-graph paths on one GPU beside the eager ones, in one script (the default parts' time limits add up
-# to 570 s; all but profile took 282 s on one H200). Run from the repository root with the package importable
-# (PYTHONPATH may point at what the machine lacks; the repository root is added). Results under $OUT (default
+# The CUDA-graph paths on one GPU beside the eager ones, in one script (the default parts' time limits add
+# up to 580 s; on one H200 tests took 85 s, bench 52, bf16w 143, decode 87, profile in this form unmeasured).
+# Run from the repository root with the package importable (PYTHONPATH may point at what the machine lacks;
+# the repository root is added). Results under $OUT (default
 # /tmp/gpu_graphs): steps.log (what ran when, wall times, the runs' median speeds), bench_model.txt,
 # bench_decode.txt and profile_decode.txt, then all of the following in results.tgz. PARTS chooses and orders
 # them (default: tests bench bf16w decode profile):
@@ -17,8 +18,10 @@
 #   decode     bench_decode.txt: translate's path on test2016 with the model of the first of bf16w, graphs
 #              that ran: greedy and beam 5, fp32 and bf16, with and without decode.cuda_graphs (search in
 #              fixed slots), and the share of equal lines
-#   profile    profile_decode.txt: that model's beam 5 on test2016 under torch.profiler, fp32 and bf16, with
-#              and without fixed slots: wall time beside the ops' host and device time, the kernel tables
+#   profile    profile_decode.txt: that model's beam 5 and greedy on 300 lines of test2016 in fixed slots, fp32
+#              and bf16, with SDPA and with attention written out for decoding steps: first and steady wall
+#              time, steps eager/captured/replayed, cProfile of the host's Python, torch.profiler's op
+#              tables (host and device time); traces/ (each form's Chrome trace)
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz
@@ -69,7 +72,7 @@ for part in $PARTS; do
             > "$OUT/tests.txt" 2>&1
         tail -3 "$OUT/tests.txt" >> "$OUT/steps.log" ;;
     bench)
-        timeout "${BENCH_TIMEOUT:-100}" $PY scripts/bench_model.py --device cuda --no-decode \
+        timeout "${BENCH_TIMEOUT:-80}" $PY scripts/bench_model.py --device cuda --no-decode \
             --kinds mt torch graphs graphs_bf16w > "$OUT/bench_model.txt" 2>&1 ;;
     compiled)
         timeout "${COMPILED_TIMEOUT:-240}" $PY scripts/bench_model.py --device cuda --no-decode --shapes wmt \
@@ -84,13 +87,13 @@ for part in $PARTS; do
             train.average_last=0 ;;
     decode)
         model=$(trained_model)
-        timeout "${DECODE_TIMEOUT:-120}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
+        timeout "${DECODE_TIMEOUT:-110}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
             --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --repeats 2 \
             > "$OUT/bench_decode.txt" 2>&1 ;;
     profile)
-        timeout "${PROFILE_TIMEOUT:-70}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
-            --src data/multi30k/test2016.de --lines 1000 --beam 5 --precisions fp32 bf16 --cuda-graphs both \
-            > "$OUT/profile_decode.txt" 2>&1 ;;
+        timeout "${PROFILE_TIMEOUT:-110}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
+            --src data/multi30k/test2016.de --lines 300 --beams 5 1 --precisions fp32 bf16 --cuda-graphs on \
+            --attention both --trace "$OUT/traces" > "$OUT/profile_decode.txt" 2>&1 ;;
     *)
         echo "unknown part: $part" | tee -a "$OUT/steps.log" ;;
     esac

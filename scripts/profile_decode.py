@@ -1,23 +1,113 @@
-"""Where decoding spends its time: torch.profiler over the search of a checkpoint, per precision, with and
-without fixed slots (decode.cuda_graphs). Each form prints its wall time beside the time its ops took on the
-host and on the device (a device busy for less than the wall time waits for the host), then its op table.
-How the cause of slow bf16 decoding under autocast on a GPU was found (docs/benchmarks.md, GPU decoding).
+"""Where decoding spends its time, per precision, with and without fixed slots (decode.cuda_graphs): for each
+form, the wall time of a first call (eager warm-up runs and CUDA graph captures included) and of a steady one,
+with how many steps ran eagerly, were captured or replayed; a steady call under cProfile (the host's Python,
+by function) and under torch.profiler (the ops' host and device time, the kernel and host-op tables; a device
+busy for less than the wall time waits for the host). How the cause of slow bf16 decoding under autocast on a
+GPU was found (docs/benchmarks.md, GPU decoding).
 
-    python scripts/profile_decode.py --checkpoint CKPT --src test2016.de --device cuda --lines 1000 --beam 5
+    python scripts/profile_decode.py --checkpoint CKPT --src test2016.de --device cuda --beams 5 1 \\
+        --cuda-graphs both --attention both --trace /tmp/traces
+
+--attention written is a what-if: attention written out (mt/model/attention.py's `attention`) instead of
+F.scaled_dot_product_attention for queries of at most 8 positions (a decoding step's), by replacing
+mt.fastpath.fused_attention_pays in this process.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gzip
+import io
+import pstats
 import time
+from collections import Counter
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from mt import fastpath
 from mt.data.lines import read_lines
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.fastpath import tune_process
 from mt.inference import load_for_inference
+
+SHORT_QUERY = 8  # query positions of a decoding step: 1 (self-attention), the beam (cross-attention)
+STOCK_CHOICE = fastpath.fused_attention_pays
+
+
+def attention_choice(kind: str):
+    """fastpath.fused_attention_pays for --attention kind."""
+    if kind == "sdpa":
+        return STOCK_CHOICE
+    return lambda q: STOCK_CHOICE(q) and q.size(-2) > SHORT_QUERY
+
+
+def timed_call(translator: Translator, sources: list[str], sync) -> tuple[float, Counter]:
+    """Seconds of one translate_nbest call, and the steps it ran eagerly, captured and replayed."""
+    before = Counter(translator.replays.counts)
+    sync()
+    start = time.perf_counter()
+    translator.translate_nbest(sources)
+    sync()
+    return time.perf_counter() - start, Counter(translator.replays.counts) - before
+
+
+def steps_text(counts: Counter) -> str:
+    """Fixed-slot steps by how they ran (search.py's loop runs none of them)."""
+    if not counts:
+        return ""
+    return " (steps: " + ", ".join(f"{counts[kind]} {kind}" for kind in ("eager", "captured", "replayed")) + ")"
+
+
+def python_profile(translator: Translator, sources: list[str], sync, rows: int) -> str:
+    """The top functions of one call by their own time (builtins included: a graph's replay, a wait in .item())."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    translator.translate_nbest(sources)
+    sync()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(rows)
+    text = out.getvalue()
+    return text[text.index("   ncalls") :] if "   ncalls" in text else text
+
+
+def report(translator: Translator, sources: list[str], device: torch.device, args, form: str) -> None:
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    first, first_steps = timed_call(translator, sources, sync)
+    steady, steady_steps = timed_call(translator, sources, sync)
+    print(f"\n==== {form}, {len(sources)} lines on {device}")
+    print(f"first call {first * 1e3:.0f} ms{steps_text(first_steps)}")
+    print(f"steady call {steady * 1e3:.0f} ms{steps_text(steady_steps)}", flush=True)
+    if args.python_rows:
+        table = python_profile(translator, sources, sync, args.python_rows)
+        print(f"\nthe host's Python in a steady call (cProfile), by own time:\n{table}")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        translator.translate_nbest(sources)
+        sync()
+        wall = time.perf_counter() - start
+    if args.trace:
+        path = Path(args.trace) / (form.replace(", ", "_").replace(" ", "-") + ".json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(path))
+        with open(path, "rb") as raw, gzip.open(f"{path}.gz", "wb") as packed:
+            packed.write(raw.read())
+        path.unlink()
+    ops = prof.key_averages()
+    host = sum(op.self_cpu_time_total for op in ops) / 1e3
+    busy = sum(op.self_device_time_total for op in ops) / 1e3 if cuda else float("nan")
+    print(
+        f"profiled call {wall * 1e3:.0f} ms: ops {host:.0f} ms on the host (waits included), "
+        f"{busy:.0f} ms on the device"
+    )
+    tables = [("self_device_time_total", "by device time")] if cuda else []
+    for key, title in tables + [("self_cpu_time_total", "by host time")]:
+        print(f"\nops {title}:\n{ops.table(sort_by=key, row_limit=args.rows, max_name_column_width=70)}", flush=True)
 
 
 def main() -> None:
@@ -25,40 +115,31 @@ def main() -> None:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--src", required=True)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--lines", type=int, default=200)
-    p.add_argument("--beam", type=int, default=1)
+    p.add_argument("--lines", type=int, default=300)
+    p.add_argument("--beams", nargs="+", type=int, default=[1])
     p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
     p.add_argument("--cuda-graphs", choices=["off", "on", "both"], default="off", help="decode.cuda_graphs")
-    p.add_argument("--rows", type=int, default=20, help="ops shown per table")
+    p.add_argument("--attention", choices=["sdpa", "written", "both"], default="sdpa", help="see below")
+    p.add_argument("--rows", type=int, default=15, help="ops shown per table")
+    p.add_argument("--python-rows", type=int, default=15, help="functions shown from cProfile (0: no cProfile)")
+    p.add_argument("--trace", help="a folder for each form's Chrome trace (.json.gz; chrome://tracing, Perfetto)")
     args = p.parse_args()
     device = torch.device(args.device)
     tune_process(device, training=False)  # as translate does
     model, tokenizer, cfg = load_for_inference([args.checkpoint])
     sources = read_lines(args.src)[: args.lines]
-    cuda = device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    for precision in args.precisions:
+    kinds = ["sdpa", "written"] if args.attention == "both" else [args.attention]
+    for beam, precision in [(beam, precision) for beam in args.beams for precision in args.precisions]:
         for graphs in {"off": [False], "on": [True], "both": [False, True]}[args.cuda_graphs]:
-            settings = DecodeSettings.from_config(cfg.decode, beam=args.beam, precision=precision, cuda_graphs=graphs)
-            translator = Translator(model, tokenizer, settings, device)
-            translator.translate_nbest(sources)  # warm-up: every batch shape met (and captured) once
-            sync()
-            start = time.perf_counter()
-            translator.translate_nbest(sources)
-            sync()
-            wall = time.perf_counter() - start
-            with profile(activities=activities) as prof:
-                translator.translate_nbest(sources)
-                sync()
-            ops = prof.key_averages()
-            host = sum(op.self_cpu_time_total for op in ops) / 1e3
-            busy = sum(op.self_device_time_total for op in ops) / 1e3 if cuda else float("nan")
-            form = f"{precision}, beam {args.beam}, fixed slots {'on' if graphs else 'off'}"
-            print(f"\n==== {form}, {len(sources)} lines on {device}: {wall * 1e3:.0f} ms wall unprofiled; "
-                  f"ops {host:.0f} ms on the host, {busy:.0f} ms on the device (profiled)")  # fmt: skip
-            key = "self_device_time_total" if cuda else "self_cpu_time_total"
-            print(ops.table(sort_by=key, row_limit=args.rows, max_name_column_width=70))
+            for kind in kinds:
+                fastpath.fused_attention_pays = attention_choice(kind)
+                settings = DecodeSettings.from_config(
+                    cfg.decode, beam=beam, precision=precision, cuda_graphs=graphs
+                )
+                translator = Translator(model, tokenizer, settings, device)
+                form = f"{precision}, beam {beam}, fixed slots {'on' if graphs else 'off'}, attention {kind}"
+                report(translator, sources, device, args, form)
+    fastpath.fused_attention_pays = STOCK_CHOICE
 
 
 if __name__ == "__main__":

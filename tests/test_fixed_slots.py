@@ -2,6 +2,8 @@
 gives the dynamic cache's logits, and greedy and beam search give search.py's translations, on any device
 (here the CPU, eagerly; on CUDA also captured)."""
 
+import gzip
+import json
 import random
 
 import pytest
@@ -15,7 +17,7 @@ from mt.decoding.search import beam_search, greedy_search
 from mt.inference import load_translator
 from mt.model import Transformer
 
-from conftest import overfit, pad_ids, reversal_task
+from conftest import overfit, pad_ids, reversal_task, run_cli
 
 VOCAB = 20
 
@@ -289,3 +291,40 @@ def test_forgetting_a_search_drops_the_steps_captured_for_each_of_its_windows():
     replays.runs = {("gone", 48): 1, ("kept", 32): 2}
     replays.forget(lambda key: key[0] == "gone")
     assert list(replays.graphs) == [("kept", 16)] and list(replays.runs) == [("kept", 32)]
+
+
+def test_a_translator_counts_its_fixed_slot_steps_by_how_they_ran(trained_run, monkeypatch):
+    """What profiles read: on a CPU every step runs eagerly (nothing to capture), one count per step."""
+    checkpoint = trained_run / "checkpoints" / "best.pt"
+    fixed = load_translator(checkpoint, "cpu", beam=2, cuda_graphs=True)
+    steps = []
+    real_step = FixedSlotBeam.step
+    monkeypatch.setattr(FixedSlotBeam, "step", lambda self: steps.append(1) or real_step(self))
+    fixed.translate(varied_lines(20))
+    assert steps and dict(fixed.replays.counts) == {"eager": len(steps)}
+    loop = load_translator(checkpoint, "cpu", beam=2)
+    loop.translate(varied_lines(20))
+    assert not loop.replays.counts  # search.py's loop runs no fixed-slot step
+
+
+def test_the_decoding_profile_reports_each_form_with_its_steps_and_traces(trained_run, tmp_path):
+    """scripts/profile_decode.py (run where GPU time is short: it must not fail there on a usage slip)."""
+    src = tmp_path / "src.de"
+    src.write_text("".join(line + "\n" for line in varied_lines(6)))
+    out = run_cli(
+        "python", "scripts/profile_decode.py", "--checkpoint", str(trained_run / "checkpoints" / "best.pt"),
+        "--src", str(src), "--device", "cpu", "--beams", "2", "--precisions", "fp32", "--cuda-graphs", "both",
+        "--attention", "both", "--rows", "3", "--python-rows", "3", "--trace", str(tmp_path / "traces"),
+    ).stdout  # fmt: skip
+    forms = [line for line in out.splitlines() if line.startswith("==== ")]
+    assert [form.split(", ")[2:4] for form in forms] == [
+        ["fixed slots off", "attention sdpa"],
+        ["fixed slots off", "attention written"],
+        ["fixed slots on", "attention sdpa"],
+        ["fixed slots on", "attention written"],
+    ]
+    steady = [line for line in out.splitlines() if line.startswith("steady call")]
+    assert len(steady) == 4 and "steps" not in steady[0] and " eager, 0 captured, 0 replayed)" in steady[2]
+    assert out.count("by own time") == 4 and out.count("ops by host time") == 4
+    traces = sorted((tmp_path / "traces").glob("*.json.gz"))
+    assert len(traces) == 4 and all("traceEvents" in json.loads(gzip.open(t).read()) for t in traces)

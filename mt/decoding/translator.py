@@ -67,6 +67,11 @@ class Translator(LineTranslator):
         # by with_settings (a server's decoding threads) share both with this translator.
         self._fixed_slots = threading.Lock()
 
+    @property
+    def replays(self) -> Replays:
+        """The fixed-slot searches' steps, captured and replayed as CUDA graphs (their counts, for profiles)."""
+        return self._replays
+
     def _translate_nbest(
         self,
         lines: list[str],

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections import Counter
 from collections.abc import Callable
 
 import torch
@@ -71,6 +72,7 @@ class Replays:
         self.device, self.capture, self.warmup, self.what = device, capture, warmup, what
         self.graphs: dict[object, torch.cuda.CUDAGraph] = {}
         self.runs: dict[object, int] = {}  # eager runs so far, per key
+        self.counts: Counter[str] = Counter()  # calls run "eager", "captured" or "replayed" (for profiles)
         self.pool = torch.cuda.graph_pool_handle() if capture else None
         self.side = torch.cuda.Stream(self.device) if capture else None
 
@@ -78,17 +80,21 @@ class Replays:
         """body(), as the graph captured for key if there is one. Every call does body's work once."""
         if key in self.graphs:
             self.graphs[key].replay()
-            return
-        if not self.capture:
+            self.counts["replayed"] += 1
+        elif not self.capture:
             body()
-            return
-        if self.runs.get(key, 0) < self.warmup:
+            self.counts["eager"] += 1
+        elif self.runs.get(key, 0) < self.warmup:
             self.side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(self.side):
                 body()
             torch.cuda.current_stream(self.device).wait_stream(self.side)
             self.runs[key] = self.runs.get(key, 0) + 1
-            return
+            self.counts["eager"] += 1
+        else:
+            self._capture(key, body)
+
+    def _capture(self, key, body: Callable[[], None]) -> None:
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph, pool=self.pool):
@@ -99,9 +105,11 @@ class Replays:
             self.capture = False
             torch.cuda.synchronize(self.device)
             body()
+            self.counts["eager"] += 1
             return
         self.graphs[key] = graph
         graph.replay()  # capture records the kernels without running them
+        self.counts["captured"] += 1
 
     def forget(self, which: Callable[[object], bool]) -> None:
         """Drop the graphs of the keys `which` is true of (their buffers are going away)."""
