@@ -133,9 +133,7 @@ def main() -> None:
         for graphs in {"off": [False], "on": [True], "both": [False, True]}[args.cuda_graphs]:
             for kind in kinds:
                 fastpath.fused_attention_pays = attention_choice(kind)
-                settings = DecodeSettings.from_config(
-                    cfg.decode, beam=beam, precision=precision, cuda_graphs=graphs
-                )
+                settings = DecodeSettings.from_config(cfg.decode, beam=beam, precision=precision, cuda_graphs=graphs)
                 translator = Translator(model, tokenizer, settings, device)
                 form = f"{precision}, beam {beam}, fixed slots {'on' if graphs else 'off'}, attention {kind}"
                 report(translator, sources, device, args, form)
