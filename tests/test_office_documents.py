@@ -394,3 +394,25 @@ def test_translate_takes_slides_workbooks_and_open_documents(trained_run, tmp_pa
     assert f"<w-1>{LEXICON[bold[1]]}</w-1>" in got[bold[0]]
     if marked:  # with the model's target language
         assert marked[1] in parts(tmp_path / f"b.{kind}")[marked[0]][1].decode()
+
+
+def test_a_word_content_controls_text_is_translated_and_its_properties_kept(tmp_path):
+    """A form field or a document property shown in the text (<w:sdt>): what it shows is part of the
+    sentence, its properties (its name, its kind) stay with it; a control without content stays as it was."""
+    properties = '<w:sdtPr><w:alias w:val="Name"/><w:id w:val="7"/><w:text/></w:sdtPr>'
+    control = f"<w:sdt>{properties}<w:sdtEndPr/><w:sdtContent><w:r>{BOLD}<w:t>hund</w:t></w:r></w:sdtContent></w:sdt>"
+    empty = "<w:sdt><w:sdtPr><w:id w:val='8'/></w:sdtPr></w:sdt>"
+    body = (
+        f'<w:p><w:r><w:t xml:space="preserve">ein </w:t></w:r>{control}<w:r><w:t xml:space="preserve"> läuft</w:t>'
+        f"</w:r>{empty}</w:p>"
+        "<w:p><w:sdt><w:sdtPr/><w:sdtContent><w:r><w:t>eine katze</w:t></w:r></w:sdtContent></w:sdt></w:p>"
+    )
+    doc = OfficeDocument(docx(tmp_path / "a.docx", body=body))
+    assert doc.segments[:2] == ["ein <w-1><w-2>hund</w-2></w-1> läuft", "<w-1>eine katze</w-1>"]  # empty: after
+    doc.translations = {0: "a <w-1><w-2>dog</w-2></w-1> runs", 1: "<w-1>a cat</w-1>"}
+    document = zipfile.ZipFile(io.BytesIO(doc.output())).read("word/document.xml").decode("utf-8")
+    minidom.parseString(document)
+    assert f"<w:sdt>{properties}<w:sdtEndPr/><w:sdtContent><w:r>{BOLD}<w:t" in document
+    assert ">dog</w:t></w:r></w:sdtContent></w:sdt>" in document and empty in document
+    assert ">a cat</w:t></w:r></w:sdtContent></w:sdt></w:p>" in document
+    assert not any(word in document for word in ("hund", "katze", "läuft"))

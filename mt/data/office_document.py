@@ -161,7 +161,23 @@ def paragraph_atoms(markup: Markup, element: Element) -> list[tuple]:
     if element.name in markup.wrappers and element.end:
         inner = atoms_of(markup, elements(element.inner, markup.inline_text))
         return [("open", element.start, element.end), *inner, ("close", element.end)]
+    if element.name == markup.control[0] and element.end:
+        return control_atoms(markup, element)
     return [("point", element.xml)]
+
+
+def control_atoms(markup: Markup, control: Element) -> list[tuple]:
+    """A content control in a paragraph (Word's <w:sdt>) as a wrapper: what its content shows is translated,
+    its properties go with its start tag. Without content it is a point, written as it was."""
+    children = elements(control.inner)
+    at = next((i for i, child in enumerate(children) if child.name == markup.control[1] and child.end), None)
+    if at is None:
+        return [("point", control.xml)]
+    content = children[at]
+    start = control.start + "".join(child.xml for child in children[:at]) + content.start
+    end = content.end + "".join(child.xml for child in children[at + 1 :]) + control.end
+    inner = atoms_of(markup, elements(content.inner, markup.inline_text))
+    return [("open", start, end), *inner, ("close", end)]
 
 
 def run_atoms(markup: Markup, run: Element) -> list[tuple]:

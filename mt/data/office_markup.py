@@ -26,6 +26,7 @@ class Markup:
     run_properties: str
     text: str
     wrappers: frozenset = frozenset()  # elements around runs: what they wrap is translated
+    control: tuple[str, str] = ("", "")  # an element around runs with its properties first: its name, its content's
     dropped: frozenset = frozenset()  # marks a translation makes stale
     bare_text: bool = False  # text may stand in a paragraph outside a run
     space: str = ' xml:space="preserve"'  # what keeps a text element's spaces (DrawingML keeps them anyway)
@@ -50,6 +51,7 @@ WORD = Markup(
     "word/document.xml", *"w:p w:pPr w:r w:rPr w:t".split(),
     wrappers=frozenset("w:hyperlink w:ins w:smartTag w:customXml w:fldSimple w:moveTo w:dir w:bdo".split()),
     dropped=frozenset(["w:proofErr", "w:lastRenderedPageBreak"]),  # spelling marks, a layout cache
+    control=("w:sdt", "w:sdtContent"),  # a content control: a form field, a document property in the text
     nested=True, defaults="word/styles.xml",  # a text box's paragraphs: in a run of the one it is anchored in
 )  # fmt: skip
 POWERPOINT = Markup(
