@@ -18,7 +18,7 @@
 #   decode     bench_decode.txt: translate's path on test2016 with the model of the first of bf16w, graphs
 #              that ran: greedy and beam 5, fp32 and bf16, with and without decode.cuda_graphs (search in
 #              fixed slots), and the share of equal lines
-#   profile    profile_decode.txt: that model's beam 5 and greedy on 300 lines of test2016 in fixed slots, fp32
+#   profile    profile_decode.txt: that model's beam 5 and greedy on 200 lines of test2016 in fixed slots, fp32
 #              and bf16, with SDPA and with attention written out for decoding steps: first and steady wall
 #              time, steps eager/captured/replayed, cProfile of the host's Python, torch.profiler's op
 #              tables (host and device time); traces/ (each form's Chrome trace)
@@ -92,7 +92,7 @@ for part in $PARTS; do
             > "$OUT/bench_decode.txt" 2>&1 ;;
     profile)
         timeout "${PROFILE_TIMEOUT:-110}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
-            --src data/multi30k/test2016.de --lines 300 --beams 5 1 --precisions fp32 bf16 --cuda-graphs on \
+            --src data/multi30k/test2016.de --lines 200 --beams 5 1 --precisions fp32 bf16 --cuda-graphs on \
             --attention both --trace "$OUT/traces" > "$OUT/profile_decode.txt" 2>&1 ;;
     *)
         echo "unknown part: $part" | tee -a "$OUT/steps.log" ;;
