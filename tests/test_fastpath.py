@@ -5,13 +5,11 @@ import json
 import os
 import subprocess
 import sys
-from collections import Counter
 
 import pytest
 import torch
 import torch.fx.experimental._config as fx_config
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from mt import fastpath
 from mt.data.lines import read_lines
@@ -23,7 +21,7 @@ from mt.inference import load_for_inference
 from mt.model import MultiHeadAttention, Transformer
 from mt.training.loss import label_smoothed_loss
 
-from conftest import overfit, pad_ids, reversal_task
+from conftest import OpCounter, overfit, pad_ids, reversal_task
 
 
 def both_forms(fn):
@@ -271,42 +269,6 @@ def test_tune_process_turns_cudnn_attention_off_for_cuda_training_only(monkeypat
 
 
 # ---- the path other devices take ---------------------------------------------------------------
-
-VIEWS = {
-    "aten.view",
-    "aten.t",
-    "aten.detach",
-    "aten.transpose",
-    "aten._unsafe_view",
-    "aten.slice",
-    "aten.unsqueeze",
-    "aten.squeeze",
-    "aten.expand",
-    "aten.permute",
-    "aten.select",
-    "aten.as_strided",
-    "aten.split",
-    "aten.unbind",
-    "aten.alias",
-    "aten.split_with_sizes",
-    "aten.reshape",
-    "aten._reshape_alias",
-    "aten.lift_fresh",
-}
-
-
-class OpCounter(TorchDispatchMode):
-    """Counts the aten ops that reach a kernel (views left out): a proxy for GPU kernel launches."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func.overloadpacket)
-        if name not in VIEWS:
-            self.ops[name] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def meta_training_step_ops(batch: int, length: int = 32, vocab: int = 37000) -> int:

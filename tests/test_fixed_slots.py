@@ -17,7 +17,7 @@ from mt.decoding.search import beam_search, greedy_search
 from mt.inference import load_translator
 from mt.model import Transformer
 
-from conftest import overfit, pad_ids, reversal_task, run_cli
+from conftest import OpCounter, overfit, pad_ids, reversal_task, run_cli
 
 VOCAB = 20
 
@@ -328,3 +328,43 @@ def test_the_decoding_profile_reports_each_form_with_its_steps_and_traces(traine
     assert out.count("by own time") == 4 and out.count("ops by host time") == 4
     traces = sorted((tmp_path / "traces").glob("*.json.gz"))
     assert len(traces) == 4 and all("traceEvents" in json.loads(gzip.open(t).read()) for t in traces)
+
+
+def on_meta(search):
+    """The search with its model and every tensor it steps on moved to the `meta` device (shapes without
+    data: a read back to the host or a shape that depends on values fails there), aliases kept."""
+    moved = {}
+
+    def meta(value):
+        if not torch.is_tensor(value):
+            return value
+        return moved.setdefault(id(value), value.to("meta"))
+
+    for holder in [search, search.state, *search.state.caches]:
+        for name, value in list(vars(holder).items()):
+            setattr(holder, name, {k: meta(v) for k, v in value.items()} if isinstance(value, dict) else meta(value))
+    search.model.to("meta")
+    return search
+
+
+@pytest.mark.parametrize("kind", [FixedSlotBeam, FixedSlotGreedy])
+def test_a_fixed_slot_step_reads_nothing_back_and_launches_the_same_ops_at_any_batch(kind):
+    """What lets a CUDA graph capture the step (checked without a GPU, as the GPU's stock ops run): on
+    `meta` the step runs through, and its op count depends on neither the batch nor the window."""
+    counts = set()
+    for sentences in (8, 64):
+        torch.manual_seed(0)
+        model = Transformer(40, 40, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2).eval()
+        src = torch.randint(4, 40, (sentences, 9))
+        src[:, -1] = EOS
+        with fastpath.stock_ops(), torch.inference_mode():
+            search = on_meta(kind(model, src, length=40))
+            for window in (16, 40):
+                search.state.set_window(window)
+                counter = OpCounter()
+                with counter:
+                    search.step()
+                    search.finished()
+                counts.add(sum(counter.ops.values()))
+        assert search.t.device.type == "meta" and search.t is search.state.position
+    assert len(counts) == 1
