@@ -280,7 +280,7 @@ def test_replayed_cuda_graphs_give_the_eager_searchs_translations(trained_run):
         graphed = load_translator(checkpoint, "cuda", beam=beam, cuda_graphs=True)
         want = loop.translate(lines)
         assert graphed.translate(lines) == want and graphed.translate(lines) == want  # captured, then replayed
-        assert graphed._replays.graphs
+        assert graphed.replays.graphs
 
 
 def test_forgetting_a_search_drops_the_steps_captured_for_each_of_its_windows():
