@@ -174,6 +174,31 @@ def test_separate_vocabularies(tmp_path, corpus):
     assert Tokenizer.load(tmp_path).encode_tgt(["a dog"]) == tok.encode_tgt(["a dog"])
 
 
+@pytest.mark.parametrize("joint", [True, False])
+def test_a_few_lines_and_many_give_what_sentencepiece_gives_and_pieces_come_from_each_sides_vocabulary(
+    tmp_path, corpus, joint
+):
+    """Lines are encoded and decoded one by one below BATCH_CALL_PAYS and in one call from there, and
+    pieces are looked up in a table per side: all as the processors themselves give them."""
+    tok = build_tokenizer(tok_cfg(joint=joint), corpus, tmp_path)
+    for count in (1, 3, tokenizer_module.BATCH_CALL_PAYS + 5):
+        src_lines, tgt_lines = corpus.src[:count], corpus.tgt[:count]
+        assert tok.encode_src(src_lines) == tok.src.encode(src_lines)
+        assert tok.encode_src_truncated(src_lines, 4)[0] == [ids[:4] for ids in tok.src.encode(src_lines)]
+        tgt_ids = tok.encode_tgt(tgt_lines)
+        assert tgt_ids == tok.tgt.encode(tgt_lines)
+        assert tok.decode_tgt(tgt_ids) == tok.tgt.decode(tgt_ids) == tgt_lines
+    everything = list(range(max(tok.src_vocab_size, tok.tgt_vocab_size)))
+    assert tok.src_pieces(everything[: tok.src_vocab_size]) == [
+        tok.src.id_to_piece(i) for i in everything[: tok.src_vocab_size]
+    ]
+    assert tok.tgt_pieces(everything[: tok.tgt_vocab_size]) == [
+        tok.tgt.id_to_piece(i) for i in everything[: tok.tgt_vocab_size]
+    ]
+    if not joint:  # each side its own table
+        assert tok.src_pieces(everything[4:90]) != tok.tgt_pieces(everything[4:90])
+
+
 def test_filtering_is_counted(tmp_path, corpus):
     tok = build_tokenizer(tok_cfg(), corpus, tmp_path)
     odd = ParallelCorpus(
