@@ -18,10 +18,11 @@
 #   decode     bench_decode.txt: translate's path on test2016 with the model of the first of bf16w, graphs
 #              that ran: greedy and beam 5, fp32 and bf16, with and without decode.cuda_graphs (search in
 #              fixed slots), and the share of equal lines
-#   profile    profile_decode.txt: that model's beam 5 and greedy on 200 lines of test2016 in fixed slots, fp32
-#              and bf16, with SDPA and with attention written out for decoding steps: first and steady wall
-#              time, steps eager/captured/replayed, cProfile of the host's Python, torch.profiler's op
-#              tables (host and device time); traces/ (each form's Chrome trace)
+#   profile    profile_decode.txt: sentencepiece's per-line decoding (as a list of one, alone), then that
+#              model's beam 5 and greedy on 200 lines of test2016 in fixed slots, fp32 and bf16, with SDPA and
+#              with attention written out for decoding steps: first and steady wall time, steps
+#              eager/captured/replayed, cProfile of the host's Python, torch.profiler's op tables (host and
+#              device time); traces/ (each form's Chrome trace)
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz

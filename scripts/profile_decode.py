@@ -11,6 +11,8 @@ GPU was found (docs/benchmarks.md, GPU decoding).
 --attention written is a what-if: attention written out (mt/model/attention.py's `attention`) instead of
 F.scaled_dot_product_attention for queries of at most 8 positions (a decoding step's), by replacing
 mt.fastpath.fused_attention_pays in this process.
+
+First it times detokenizing the lines one by one, each the way sentencepiece is called (see tokenizer_calls).
 """
 
 from __future__ import annotations
@@ -74,6 +76,24 @@ def python_profile(translator: Translator, sources: list[str], sync, rows: int) 
     return text[text.index("   ncalls") :] if "   ncalls" in text else text
 
 
+def tokenizer_calls(tokenizer, sources: list[str]) -> str:
+    """Microseconds a line to detokenize each line on its own: in a call on a list of one (sentencepiece then
+    starts a pool of threads; what translate did per hypothesis before mt.data.tokenizer.BATCH_CALL_PAYS), in
+    a call on the ids alone, and in one call on every line."""
+    ids = tokenizer.tgt.encode(sources)
+    forms = {
+        "a list of one each": lambda: [tokenizer.tgt.decode([seq]) for seq in ids],
+        "the ids alone each": lambda: [tokenizer.tgt.decode(seq) for seq in ids],
+        "one call on all": lambda: tokenizer.tgt.decode(ids),
+    }
+    timings = []
+    for name, form in forms.items():
+        start = time.perf_counter()
+        form()
+        timings.append(f"{name} {(time.perf_counter() - start) * 1e6 / len(ids):.1f}")
+    return "sentencepiece decoding, microseconds a line: " + "; ".join(timings)
+
+
 def report(translator: Translator, sources: list[str], device: torch.device, args, form: str) -> None:
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -128,6 +148,7 @@ def main() -> None:
     tune_process(device, training=False)  # as translate does
     model, tokenizer, cfg = load_for_inference([args.checkpoint])
     sources = read_lines(args.src)[: args.lines]
+    print(tokenizer_calls(tokenizer, sources), flush=True)
     kinds = ["sdpa", "written"] if args.attention == "both" else [args.attention]
     for beam, precision in [(beam, precision) for beam in args.beams for precision in args.precisions]:
         for graphs in {"off": [False], "on": [True], "both": [False, True]}[args.cuda_graphs]:

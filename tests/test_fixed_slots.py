@@ -316,6 +316,7 @@ def test_the_decoding_profile_reports_each_form_with_its_steps_and_traces(traine
         "--src", str(src), "--device", "cpu", "--beams", "2", "--precisions", "fp32", "--cuda-graphs", "both",
         "--attention", "both", "--rows", "3", "--python-rows", "3", "--trace", str(tmp_path / "traces"),
     ).stdout  # fmt: skip
+    assert out.startswith("sentencepiece decoding, microseconds a line: a list of one each ")
     forms = [line for line in out.splitlines() if line.startswith("==== ")]
     assert [form.split(", ")[2:4] for form in forms] == [
         ["fixed slots off", "attention sdpa"],
