@@ -348,6 +348,23 @@ def on_meta(search):
     return search
 
 
+def test_a_beam_step_reorders_every_layers_cache_in_one_gather_and_masks_once():
+    """More decoder layers add their own ops (projections, attention, the cache writes), but no gather or
+    copy for the reorder and no mask: a step's kernels that do not grow with the depth."""
+    counts = []
+    for layers in (2, 4):
+        model = Transformer(40, 40, d_model=32, heads=4, ffn_dim=64, encoder_layers=1, decoder_layers=layers).eval()
+        src = torch.randint(4, 40, (8, 9))
+        src[:, -1] = EOS
+        with fastpath.stock_ops(), torch.inference_mode():
+            search = on_meta(FixedSlotBeam(model, src, beam=3, length=40))
+            counter = OpCounter()
+            with counter:
+                search.step()
+        counts.append({op: counter.ops[op] for op in ("aten.index_select", "aten.copy_", "aten.le")})
+    assert counts[0] == counts[1] and counts[0]["aten.le"] == 2  # the visible slots; t + 1 >= limits
+
+
 @pytest.mark.parametrize("kind", [FixedSlotBeam, FixedSlotGreedy])
 def test_a_fixed_slot_step_reads_nothing_back_and_launches_the_same_ops_at_any_batch(kind):
     """What lets a CUDA graph capture the step (checked without a GPU, as the GPU's stock ops run): on

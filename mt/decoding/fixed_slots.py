@@ -54,8 +54,10 @@ def slot_batches(lengths: list[int], budget: int) -> list[list[int]]:
 
 
 class FixedSlotSearch:
-    """What the two searches share: the static state, the step counter and the loop that runs them."""
+    """What the two searches share: the static state, the step counter and the loop that runs them.
+    Searching records nothing for autograd (as search.py's searches)."""
 
+    @torch.no_grad()
     def __init__(self, model, src: torch.Tensor, copies: int, max_len_a: float, max_len_b: int, length: int | None):
         """length: the most target positions any batch loaded later may need (default: this batch's)."""
         self.model = model
@@ -70,6 +72,7 @@ class FixedSlotSearch:
         if longest > self.length:
             raise ValueError(f"a sentence may need {longest} target positions; this search holds {self.length}")
 
+    @torch.no_grad()
     def load(self, src: torch.Tensor, max_len_a: float, max_len_b: int) -> None:
         """Start over on another batch of the same shape, in the same storage (a captured step stays valid)."""
         self.state.copy_from(self.model.start_static_state(src, self.state.copies, self.length))
@@ -115,6 +118,7 @@ class FixedSlotGreedy(FixedSlotSearch):
         self.scores.zero_()
         self.running.fill_(True)
 
+    @torch.no_grad()
     def step(self) -> None:
         t = self.t.clone()  # model.step advances the position
         logits, _ = self.model.step(self.tokens, self.state)
@@ -180,6 +184,7 @@ class FixedSlotBeam(FixedSlotSearch):
         self.kept_score.fill_(NEG_INF)
         self.kept_tokens.fill_(EOS)
 
+    @torch.no_grad()
     def step(self) -> None:
         beam, length, t = self.beam, self.length, self.t.clone()
         logits, _ = self.model.step(self.tokens, self.state)

@@ -41,10 +41,11 @@ class LayerCache:
 
 @dataclass
 class StaticLayerCache(LayerCache):
-    """A LayerCache of fixed shape: the past is allocated for `length` positions up front, each step writes
-    its keys and values at `position` (a device tensor shared by the layers) and attends over every slot,
-    the ones not yet written masked. No shape changes from step to step, no host reads: a step can be
-    captured as a CUDA graph and replayed (mt/decoding/fixed_slots.py)."""
+    """A LayerCache of fixed shape: the past is allocated for `length` positions up front (a view of the
+    state's store, StaticDecoderState.past), each step writes its keys and values at `position` (a device
+    tensor shared by the layers) and attends over every slot, the ones not yet written masked. No shape
+    changes from step to step, no host reads: a step can be captured as a CUDA graph and replayed
+    (mt/decoding/fixed_slots.py)."""
 
     position: torch.Tensor | None = None  # () long: the position this step writes
     slots: torch.Tensor | None = None  # (1, 1, 1, length): 0 .. length - 1, against the keys' dim
@@ -52,20 +53,14 @@ class StaticLayerCache(LayerCache):
     # each step, at least the position + 1, as the slots past the position are not written yet. A search
     # captures one step per window, so that early steps do not attend over the whole length.
     window: int | None = None
+    visible: torch.Tensor | None = None  # (1, 1, 1, window): the slots this step's query sees, made by the state
 
     def extend_past(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         at = self.position.view(1)
         self.past["k"].index_copy_(2, at, k)
         self.past["v"].index_copy_(2, at, v)
         n = self.window or self.slots.size(-1)
-        return self.past["k"][:, :, :n], self.past["v"][:, :, :n], self.slots[..., :n] <= self.position
-
-    def reorder_past(self, index: torch.Tensor) -> None:
-        """In place: row i of the past (its first `window` slots) becomes row index[i]."""
-        n = self.window or self.slots.size(-1)
-        for tensor in self.past.values():
-            written = tensor[:, :, :n]
-            written.copy_(written.index_select(0, index))
+        return self.past["k"][:, :, :n], self.past["v"][:, :, :n], self.visible
 
 
 @dataclass
@@ -103,6 +98,9 @@ class DecoderState:
             return self
         return self.select(torch.arange(self.memory.size(0), device=self.memory.device).repeat_interleave(copies))
 
+    def start_step(self) -> None:
+        """What the layers of a step share, made once before them: nothing here (see StaticDecoderState)."""
+
     def reorder_same_source(self, index: torch.Tensor) -> DecoderState:
         """select(index) where every hypothesis moves to a row with the same source sentence (beam
         search within a sentence): what depends on the source alone (memory, mask, the caches'
@@ -115,11 +113,25 @@ class DecoderState:
 class StaticDecoderState(DecoderState):
     """A DecoderState whose tensors keep their storage for a whole search (StaticLayerCache caches,
     position a () device tensor advanced in place): hypotheses move within their rows, none leave.
-    copy_from() loads another batch of the same shape into the same storage."""
+    copy_from() loads another batch of the same shape into the same storage.
+
+    Every layer's self-attention keys and values are views of one store, `past` (2 * layers, rows, heads,
+    length, d_k): a beam step reorders them all in one gather, not two per layer."""
+
+    past: torch.Tensor | None = None
+    window: int | None = None
+
+    def start_step(self) -> None:
+        """Which slots this step's query sees, the written ones (up to the position), made once for every layer."""
+        slots = self.caches[0].slots
+        visible = slots[..., : self.window or slots.size(-1)] <= self.position
+        for cache in self.caches:
+            cache.visible = visible
 
     def reorder_same_source(self, index: torch.Tensor) -> StaticDecoderState:
-        for cache in self.caches:
-            cache.reorder_past(index)
+        """In place: row i of every layer's past (its first `window` slots) becomes row index[i]."""
+        written = self.past[:, :, :, : self.window or self.past.size(3)]
+        written.copy_(written.index_select(1, index))
         return self
 
     def select(self, index: torch.Tensor) -> DecoderState:
@@ -127,6 +139,7 @@ class StaticDecoderState(DecoderState):
 
     def set_window(self, window: int | None) -> None:
         """Attend over and reorder the first `window` target slots only (StaticLayerCache.window)."""
+        self.window = window
         for cache in self.caches:
             cache.window = window
 
@@ -134,7 +147,7 @@ class StaticDecoderState(DecoderState):
         self.memory.copy_(other.memory)
         self.src_mask.copy_(other.src_mask)
         self.position.copy_(other.position)
+        self.past.copy_(other.past)
         for mine, theirs in zip(self.caches, other.caches):
-            for part in ("past", "source"):
-                for key, tensor in getattr(mine, part).items():
-                    tensor.copy_(getattr(theirs, part)[key])
+            for key, tensor in mine.source.items():
+                tensor.copy_(theirs.source[key])

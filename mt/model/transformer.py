@@ -130,12 +130,13 @@ class Transformer(nn.Module):
         self.positions.reserve(length)
         position = torch.zeros((), dtype=torch.long, device=src.device)
         slots = torch.arange(length, device=src.device).view(1, 1, 1, length)
-        caches = []
-        for layer in self.decoder_layers:
+        caches, past = [], None
+        for i, layer in enumerate(self.decoder_layers):
             k, v = (t.contiguous() for t in layer.cross_attn.project_kv(memory))
-            past = {name: k.new_zeros(src.size(0) * copies, k.size(1), length, k.size(3)) for name in ("k", "v")}
-            caches.append(StaticLayerCache(past, {"k": k, "v": v}, position, slots))
-        return StaticDecoderState(memory, src_mask, caches, position, copies=copies)
+            if past is None:  # every layer's self-attention keys and values: (2 * layers, rows, heads, length, d_k)
+                past = k.new_zeros(2 * len(self.decoder_layers), src.size(0) * copies, k.size(1), length, k.size(3))
+            caches.append(StaticLayerCache({"k": past[2 * i], "v": past[2 * i + 1]}, {"k": k, "v": v}, position, slots))
+        return StaticDecoderState(memory, src_mask, caches, position, copies=copies, past=past)
 
     def step(
         self, tokens: torch.Tensor, state: DecoderState, need_weights: bool = False
@@ -145,6 +146,7 @@ class Transformer(nn.Module):
         Cost does not grow with a re-run over the prefix: earlier keys/values come from the cache.
         """
         x = self.embed(self.tgt_embed, tokens[:, None], offset=state.position)  # (B, 1, d)
+        state.start_step()
         for layer, cache in zip(self.decoder_layers, state.caches):
             x = layer(x, state.memory, state.src_mask, cache=cache, need_weights=need_weights)
         state.position += 1
