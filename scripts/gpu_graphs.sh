@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The CUDA-graph paths on one GPU beside the eager ones, in one script (the default parts' time limits add
-# up to 580 s; on one H200 tests took 85 s, bench 52, bf16w 143, decode 87, profile in this form unmeasured).
+# up to 585 s; on one H200 tests took 85 s, bench 52, bf16w 143, decode 87; profile and batches unmeasured).
 # Run from the repository root with the package importable (PYTHONPATH may point at what the machine lacks;
 # the repository root is added). Results under $OUT (default
 # /tmp/gpu_graphs): steps.log (what ran when, wall times, the runs' median speeds), bench_model.txt,
 # bench_decode.txt and profile_decode.txt, then all of the following in results.tgz. PARTS chooses and orders
-# them (default: tests bench bf16w decode profile):
+# them (default: tests bench bf16w decode profile batches):
 #   tests      tests.txt: tests/test_graphed_training.py and test_fixed_slots.py, their CUDA tests included
 #              (replayed training updates, with fp32 and bf16 weights, and searches equal the eager ones)
 #   bench      bench_model.txt: the training step at a WMT-like and a Multi30k batch: eager, graphs, graphs
@@ -19,15 +19,16 @@
 #              that ran: greedy and beam 5, fp32 and bf16, with and without decode.cuda_graphs (search in
 #              fixed slots), and the share of equal lines
 #   profile    profile_decode.txt: sentencepiece's per-line decoding (as a list of one, alone), then that
-#              model's beam 5 and greedy on 200 lines of test2016 in fixed slots, fp32 and bf16, with SDPA and
-#              with attention written out for decoding steps: first and steady wall time, steps
-#              eager/captured/replayed, cProfile of the host's Python, torch.profiler's op tables (host and
-#              device time); traces/ (each form's Chrome trace)
+#              model's beam 5 and greedy on 200 lines of test2016 in fixed slots, fp32 and bf16: first and
+#              steady wall time, steps eager/captured/replayed, cProfile of the host's Python,
+#              torch.profiler's op tables (host and device time); traces/ (each form's Chrome trace)
+#   batches    bench_decode_64k.txt: beam 5 as in decode, in batches of 64,000 tokens instead of the
+#              checkpoint's 16,000 (whether a GPU wants larger decoding batches)
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz
 PY=${PY:-python3}
-PARTS=${PARTS:-tests bench bf16w decode profile}
+PARTS=${PARTS:-tests bench bf16w decode profile batches}
 EAGER_STEPS=${EAGER_STEPS:-600}
 mkdir -p "$FINAL"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TQDM_DISABLE=1
@@ -92,9 +93,13 @@ for part in $PARTS; do
             --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --repeats 2 \
             > "$OUT/bench_decode.txt" 2>&1 ;;
     profile)
-        timeout "${PROFILE_TIMEOUT:-110}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
+        timeout "${PROFILE_TIMEOUT:-65}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
             --src data/multi30k/test2016.de --lines 200 --beams 5 1 --precisions fp32 bf16 --cuda-graphs on \
-            --attention both --trace "$OUT/traces" > "$OUT/profile_decode.txt" 2>&1 ;;
+            --trace "$OUT/traces" > "$OUT/profile_decode.txt" 2>&1 ;;
+    batches)
+        timeout "${BATCHES_TIMEOUT:-50}" $PY scripts/bench_decode.py --checkpoint "$(trained_model)" --device cuda \
+            --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --beams 5 \
+            --batch-tokens 64000 --repeats 2 > "$OUT/bench_decode_64k.txt" 2>&1 ;;
     *)
         echo "unknown part: $part" | tee -a "$OUT/steps.log" ;;
     esac
