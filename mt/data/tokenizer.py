@@ -63,16 +63,16 @@ class Tokenizer:
         return self.tgt.get_piece_size()
 
     def encode_src(self, lines: list[str]) -> list[list[int]]:
-        return encoded(self.src, lines)
+        return line_by_line_if_few(self.src.encode, lines)
 
     def encode_src_truncated(self, lines: list[str], max_len: int) -> tuple[list[list[int]], int]:
         """Source ids cut to max_len pieces, and how many lines were cut (what a translator reports)."""
-        ids = encoded(self.src, lines)
+        ids = line_by_line_if_few(self.src.encode, lines)
         cut = sum(len(seq) > max_len for seq in ids)
         return [seq[:max_len] for seq in ids], cut
 
     def encode_tgt(self, lines: list[str]) -> list[list[int]]:
-        return encoded(self.tgt, lines)
+        return line_by_line_if_few(self.tgt.encode, lines)
 
     def src_pieces(self, ids: list[int]) -> list[str]:
         return [self._src_table[i] for i in ids]
@@ -92,8 +92,7 @@ class Tokenizer:
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
         """Target texts, each one line: a line break or tab the pieces spell becomes one space (see BREAKS)."""
-        texts = self.tgt.decode(ids) if len(ids) >= BATCH_CALL_PAYS else [self.tgt.decode(seq) for seq in ids]
-        return [one_line(text) for text in texts]
+        return [one_line(text) for text in line_by_line_if_few(self.tgt.decode, ids)]
 
     @property
     def normalization(self) -> str | None:
@@ -132,9 +131,10 @@ class Tokenizer:
         return cls((folder / "spm.src.model").read_bytes(), (folder / "spm.tgt.model").read_bytes())
 
 
-def encoded(processor: spm.SentencePieceProcessor, lines: list[str]) -> list[list[int]]:
-    """processor.encode(lines), in one call only where that pays (see BATCH_CALL_PAYS)."""
-    return processor.encode(lines) if len(lines) >= BATCH_CALL_PAYS else [processor.encode(line) for line in lines]
+def line_by_line_if_few(call, lines: list) -> list:
+    """call(lines) of a sentencepiece processor (encode, decode): in one call where that pays, else one call
+    per line (see BATCH_CALL_PAYS)."""
+    return call(lines) if len(lines) >= BATCH_CALL_PAYS else [call(line) for line in lines]
 
 
 def one_line(text: str) -> str:
