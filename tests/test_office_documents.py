@@ -217,6 +217,42 @@ def test_a_charts_titles_are_translated_its_data_left_as_it_was(tmp_path):
     assert "<c:v>nord</c:v>" in written and minidom.parseString(written)
 
 
+def test_a_smartart_diagrams_text_is_translated_in_its_data_and_in_the_drawing_shown(tmp_path):
+    """A SmartArt diagram keeps its text twice: in its data (what Office lays the diagram out from) and in a
+    drawing of it (what Office and LibreOffice show until it is laid out again): both are translated alike;
+    its layout, with the placeholder text of its samples, is left as it was."""
+    run = '<a:r><a:rPr lang="de-DE"/><a:t>ein hund</a:t></a:r>'
+    data = (
+        f'<dgm:dataModel xmlns:dgm="urn:dgm" {A}><dgm:ptLst><dgm:pt modelId="1" type="doc"><dgm:t><a:bodyPr/>'
+        '<a:p><a:endParaRPr lang="de-DE"/></a:p></dgm:t></dgm:pt><dgm:pt modelId="2"><dgm:prSet phldrT="[Text]"/>'
+        f"<dgm:t><a:bodyPr/><a:p>{run}</a:p></dgm:t></dgm:pt></dgm:ptLst></dgm:dataModel>"
+    )
+    drawing = (
+        f'<dsp:drawing xmlns:dsp="urn:dsp" {A}><dsp:sp modelId="9"><dsp:txBody><a:p>{run}</a:p></dsp:txBody>'
+        "</dsp:sp></dsp:drawing>"
+    )
+    layout = (
+        f'<dgm:layoutDef xmlns:dgm="urn:dgm" {A}><dgm:sampData><a:p><a:r><a:t>beispiel</a:t></a:r></a:p>'
+        "</dgm:sampData></dgm:layoutDef>"
+    )
+    with zipfile.ZipFile(pptx(tmp_path / "a.pptx"), "a") as archive:
+        for name, xml in [("data1", data), ("drawing1", drawing), ("layout1", layout)]:
+            archive.writestr(f"ppt/diagrams/{name}.xml", xml)
+    doc = OfficeDocument(tmp_path / "a.pptx")
+    found = [i for i, (part, *_) in enumerate(doc.paragraphs) if "diagrams" in part]
+    assert [doc.paragraphs[i][0] for i in found] == ["ppt/diagrams/data1.xml", "ppt/diagrams/drawing1.xml"]
+    assert [doc.segments[i] for i in found] == ["ein hund", "ein hund"]
+    doc.translations, doc.language = {i: "a dog" for i in found}, "en"
+    written = zipfile.ZipFile(io.BytesIO(doc.output()))
+    for name in ("data1", "drawing1"):
+        xml = written.read(f"ppt/diagrams/{name}.xml").decode("utf-8")
+        assert (
+            '<a:r><a:rPr lang="en-US"/><a:t>a dog</a:t></a:r>' in xml and "hund" not in xml and minidom.parseString(xml)
+        )
+    assert written.read("ppt/diagrams/layout1.xml").decode("utf-8") == layout
+    assert 'phldrT="[Text]"' in written.read("ppt/diagrams/data1.xml").decode("utf-8")
+
+
 def test_slides_notes_and_cell_texts_are_segments_too(tmp_path):
     slides = OfficeDocument(pptx(tmp_path / "a.pptx"))
     assert slides.segments == ["ein hund <w-1>läuft</w-1><w-2/> hier", "eine katze"]  # not the master's text

@@ -3,8 +3,9 @@
 
 An Office file is a zip of XML parts, its text in paragraphs of runs, each run's formatting in its own
 properties: Word's <w:p> of <w:r> (<w:rPr>, <w:t>) in word/document.xml, the headers, footers and notes;
-PowerPoint's <a:p> of <a:r> (<a:rPr>, <a:t>) in the slides and their speaker notes; Excel's shared strings
-(<si> of <r>, <rPr>, <t>: every text a cell shows). Each paragraph is a segment: the formatting most of its
+PowerPoint's <a:p> of <a:r> (<a:rPr>, <a:t>) in the slides and their speaker notes, and in any of the
+three the charts' titles and SmartArt diagrams' text; Excel's shared strings (<si> of <r>, <rPr>, <t>: every
+text a cell shows). Each paragraph is a segment: the formatting most of its
 text has is the paragraph's own, any other run's formatting wraps its text as a tag (<w-1>fett</w-1>), a
 hyperlink wraps what it links, and what is not text (a tab, a line break, a picture, a field, a bookmark)
 stands as a point (<w-2/>). The translation's tags become runs again, marked with the target language
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from mt.data.lines import document_bytes, write_document_bytes
 from mt.data.office_language import marked_drawing, marked_open, marked_word
-from mt.data.office_markup import CHART, EXCEL, WORD, Markup, office_markup
+from mt.data.office_markup import DRAWING, EXCEL, WORD, Markup, office_markup
 from mt.data.paragraph_spans import TOKEN, paragraph_spans, rendered, tag_name
 from mt.errors import MTError
 
@@ -290,7 +291,7 @@ class OfficeDocument:
         try:
             with zipfile.ZipFile(io.BytesIO(self.data)) as archive:
                 found = archive.namelist()
-                names = [name for name in found if self.markup.parts.fullmatch(name) or self.charted(name)]
+                names = [name for name in found if self.markup.parts.fullmatch(name) or self.drawn(name)]
                 self.parts = {name: archive.read(name).decode("utf-8") for name in names}
         except zipfile.BadZipFile:
             raise MTError(
@@ -302,7 +303,7 @@ class OfficeDocument:
             raise MTError(f"{self.path}: not {self.markup.article} {kind} file: it holds no {self.markup.main}")
         self.paragraphs: list[tuple[str, int, int, Paragraph]] = []  # part, start, end, paragraph
         for name, xml in self.parts.items():
-            markup = CHART if self.charted(name) else self.markup
+            markup = DRAWING if self.drawn(name) else self.markup
             for start, end, tag, inner in paragraph_spans(markup, xml):
                 paragraph = read_paragraph(markup, tag, inner)
                 if paragraph is not None:
@@ -311,9 +312,9 @@ class OfficeDocument:
         self.translations: dict[int, str] = {}  # a segment's index -> its translation, tags and all
         self.language = ""  # the target language, that translated text is marked with (set by the caller)
 
-    def charted(self, name: str) -> bool:
-        """Whether a part is a chart of an Office Open XML file, its titles DrawingML paragraphs."""
-        return not self.markup.inline_text and bool(CHART.parts.fullmatch(name))
+    def drawn(self, name: str) -> bool:
+        """Whether a part is a chart or a SmartArt diagram of an Office Open XML file, its text DrawingML paragraphs."""
+        return not self.markup.inline_text and bool(DRAWING.parts.fullmatch(name))
 
     def marked(self, xml: str, markup: Markup | None = None) -> str:
         """Translated XML (of markup's format: by default the document's) marked with the target language for

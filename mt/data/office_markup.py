@@ -70,8 +70,13 @@ OPEN_TEXT = Markup(  # OpenDocument: the content, and the styles' headers and fo
 )  # fmt: skip
 OPEN_PRESENTATION = replace(OPEN_TEXT, name="OpenDocument presentation", suffix=".odp", legacy=".sxi")
 OPEN_SPREADSHEET = replace(OPEN_TEXT, name="OpenDocument spreadsheet", suffix=".ods", legacy=".sxc", unit="cell text")
-CHART = replace(  # a chart's title and axis titles, in a Word, PowerPoint or Excel file: DrawingML paragraphs
-    POWERPOINT, name="chart", parts=re.compile(r"(?:word|ppt|xl)/charts/chart\d+\.xml"), main=""
+# DrawingML paragraphs in a Word, PowerPoint or Excel file beside its own text: a chart's title and axis titles,
+# and a SmartArt diagram's text, both in its data and in the drawing of it that Office and LibreOffice show
+DRAWING = replace(
+    POWERPOINT,
+    name="chart or diagram",
+    parts=re.compile(r"(?:word|ppt|xl)/(?:charts/chart|diagrams/data|diagrams/drawing)\d+\.xml"),
+    main="",
 )
 MARKUPS = {
     markup.suffix: markup for markup in (WORD, POWERPOINT, EXCEL, OPEN_TEXT, OPEN_PRESENTATION, OPEN_SPREADSHEET)
