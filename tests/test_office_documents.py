@@ -217,6 +217,36 @@ def test_a_charts_titles_are_translated_its_data_left_as_it_was(tmp_path):
     assert "<c:v>nord</c:v>" in written and minidom.parseString(written)
 
 
+def test_an_opendocument_charts_titles_are_translated_its_data_and_other_objects_left_as_they_were(tmp_path):
+    chart_ns = 'xmlns:chart="urn:oasis:names:tc:opendocument:xmlns:chart:1.0"'
+    chart = (
+        f"<office:document-content {ODF} {chart_ns}><office:body><office:chart><chart:chart>"
+        '<chart:title><text:p>umsatz im jahr</text:p></chart:title><chart:plot-area><chart:axis chart:name="x">'
+        "<chart:title><text:p>ein jahr</text:p></chart:title></chart:axis></chart:plot-area>"
+        '<table:table table:name="local-table"><table:table-row><table:table-cell office:value-type="string">'
+        "<text:p>nord</text:p></table:table-cell></table:table-row></table:table></chart:chart></office:chart>"
+        "</office:body></office:document-content>"
+    )
+    formula = (  # another kind of object (a formula, an embedded text): not a chart, left whole, its language too
+        f'<office:document-content {ODF}><office:automatic-styles><style:style style:name="P1"><style:text-properties'
+        ' fo:language="de" fo:country="DE"/></style:style></office:automatic-styles><office:body><text:p>eine formel'
+        "</text:p></office:body>"
+    )
+    with zipfile.ZipFile(open_document(tmp_path / "a.odt"), "a") as archive:
+        archive.writestr("Object 1/content.xml", chart)
+        archive.writestr("Object 2/content.xml", formula)
+    doc = OfficeDocument(tmp_path / "a.odt")
+    found = [i for i, (part, *_) in enumerate(doc.paragraphs) if part.startswith("Object")]
+    assert [doc.segments[i] for i in found] == ["umsatz im jahr", "ein jahr"]  # not the data's "nord"
+    doc.translations, doc.language = dict(zip(found, ["sales per year", "a year"])), "en"
+    written = zipfile.ZipFile(io.BytesIO(doc.output()))
+    xml = written.read("Object 1/content.xml").decode("utf-8")
+    assert (
+        "<text:p>sales per year</text:p>" in xml and "<text:p>a year</text:p>" in xml and "<text:p>nord</text:p>" in xml
+    )
+    assert written.read("Object 2/content.xml").decode("utf-8") == formula and minidom.parseString(xml)
+
+
 def test_a_smartart_diagrams_text_is_translated_in_its_data_and_in_the_drawing_shown(tmp_path):
     """A SmartArt diagram keeps its text twice: in its data (what Office lays the diagram out from) and in a
     drawing of it (what Office and LibreOffice show until it is laid out again): both are translated alike;

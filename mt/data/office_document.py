@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from mt.data.lines import document_bytes, write_document_bytes
 from mt.data.office_language import marked_drawing, marked_open, marked_word
-from mt.data.office_markup import DRAWING, EXCEL, WORD, Markup, office_markup
+from mt.data.office_markup import CHART_TITLE, DRAWING, EXCEL, OPEN_CHART, WORD, Markup, office_markup
 from mt.data.paragraph_spans import TOKEN, paragraph_spans, rendered, tag_name
 from mt.errors import MTError
 
@@ -291,8 +291,13 @@ class OfficeDocument:
         try:
             with zipfile.ZipFile(io.BytesIO(self.data)) as archive:
                 found = archive.namelist()
-                names = [name for name in found if self.markup.parts.fullmatch(name) or self.drawn(name)]
-                self.parts = {name: archive.read(name).decode("utf-8") for name in names}
+                names = [name for name in found if self.markup.parts.fullmatch(name) or self.beside(name)]
+                parts = {name: archive.read(name).decode("utf-8") for name in names}
+                self.parts = {
+                    name: xml
+                    for name, xml in parts.items()
+                    if self.beside(name) is not OPEN_CHART or "<office:chart" in xml  # of its objects, the charts
+                }
         except zipfile.BadZipFile:
             raise MTError(
                 f"{self.path}: not {self.markup.article} {kind} file (a {suffix} is a zip; save a {legacy} as {suffix})"
@@ -303,8 +308,11 @@ class OfficeDocument:
             raise MTError(f"{self.path}: not {self.markup.article} {kind} file: it holds no {self.markup.main}")
         self.paragraphs: list[tuple[str, int, int, Paragraph]] = []  # part, start, end, paragraph
         for name, xml in self.parts.items():
-            markup = DRAWING if self.drawn(name) else self.markup
+            markup = self.beside(name) or self.markup
+            titles = [m.span() for m in CHART_TITLE.finditer(xml)] if markup is OPEN_CHART else None
             for start, end, tag, inner in paragraph_spans(markup, xml):
+                if titles is not None and not any(a <= start < b for a, b in titles):
+                    continue  # a chart's data
                 paragraph = read_paragraph(markup, tag, inner)
                 if paragraph is not None:
                     self.paragraphs.append((name, start, end, paragraph))
@@ -312,9 +320,11 @@ class OfficeDocument:
         self.translations: dict[int, str] = {}  # a segment's index -> its translation, tags and all
         self.language = ""  # the target language, that translated text is marked with (set by the caller)
 
-    def drawn(self, name: str) -> bool:
-        """Whether a part is a chart or a SmartArt diagram of an Office Open XML file, its text DrawingML paragraphs."""
-        return not self.markup.inline_text and bool(DRAWING.parts.fullmatch(name))
+    def beside(self, name: str) -> Markup | None:
+        """The markup of a part with text beside the document's own: a chart or a SmartArt diagram of an Office
+        Open XML file (DrawingML paragraphs), an object of an OpenDocument file (a chart's titles); else None."""
+        markup = OPEN_CHART if self.markup.inline_text else DRAWING
+        return markup if markup.parts.fullmatch(name) else None
 
     def marked(self, xml: str, markup: Markup | None = None) -> str:
         """Translated XML (of markup's format: by default the document's) marked with the target language for

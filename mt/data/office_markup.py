@@ -78,6 +78,13 @@ DRAWING = replace(
     parts=re.compile(r"(?:word|ppt|xl)/(?:charts/chart|diagrams/data|diagrams/drawing)\d+\.xml"),
     main="",
 )
+# A chart in an OpenDocument file, an object of its own (Object 1/content.xml): its titles, subtitle and
+# footer (mt/data/office_document.py keeps the paragraphs in <chart:title> and the like); its data table's
+# cells (series names, categories) are the chart's data and stay as they are, as in a DrawingML chart
+OPEN_CHART = replace(
+    OPEN_TEXT, name="chart", parts=re.compile(r"[^/]+/content\.xml"), main="", nested=False, defaults=""
+)
+CHART_TITLE = re.compile(r"<chart:(title|subtitle|footer)\b[^>]*>.*?</chart:\1>", re.DOTALL)
 MARKUPS = {
     markup.suffix: markup for markup in (WORD, POWERPOINT, EXCEL, OPEN_TEXT, OPEN_PRESENTATION, OPEN_SPREADSHEET)
 }
