@@ -230,7 +230,7 @@ def test_an_opendocument_charts_titles_are_translated_its_data_and_other_objects
     formula = (  # another kind of object (a formula, an embedded text): not a chart, left whole, its language too
         f'<office:document-content {ODF}><office:automatic-styles><style:style style:name="P1"><style:text-properties'
         ' fo:language="de" fo:country="DE"/></style:style></office:automatic-styles><office:body><text:p>eine formel'
-        "</text:p></office:body>"
+        "</text:p></office:body></office:document-content>"
     )
     with zipfile.ZipFile(open_document(tmp_path / "a.odt"), "a") as archive:
         archive.writestr("Object 1/content.xml", chart)
