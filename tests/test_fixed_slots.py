@@ -362,7 +362,7 @@ def test_a_beam_step_reorders_every_layers_cache_in_one_gather_and_masks_once():
             with counter:
                 search.step()
         counts.append({op: counter.ops[op] for op in ("aten.index_select", "aten.copy_", "aten.le")})
-    assert counts[0] == counts[1] and counts[0]["aten.le"] == 2  # the visible slots; t + 1 >= limits
+    assert counts[0] == counts[1] and counts[0]["aten.le"] == 2  # the visible slots; the best live one beaten
 
 
 @pytest.mark.parametrize("kind", [FixedSlotBeam, FixedSlotGreedy])
