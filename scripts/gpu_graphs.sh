@@ -20,7 +20,8 @@
 #              fixed slots), and the share of equal lines
 #   profile    profile_decode.txt: sentencepiece's per-line decoding (as a list of one, alone), then that
 #              model's beam 5 and greedy on 200 lines of test2016 in fixed slots, fp32 and bf16: first and
-#              steady wall time, steps eager/captured/replayed, cProfile of the host's Python,
+#              steady wall time, steps eager/captured/replayed, each captured step replayed alone (launch,
+#              device and back-to-back time a replay), cProfile of the host's Python,
 #              torch.profiler's op tables (host and device time); traces/ (each form's Chrome trace)
 #   batches    bench_decode_64k.txt: beam 5 as in decode, in batches of 64,000 tokens instead of the
 #              checkpoint's 16,000 (whether a GPU wants larger decoding batches)
@@ -43,6 +44,10 @@ trap 'exit 143' TERM
 step "device; parts: $PARTS"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >> "$OUT/steps.log" 2>&1
 $PY -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" >> "$OUT/steps.log"
+# The host the steps are launched from: the cores this process may use, its CPU quota, torch's threads.
+$PY -c "import os, torch; print('cpus', os.cpu_count(), 'usable', len(os.sched_getaffinity(0)), 'torch threads',
+      torch.get_num_threads(), 'load', os.getloadavg())" >> "$OUT/steps.log" 2>&1
+echo "cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none)" >> "$OUT/steps.log"
 
 run() {  # name, timeout, overrides...: one mt-train run of make train's default preset
     local name=$1 limit=$2; shift 2

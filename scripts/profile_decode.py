@@ -13,6 +13,8 @@ F.scaled_dot_product_attention for queries of at most 8 positions (a decoding st
 mt.fastpath.fused_attention_pays in this process.
 
 First it times detokenizing the lines one by one, each the way sentencepiece is called (see tokenizer_calls).
+On CUDA, after each fixed-slot form's steady call, every captured step is replayed on its own (replays_alone):
+its launch on the host, its time on the device and its pace back to back, beside the call's wall time a step.
 """
 
 from __future__ import annotations
@@ -94,6 +96,52 @@ def tokenizer_calls(tokenizer, sources: list[str]) -> str:
     return "sentencepiece decoding, microseconds a line: " + "; ".join(timings)
 
 
+def replays_alone(translator: Translator, repeats: int) -> str:
+    """Each captured step replayed on its own, after a steady call: the host's time to launch one replay, the
+    device's time for one (CUDA events), and the wall per replay back to back. A call whose wall per step is
+    far above these spends its time outside the steps; one near the device's time is bound by its kernels.
+    Each replay writes at the last position of its window (the step's state is reloaded by the next call)."""
+    with torch.inference_mode():  # the searches' tensors were made in it (Translator._search)
+        return _replays_alone(translator, repeats)
+
+
+def _replays_alone(translator: Translator, repeats: int) -> str:
+    rows = []
+    for (key, window), graph in translator.replays.graphs.items():
+        search = translator._searches.get(key)  # a diagnosis may look inside; the translator keeps them by key
+        if search is None:
+            continue
+        position = search.state.position
+        saved = position.clone()
+        launch = device = 0.0
+        for _ in range(repeats):  # one at a time: each replay's own host and device time
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            position.fill_(window - 1)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            begin.record()
+            graph.replay()
+            end.record()
+            launch += time.perf_counter() - start
+            torch.cuda.synchronize()
+            device += begin.elapsed_time(end) / 1e3
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(repeats):  # back to back, as a search runs them
+            position.fill_(window - 1)
+            graph.replay()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - start
+        position.copy_(saved)
+        rows.append(
+            f"  rows {key[0]:>5} x {key[1]:>3} positions, window {window:>3}: launch {launch / repeats * 1e6:7.0f} us, "
+            f"device {device / repeats * 1e6:7.0f} us, back to back {wall / repeats * 1e6:7.0f} us a replay"
+        )
+    if not rows:
+        return "no captured steps"
+    return f"each captured step replayed alone ({repeats} times):\n" + "\n".join(rows)
+
+
 def report(translator: Translator, sources: list[str], device: torch.device, args, form: str) -> None:
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -101,7 +149,11 @@ def report(translator: Translator, sources: list[str], device: torch.device, arg
     steady, steady_steps = timed_call(translator, sources, sync)
     print(f"\n==== {form}, {len(sources)} lines on {device}")
     print(f"first call {first * 1e3:.0f} ms{steps_text(first_steps)}")
-    print(f"steady call {steady * 1e3:.0f} ms{steps_text(steady_steps)}", flush=True)
+    steps = sum(steady_steps.values())
+    per_step = f", {steady * 1e3 / steps:.2f} ms of wall a step" if steps else ""
+    print(f"steady call {steady * 1e3:.0f} ms{steps_text(steady_steps)}{per_step}", flush=True)
+    if cuda and args.replays:
+        print(replays_alone(translator, args.replays), flush=True)
     if args.python_rows:
         table = python_profile(translator, sources, sync, args.python_rows)
         print(f"\nthe host's Python in a steady call (cProfile), by own time:\n{table}")
@@ -142,6 +194,7 @@ def main() -> None:
     p.add_argument("--attention", choices=["sdpa", "written", "both"], default="sdpa", help="see below")
     p.add_argument("--rows", type=int, default=15, help="ops shown per table")
     p.add_argument("--python-rows", type=int, default=15, help="functions shown from cProfile (0: no cProfile)")
+    p.add_argument("--replays", type=int, default=10, help="replays of each captured step alone (CUDA; 0: none)")
     p.add_argument("--trace", help="a folder for each form's Chrome trace (.json.gz; chrome://tracing, Perfetto)")
     args = p.parse_args()
     device = torch.device(args.device)

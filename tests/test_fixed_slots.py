@@ -3,8 +3,10 @@ gives the dynamic cache's logits, and greedy and beam search give search.py's tr
 (here the CPU, eagerly; on CUDA also captured)."""
 
 import gzip
+import importlib.util
 import json
 import random
+import time
 
 import pytest
 import torch
@@ -17,7 +19,7 @@ from mt.decoding.search import beam_search, greedy_search
 from mt.inference import load_translator
 from mt.model import Transformer
 
-from conftest import OpCounter, overfit, pad_ids, reversal_task, run_cli
+from conftest import REPO, OpCounter, overfit, pad_ids, reversal_task, run_cli
 
 VOCAB = 20
 
@@ -329,6 +331,58 @@ def test_the_decoding_profile_reports_each_form_with_its_steps_and_traces(traine
     assert out.count("by own time") == 4 and out.count("ops by host time") == 4
     traces = sorted((tmp_path / "traces").glob("*.json.gz"))
     assert len(traces) == 4 and all("traceEvents" in json.loads(gzip.open(t).read()) for t in traces)
+
+
+class EventOnTheHost:
+    """torch.cuda.Event's stand-in on a CPU: the time it was recorded."""
+
+    def __init__(self, enable_timing: bool = False):
+        self.at = None
+
+    def record(self):
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end) -> float:
+        return (end.at - self.at) * 1e3
+
+
+class StepAsGraph:
+    """A captured step's stand-in on a CPU: replay() runs the search's step eagerly, noting where it wrote."""
+
+    def __init__(self, search):
+        self.search, self.positions = search, []
+
+    def replay(self):
+        self.positions.append(int(self.search.state.position))
+        self.search.step()
+
+
+def test_the_decoding_profile_replays_each_captured_step_alone_within_its_window(trained_run, monkeypatch):
+    """profile_decode.replays_alone (CUDA only, so run here with stand-ins): every replay writes inside its
+    window's slots (a position past the cache would fail on the device), and the search's position is
+    put back, so the profile's next calls search as before."""
+    spec = importlib.util.spec_from_file_location("profile_decode", REPO / "scripts" / "profile_decode.py")
+    profile_decode = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile_decode)
+    monkeypatch.setattr(torch.cuda, "Event", EventOnTheHost)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    translator = load_translator(trained_run / "checkpoints" / "best.pt", "cpu", beam=2, cuda_graphs=True)
+    lines = varied_lines(12)
+    expected = translator.translate(lines)
+    assert profile_decode.replays_alone(translator, 3) == "no captured steps"  # nothing is captured on a CPU
+    graphs = {}
+    for key, search in translator._searches.items():
+        for window in (16, search.length):
+            graphs[(key, window)] = StepAsGraph(search)
+    translator.replays.graphs.update(graphs)
+    before = {key: int(search.state.position) for key, search in translator._searches.items()}
+    text = profile_decode.replays_alone(translator, 3)
+    assert text.count(" us a replay") == len(graphs) > 0
+    for (_, window), graph in graphs.items():
+        assert graph.positions == [window - 1] * 6  # 3 alone, 3 back to back
+    assert {key: int(search.state.position) for key, search in translator._searches.items()} == before
+    translator.replays.graphs.clear()
+    assert translator.translate(lines) == expected
 
 
 def on_meta(search):
