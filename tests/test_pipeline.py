@@ -468,7 +468,7 @@ def test_config_errors(tiny_corpus, tmp_path):
     for overrides, said in (
         (["train.precision=fp8"], "config train.precision: must be fp32, bf16 or fp16"),
         (["train.max_tokens=lots"], "max_tokens"),
-        (["tokenizer.type=bpe", "train.subword_sampling=0.2"], "train.subword_sampling: needs tokenizer.type=unigram"),
+        (["tokenizer.type=bpe", "train.subword_sampling=1"], "train.subword_sampling: with a BPE tokenizer is BPE-dro"),
         (["model.heads=5"], "model.heads: must divide model.d_model=64"),
         (["train.seed=-1"], "config train.seed: must be >= 0"),
         (["train.eps=0"], "config train.eps: must be positive"),

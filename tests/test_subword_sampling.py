@@ -17,7 +17,6 @@ from mt.data.corpus import ParallelCorpus
 from mt.data.order import DataOrder
 from mt.data.subword_sampling import SampledPools, SampledSegmentations
 from mt.data.tokenizer import build_tokenizer
-from mt.errors import MTError
 from mt.training.budget import Progress
 
 from conftest import make_pairs
@@ -92,15 +91,6 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-
-
-def test_sampling_refuses_a_bpe_tokenizer(tmp_path):
-    pairs = make_pairs(200, seed=3)
-    corpus = ParallelCorpus([s for s, _ in pairs], [t for _, t in pairs], "memory")
-    cfg = OmegaConf.structured(TokenizerConfig(type="bpe", vocab_size=120, byte_fallback=False))
-    tok = build_tokenizer(cfg, corpus, tmp_path / "tok")
-    with pytest.raises(MTError, match="train.subword_sampling needs a unigram tokenizer"):
-        SampledSegmentations(tok, corpus, alpha=0.2, seed=1)
 
 
 def test_an_epochs_segmentation_depends_on_seed_and_epoch_only(tmp_path):

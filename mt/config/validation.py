@@ -102,7 +102,11 @@ def validate(cfg: DictConfig) -> None:
     _check(len(tr.betas) == 2 and all(0 <= b < 1 for b in tr.betas), "train.betas", "must be two values in [0, 1)")
     _check(0 <= tr.ema_decay < 1, "train.ema_decay", "must be in [0, 1) (0 = off; 0.999 averages ~1,000 updates)")
     _check(0 <= tr.label_smoothing < 1, "train.label_smoothing", "must be in [0, 1)")
-    _check(not tr.subword_sampling or t.type == "unigram", "train.subword_sampling", "needs tokenizer.type=unigram")
+    _check(
+        t.type != "bpe" or tr.subword_sampling < 1,
+        "train.subword_sampling",
+        "with a BPE tokenizer is BPE-dropout's probability: must be below 1 (0.1 is usual)",
+    )
     _check(tr.precision in ("fp32", "bf16", "fp16"), "train.precision", "must be fp32, bf16 or fp16")
     _check(not tr.bf16_weights or tr.precision == "bf16", "train.bf16_weights", "needs train.precision=bf16")
     _check(tr.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda")

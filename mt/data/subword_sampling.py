@@ -1,10 +1,11 @@
-"""Subword regularisation (Kudo 2018): every epoch trains on a freshly sampled segmentation of the
-training text instead of the one best, so the model sees each sentence split many ways - a
-regulariser for small corpora. Validation, test and translation keep the best segmentation.
+"""Subword regularisation: every epoch trains on a freshly sampled segmentation of the training text
+instead of the one best, so the model sees each sentence split many ways - a regulariser for small
+corpora. Validation, test and translation keep the best segmentation.
 
-l-best sampling (Kudo 2018, Sec. 3.3): the `candidates` best segmentations of every sentence are
-found once; each epoch draws one per sentence with probability proportional to P(x)^alpha.
-The draw is ours, from (seed, epoch), not sentencepiece's sampler, whose random generator cannot
+For a unigram tokenizer, l-best sampling (Kudo 2018, Sec. 3.3): the `candidates` best segmentations of every
+sentence are found once; each epoch draws one per sentence with probability proportional to P(x)^alpha. For
+a BPE tokenizer, BPE-dropout with probability alpha (Provilkov et al. 2020; mt/data/bpe_dropout.py).
+The draws are ours, from (seed, epoch), not sentencepiece's sampler, whose random generator cannot
 be seeded reproducibly across processes: a resumed run and every DDP rank see the same pieces."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 import numpy as np
 
 from mt.data.batching import EncodedCorpus, FilterReport, Ragged, filter_pairs
+from mt.data.bpe_dropout import DropoutVariants, is_bpe
 from mt.data.order import DealtShards
 from mt.data.overlap import held_out_mask
 from mt.data.tokenizer import processor_from_proto
@@ -31,18 +33,18 @@ class SegmentationCandidates:
     """The n best segmentations of each line, flat: candidate rows, their log-probability, and
     which line each belongs to."""
 
-    def __init__(self, rows: Ragged, counts: np.ndarray, piece_logp: np.ndarray):
-        self.rows = rows
+    def __init__(self, rows: Ragged, counts: np.ndarray, piece_logp: np.ndarray, alpha: float):
+        self.rows, self.alpha = rows, alpha
         self.line_of = np.repeat(np.arange(len(counts)), counts)
         self.first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # each line's first candidate
         summed = np.concatenate([[0.0], np.cumsum(piece_logp[self.rows.values])])
         self.logp = summed[self.rows.offsets[1:]] - summed[self.rows.offsets[:-1]]
 
     @classmethod
-    def of_lines(cls, proto: bytes, lines: list[str], n: int, pool: ProcessPoolExecutor | None = None):
-        """The n best segmentations of every line under the sentencepiece model proto; with a pool,
-        found by its processes in parallel (the n-best search is single-threaded and holds the GIL:
-        2.1 s per 29k-line side here)."""
+    def of_lines(cls, proto: bytes, lines: list[str], n: int, alpha: float, pool: ProcessPoolExecutor | None = None):
+        """The n best segmentations of every line under the sentencepiece model proto, to be drawn by
+        P(x)^alpha; with a pool, found by its processes in parallel (the n-best search is single-threaded
+        and holds the GIL: 2.1 s per 29k-line side here)."""
         if pool is None or len(lines) < 2 * LINES_PER_TASK:
             parts = [_nbest_part(proto, lines, n)]
         else:
@@ -52,11 +54,11 @@ class SegmentationCandidates:
         counts = np.concatenate([counts for _, counts in parts])
         processor = processor_from_proto(proto)
         piece_logp = np.array([processor.get_score(i) for i in range(processor.get_piece_size())])
-        return cls(rows, counts, piece_logp)
+        return cls(rows, counts, piece_logp, alpha)
 
-    def draw(self, alpha: float, rng: np.random.Generator) -> Ragged:
+    def draw(self, rng: np.random.Generator) -> Ragged:
         """One segmentation per line, P(x)^alpha-weighted (the Gumbel-max trick)."""
-        noisy = alpha * self.logp + rng.gumbel(size=len(self.logp))
+        noisy = self.alpha * self.logp + rng.gumbel(size=len(self.logp))
         order = np.lexsort((-noisy, self.line_of))  # line by line (as stored), the noisiest first
         winner = np.zeros(len(noisy), dtype=bool)
         winner[order[self.first]] = True
@@ -80,14 +82,13 @@ class SampledSegmentations:
         held_out: frozenset | None = None,
         verdicts: np.ndarray | None = None,
     ):
-        require_unigram(tokenizer)
-        self.alpha, self.seed, self.max_len, self.max_ratio = alpha, seed, max_len, max_ratio
+        self.seed, self.max_len, self.max_ratio = seed, max_len, max_ratio
         self.held_out = held_out_mask(corpus.src, corpus.tgt, held_out)  # the lines to leave out
         self.verdicts = verdicts  # repeats and copies to leave out too (mt/data/duplicates.py)
         with process_pool(workers) as pool:
             src_proto, tgt_proto = tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto
-            self.src = SegmentationCandidates.of_lines(src_proto, corpus.src, candidates, pool)
-            self.tgt = SegmentationCandidates.of_lines(tgt_proto, corpus.tgt, candidates, pool)
+            self.src = segmentations_of(src_proto, corpus.src, alpha, candidates, seed, pool)
+            self.tgt = segmentations_of(tgt_proto, corpus.tgt, alpha, candidates, seed, pool)
         self._epochs: dict[int, Future] = {}  # the epoch in use and the one drawn ahead
         self._drawer: ThreadPoolExecutor | None = None
 
@@ -111,7 +112,7 @@ class SampledSegmentations:
 
     def _draw(self, epoch: int) -> tuple[EncodedCorpus, FilterReport]:
         rng = np.random.default_rng([self.seed, epoch])
-        src, tgt = self.src.draw(self.alpha, rng), self.tgt.draw(self.alpha, rng)
+        src, tgt = self.src.draw(rng), self.tgt.draw(rng)
         return filter_pairs(src, tgt, self.max_len, self.max_ratio, self.held_out, self.verdicts)
 
 
@@ -135,7 +136,6 @@ class SampledPools(DealtShards):
         held_out: frozenset | None = None,
         verdicts: np.ndarray | None = None,
     ):
-        require_unigram(tokenizer)
         super().__init__(corpus, pool_shards, seed)
         self.alpha, self.max_len, self.max_ratio, self.candidates = alpha, max_len, max_ratio, candidates
         self.held_out, self.verdicts = held_out, verdicts
@@ -174,8 +174,9 @@ class SampledPools(DealtShards):
             tgt += t
             numbers.append(shard * self.corpus.shard_lines + np.arange(1, len(s) + 1))
         rng = np.random.default_rng([self.seed, epoch, index])
+        seed = f"{self.seed}:{epoch}:{index}"  # BPE-dropout: each pool's words segmented anew
         drawn = [
-            SegmentationCandidates.of_lines(proto, lines, self.candidates, self._workers).draw(self.alpha, rng)
+            segmentations_of(proto, lines, self.alpha, self.candidates, seed, self._workers).draw(rng)
             for proto, lines in zip(self.protos, (src, tgt))
         ]
         numbers = np.concatenate(numbers)
@@ -214,15 +215,10 @@ def process_pool(workers: int, background: bool = False):
         yield pool
 
 
-def require_unigram(tokenizer) -> None:
-    if not _is_unigram(tokenizer):
-        raise MTError("train.subword_sampling needs a unigram tokenizer (tokenizer.type=unigram)")
-
-
-def _is_unigram(tokenizer) -> bool:
-    from sentencepiece import sentencepiece_model_pb2 as model_pb2
-
-    return all(
-        model_pb2.ModelProto.FromString(proto).trainer_spec.model_type == model_pb2.TrainerSpec.UNIGRAM
-        for proto in (tokenizer.src_proto, tokenizer.tgt_proto or tokenizer.src_proto)
-    )
+def segmentations_of(proto: bytes, lines: list[str], alpha: float, candidates: int, seed, pool=None):
+    """What samples a segmentation of lines (its draw(rng)): for a unigram model, their `candidates` best
+    segmentations drawn by P(x)^alpha; for a BPE one, BPE-dropout at probability alpha (each word's
+    `candidates` variants drawn from seed)."""
+    if is_bpe(proto):
+        return DropoutVariants.of_lines(proto, lines, alpha, candidates, seed, pool)
+    return SegmentationCandidates.of_lines(proto, lines, candidates, alpha, pool)

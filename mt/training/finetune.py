@@ -83,11 +83,6 @@ def inherit_parent(cfg: DictConfig, overrides: list[str]) -> DictConfig:
             cfg.data.src_lang,
             cfg.data.tgt_lang,
         )
-    if cfg.train.subword_sampling and cfg.tokenizer.type != "unigram" and "train.subword_sampling" not in given:
-        log.info(
-            "train.subword_sampling: off (the parent's tokenizer is %s, sampling needs unigram)", cfg.tokenizer.type
-        )
-        cfg.train.subword_sampling = 0.0
     validate(cfg)
     return cfg
 

@@ -355,7 +355,7 @@ class Trainer(GraphedSteps):
         pools = self.data_order.pools
         if pools.pool_count == 1:
             pairs, batches = self.data_order.pool_batches(self.progress.epoch, 0)
-            sampling = f" (segmentation sampled per epoch, alpha {self.tc.subword_sampling:g})" * bool(
+            sampling = f" (segmentation sampled per epoch, subword_sampling {self.tc.subword_sampling:g})" * bool(
                 self.tc.subword_sampling
             )
             data = f"{len(pairs):,} pairs{sampling}, {len(batches):,} batches/epoch"
