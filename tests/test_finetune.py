@@ -16,6 +16,7 @@ from mt.data.prepare import encode_splits, prepare
 from mt.data.tokenizer import PAD
 from mt.errors import MTError
 from mt.inference import load_for_inference
+from mt.training import finetune
 from mt.training.budget import Progress
 from mt.training.finetune import inherit_parent, load_parent_weights
 from mt.training.loss import label_smoothed_loss
@@ -172,3 +173,29 @@ def test_inherit_parent_names_what_it_cannot_read(tmp_path):
     (tmp_path / "x.pt").write_text("not a checkpoint")
     with pytest.raises(MTError, match=r"^train.init_from: .*x.pt: not a readable checkpoint"):
         inherit_parent(cfg, [])
+
+
+@pytest.mark.parametrize(("given", "sampling"), [([], 0.0), (["train.subword_sampling=0.1"], 0.1)])
+def test_a_bpe_parent_fine_tunes_without_sampling_unless_bpe_dropout_is_asked_for(
+    trained_run, domain_corpus, monkeypatch, given, sampling
+):
+    """The preset's subword sampling is unigram sampling's setting; for a BPE parent it is turned off, and
+    BPE-dropout runs only when train.subword_sampling is given."""
+    real_parent = finetune.load_parent
+
+    def bpe_parent(path):
+        parent = real_parent(path)
+        parent["config"]["tokenizer"]["type"] = "bpe"
+        return parent
+
+    monkeypatch.setattr(finetune, "load_parent", bpe_parent)
+    overrides = [
+        "experiment=finetune", "data=files", f"data.dir={domain_corpus}",
+        f"train.init_from={trained_run / 'checkpoints' / 'final.pt'}", *given,
+    ]  # fmt: skip
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    assert cfg.train.subword_sampling == 0.1  # the preset's
+    inherit_parent(cfg, overrides)
+    assert cfg.tokenizer.type == "bpe" and cfg.train.subword_sampling == sampling

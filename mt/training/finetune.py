@@ -83,6 +83,10 @@ def inherit_parent(cfg: DictConfig, overrides: list[str]) -> DictConfig:
             cfg.data.src_lang,
             cfg.data.tgt_lang,
         )
+    if cfg.train.subword_sampling and cfg.tokenizer.type == "bpe" and "train.subword_sampling" not in given:
+        # The preset's value is unigram sampling's; BPE-dropout slowed short runs down (docs/benchmarks.md)
+        log.info("train.subword_sampling: off (the parent's tokenizer is BPE: BPE-dropout only when asked for)")
+        cfg.train.subword_sampling = 0.0
     validate(cfg)
     return cfg
 
