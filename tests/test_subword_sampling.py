@@ -22,10 +22,10 @@ from mt.training.budget import Progress
 from conftest import make_pairs
 
 
-def corpus_and_tokenizer(tmp_path, n=400):
+def corpus_and_tokenizer(tmp_path, n=400, kind="unigram"):
     pairs = make_pairs(n, seed=3)
     corpus = ParallelCorpus([s for s, _ in pairs], [t for _, t in pairs], "memory")
-    cfg = OmegaConf.structured(TokenizerConfig(vocab_size=120, byte_fallback=False))
+    cfg = OmegaConf.structured(TokenizerConfig(type=kind, vocab_size=120, byte_fallback=False))
     return corpus, build_tokenizer(cfg, corpus, tmp_path / "tok")
 
 
@@ -33,10 +33,11 @@ def pieces(encoded):
     return [tuple(encoded.tgt[i]) for i in range(len(encoded))]
 
 
-def test_each_epoch_samples_another_segmentation_of_the_same_text(tmp_path):
-    corpus, tok = corpus_and_tokenizer(tmp_path)
+@pytest.mark.parametrize(("kind", "alpha"), [("unigram", 0.2), ("bpe", 0.1)])  # BPE: BPE-dropout's p
+def test_each_epoch_samples_another_segmentation_of_the_same_text(tmp_path, kind, alpha):
+    corpus, tok = corpus_and_tokenizer(tmp_path, kind=kind)
     best = encode_corpus(tok, corpus)[0]
-    sampled = SampledSegmentations(tok, corpus, alpha=0.2, seed=1)
+    sampled = SampledSegmentations(tok, corpus, alpha=alpha, seed=1)
     epoch0, epoch1 = sampled.for_epoch(0), sampled.for_epoch(1)
     assert pieces(epoch0) != pieces(best) and pieces(epoch0) != pieces(epoch1)
     assert epoch0.tgt_lens.sum() > best.tgt_lens.sum()  # the best segmentation is the shortest
