@@ -72,9 +72,7 @@ def test_words_are_cut_where_sentencepiece_starts_one():
     assert split_words([]) == [] and split_words(["x\x00y", "\u2581", "z"]) == [("x\x00y",), ("\u2581", "z")]
 
 
-def test_an_epochs_segmentation_comes_from_seed_and_epoch_whatever_processes_segment_the_words(
-    tmp_path, monkeypatch
-):
+def test_an_epochs_segmentation_comes_from_seed_and_epoch_whatever_processes_segment_the_words(tmp_path, monkeypatch):
     """A resumed run and a run whose words were segmented by processes see the same pieces (each word's
     segmentations are seeded by the word, not by the task that holds it); another seed, others."""
     corpus, tok = bpe_corpus_and_tokenizer(tmp_path)
