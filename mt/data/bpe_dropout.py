@@ -44,8 +44,6 @@ class BpeMerges:
         """count segmentations of word's symbols, merged as BPE merges them, each applicable merge dropped
         with probability dropout at every step; ties go to the leftmost pair, as in sentencepiece. The merges
         applicable in each state met are found once for all count."""
-        if not dropout:
-            return [self._best(word)] * count
         # Each state met: where its merges apply, best first, and the state each leads to (made when first taken).
         met: dict[tuple[str, ...], tuple[list[int], list]] = {}
         found = []
@@ -57,7 +55,7 @@ class BpeMerges:
                     met[state] = (order, [None] * len(order))
                 order, leads_to = met[state]
                 # The first merge that survives its draw: the same as dropping each, then taking the best.
-                j = next((j for j in range(len(order)) if draws.random() >= dropout), None)
+                j = next((j for j in range(len(order)) if not dropout or draws.random() >= dropout), None)
                 if j is None:
                     break  # every merge dropped (or none applies): the word stays as it is
                 at = order[j]
@@ -73,13 +71,6 @@ class BpeMerges:
         ranked = [(rank, i) for i, (a, b) in enumerate(zip(state, state[1:])) if (rank := get(a + b)) is not None]
         ranked.sort()
         return [i for _, i in ranked]
-
-    def _best(self, state: tuple[str, ...]) -> tuple[str, ...]:
-        """BPE's own segmentation: the best merge applied until none applies."""
-        while order := self._applicable(state):
-            at = order[0]
-            state = state[:at] + (state[at] + state[at + 1],) + state[at + 2 :]
-        return state
 
 
 class DropoutVariants:
@@ -103,9 +94,9 @@ class DropoutVariants:
         index: dict[tuple[str, ...], int] = {}
         occurrences, words_per_line = [], np.zeros(len(lines), dtype=np.int64)
         for line, pieces in enumerate(symbols):
-            for word in split_words(pieces):
-                occurrences.append(index.setdefault(word, len(index)))
-                words_per_line[line] += 1
+            words = split_words(pieces)
+            words_per_line[line] = len(words)
+            occurrences += [index.setdefault(word, len(index)) for word in words]
         distinct = list(index)
         tasks = [distinct[i : i + WORDS_PER_TASK] for i in range(0, len(distinct), WORDS_PER_TASK)]
         segment = partial(_segment_words, proto=proto, dropout=dropout, count=count, seed=seed)
