@@ -17,14 +17,14 @@ import torch
 from mt.checkpoint import load_averaged, load_with_one_tokenizer
 from mt.config.model import build_model
 from mt.config.schema import from_dict
-from mt.data.languages import into, languages_of
 from mt.data.tokenizer import Tokenizer
+from mt.decoding.ctranslate2_translator import CTranslate2Translator, is_export, load_export_translator
 from mt.decoding.settings import DecodeSettings
 from mt.decoding.translator import Translator
 from mt.errors import MTError
-from mt.export.engine import CTranslate2Translator, is_export, load_export_translator
 from mt.fastpath import decode_precision, tune_process
 from mt.hub import local_model
+from mt.languages import into, languages_of
 from mt.model.ensemble import Ensemble
 
 Checkpoints = str | os.PathLike | Sequence[str | os.PathLike]

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from mt.data.languages import UNSPACED_CODES, base_code, cjk_language, phrase_pattern
 from mt.errors import MTError
+from mt.languages import UNSPACED_CODES, base_code, cjk_language, phrase_pattern
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from mt.data.lines import read_lines
+from mt.decoding.ctranslate2_translator import CTranslate2Translator, load_export
 from mt.decoding.translator import DecodeSettings, Translator
-from mt.export.convert import export
-from mt.export.engine import CTranslate2Translator, load_export
+from mt.export import export
 from mt.fastpath import tune_process
 from mt.inference import load_for_inference
 from mt.metrics import score

@@ -17,8 +17,8 @@ import re
 import string
 import time
 
-from mt.data.languages import phrase_pattern
 from mt.data.lines import read_lines
+from mt.languages import phrase_pattern
 
 
 def alternation(phrases: list[str]) -> re.Pattern:

@@ -9,11 +9,11 @@ from sacrebleu.metrics import CHRF
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.data.sources import load_split
+from mt.decoding.ctranslate2_translator import CTranslate2Translator
 from mt.decoding.mbr import mbr_order
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError
-from mt.export.convert import export
-from mt.export.engine import CTranslate2Translator
+from mt.export import export
 from mt.inference import load_for_inference
 
 from conftest import REPO, run_cli, tiny_trainer

@@ -14,11 +14,11 @@ from mt.config.schema import Config, DataConfig, corpus_label
 from mt.config.validation import validate
 from mt.data.concatenation import TAG, Repeated, tempered_sizes
 from mt.data.corpus import ParallelCorpus, read_shards
-from mt.data.languages import directions, into, pair_subset, target_tag
 from mt.data.prepare import load_training_split
 from mt.data.sources import joined, load_directions, pair_files
 from mt.data.tokenizer import UNK, Tokenizer
 from mt.errors import MTError
+from mt.languages import directions, into, pair_subset, target_tag
 from mt.metrics import pooled_score, score
 from mt.training.validation import Validator, bleu_tokenizations
 

@@ -189,7 +189,7 @@ def test_mt_score_refuses_bad_input_in_one_line(trained_run, pair_files, tmp_pat
 
 def test_the_ctranslate2_engine_scores_as_ours(trained_run, pair_files, tmp_path):
     pytest.importorskip("ctranslate2")
-    from mt.export.convert import export
+    from mt.export import export
 
     exported = export([str(trained_run / "checkpoints" / "best.pt")], tmp_path / "ct2")
     src, tgt, _, _ = pair_files

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import mt
-from mt.data.languages import phrase_pattern
 from mt.data.tokenizer import BOS, EOS
 from mt.decoding.constraints import Constraints
 from mt.decoding.glossary import Glossary
@@ -17,6 +16,7 @@ from mt.decoding.prefix import Prefixes
 from mt.decoding.search import beam_search, length_penalty
 from mt.decoding.terms import Need, Progress, allocate, holds, missing, terms_beam_search
 from mt.errors import MTError
+from mt.languages import phrase_pattern
 from mt.model import Transformer
 
 from conftest import overfit, pad_ids, reversal_task, run_cli

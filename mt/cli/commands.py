@@ -52,7 +52,7 @@ def serve(argv: list[str] | None = None) -> None:
 def export(argv: list[str] | None = None) -> None:
     args = parsed(export_parser(), argv)
     warnings_as_lines()
-    from mt.export.convert import export as write_export
+    from mt.export import export as write_export
 
     out = write_export(args.checkpoint, args.output, args.quantization, args.force)
     print(f"exported to {out} (CTranslate2, {args.quantization}); translate --engine ctranslate2 --checkpoint {out}")

@@ -32,7 +32,6 @@ from mt.cli.decoding_options import check_glossary_args
 from mt.cli.evaluation_report import best_row, chosen_label, compared, over_directions, report, summary
 from mt.config.validation import training_splits
 from mt.data.held_out_from_train import drawn_split
-from mt.data.languages import direction_name, directions, source_tag, tagged
 from mt.data.lines import COMPRESSED, open_for_writing, read_lines
 from mt.data.prepare import load_split
 from mt.data.sources import split_paths
@@ -44,6 +43,7 @@ from mt.decoding.translator import DecodeSettings, Translator
 from mt.errors import MTError, check_output_file
 from mt.fastpath import decode_precision
 from mt.inference import decoding_device, load_for_decoding, load_translator
+from mt.languages import direction_name, directions, source_tag, tagged
 from mt.metrics import bleu_tokenize, check_bleu_tokenize
 
 

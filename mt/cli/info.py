@@ -13,8 +13,8 @@ from pathlib import Path
 
 from mt.checkpoint import load_checkpoint, run_model, training_summary
 from mt.cli.sweep import describe_sweep
-from mt.data.languages import language_list
-from mt.export.engine import is_export, load_export
+from mt.decoding.ctranslate2_translator import is_export, load_export
+from mt.languages import language_list
 from mt.training.budget import METRIC_NAMES
 
 

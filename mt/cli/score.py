@@ -23,8 +23,8 @@ from tqdm import tqdm
 
 from mt.cli.translate import check_engine_args, writing_failed
 from mt.data.lines import count_lines, open_for_writing, read_line_chunks
+from mt.decoding.ctranslate2_translator import load_export_translator
 from mt.errors import MTError, StoppedAfter, check_output_file, truncation_warning
-from mt.export.engine import load_export_translator
 
 # torch and the model are imported where the torch engine is picked, as in translate.
 

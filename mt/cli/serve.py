@@ -12,9 +12,9 @@ import re
 import sys
 
 from mt.cli.decoding_options import check_glossary_args
-from mt.data.languages import languages_label
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError
+from mt.languages import languages_label
 from mt.serve.glossary_file import GlossaryFile
 from mt.serve.limits import ServeLimits
 
@@ -110,7 +110,7 @@ def load_forward(args):
         **{name: getattr(args, name) for name in RULE_FIELDS + MBR_FIELDS},
     )
     if args.export:
-        from mt.export.engine import load_export_translator
+        from mt.decoding.ctranslate2_translator import load_export_translator
 
         translator = load_export_translator(args.export, args.device, args.dtype, **choices)
         about = {"engine": "ctranslate2", "device": translator.device, "model": shown_name(args, args.export)}

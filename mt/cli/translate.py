@@ -33,11 +33,11 @@ from mt.cli.decoding_options import check_glossary_args
 from mt.cli.translate_document import check_document_args, document_kind, run_document
 from mt.data.lines import count_lines, decode_utf8, open_for_writing, read_line_chunks, split_lines
 from mt.data.tmx import TmxWriter, is_tmx_name, tmx_pair
+from mt.decoding.ctranslate2_translator import load_export_translator
 from mt.decoding.glossary import load_glossary, terms_of
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.errors import MTError, StoppedAfter, check_output_file, terms_missed_warning, truncation_warning
-from mt.export.engine import load_export_translator
 
 # torch, the model and the search are imported where the torch engine is picked: `--engine ctranslate2`
 # translates without importing torch (about 1.4 s of start-up).
@@ -227,7 +227,7 @@ def describe(settings) -> str:
 
 def cuda_available(engine: str) -> bool:
     if engine == "ctranslate2":
-        from mt.export.engine import cuda_available
+        from mt.decoding.ctranslate2_translator import cuda_available
 
         return cuda_available()
     import torch

@@ -15,8 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from mt.config.near_miss import meant, schema_names
 from mt.config.validation import validate
-from mt.data.languages import languages_label
 from mt.errors import MTError
+from mt.languages import languages_label
 
 # The Hydra presets live at the top of the repository, next to the package.
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")

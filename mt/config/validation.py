@@ -10,9 +10,11 @@ from omegaconf import DictConfig
 
 from mt.config.model import model_options
 from mt.config.near_miss import check_known
-from mt.data.languages import directions, language_list
-from mt.data.tokenizer import NORMALIZATIONS
 from mt.errors import MTError
+from mt.languages import directions, language_list
+
+# sentencepiece's normalization rules, by name: what tokenizer.normalization may be (the first: the default)
+NORMALIZATIONS = ("nmt_nfkc", "nfkc", "identity", "nmt_nfkc_cf", "nfkc_cf")
 
 
 def _check(ok: bool, key: str, message: str) -> None:

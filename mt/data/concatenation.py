@@ -16,7 +16,7 @@ import hashlib
 import numpy as np
 
 from mt.data.corpus import ParallelCorpus, read_shards
-from mt.data.languages import tagged
+from mt.languages import tagged
 
 TAG = "<bt>"  # one sentencepiece piece: the tokenizer of a run with tagged corpora is trained with it as a symbol
 

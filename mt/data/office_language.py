@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from mt.data.languages import base_code, cjk_language
+from mt.languages import base_code, cjk_language
 
 REGIONS = {
     "ar": "SA", "bg": "BG", "ca": "ES", "cs": "CZ", "da": "DK", "de": "DE", "el": "GR", "en": "US", "es": "ES",

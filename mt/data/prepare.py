@@ -22,7 +22,6 @@ from mt.data.corpus import ParallelCorpus
 from mt.data.duplicates import pair_verdicts
 from mt.data.held_out_from_train import drawn_sets, drawn_split, takes_from_train
 from mt.data.hub_split import HubSplit
-from mt.data.languages import direction_name, directions, pair_subset, source_tag
 from mt.data.misalignment import warn_if_slipped
 from mt.data.order import ShardPools
 from mt.data.overlap import held_out_pairs
@@ -34,6 +33,7 @@ from mt.data.text_files import AlignedTextFiles
 from mt.data.tokenizer import UNK, Tokenizer, build_tokenizer, fingerprint, tokenizer_settings
 from mt.data.tsv_files import TsvFile
 from mt.errors import MissingSplit, MTError
+from mt.languages import direction_name, directions, pair_subset, source_tag
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from mt import hub
 from mt.data.compressed import compressed_form, plain_texts
 from mt.data.corpus import ParallelCorpus
-from mt.data.languages import direction_name, directions, pair_subset, source_tag, tagged
 from mt.data.lines import missing_file, read_lines
 from mt.data.tmx import tmx_as_tsv, tmx_path
 from mt.data.tsv_files import load_tsv, tsv_layout, tsv_path
 from mt.errors import MissingSplit, MTError
+from mt.languages import direction_name, directions, pair_subset, source_tag, tagged
 
 log = logging.getLogger(__name__)
 

@@ -18,18 +18,17 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from mt.data.languages import cjk_language, language_list
+from mt.config.validation import NORMALIZATIONS
 from mt.data.raw_text import warn_if_preprocessed
 from mt.errors import MTError
 from mt.host import cpu_cores
+from mt.languages import cjk_language, language_list
 
 log = logging.getLogger(__name__)
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
-# sentencepiece's built-in normalization rules (tokenizer.normalization), its default first
-NORMALIZATIONS = ("nmt_nfkc", "nfkc", "identity", "nmt_nfkc_cf", "nfkc_cf")
-DEFAULT_NORMALIZATION = NORMALIZATIONS[0]
+DEFAULT_NORMALIZATION = NORMALIZATIONS[0]  # of sentencepiece's rules (tokenizer.normalization)
 
 # What would split one translation into several lines or fields: the line breaks of str.splitlines, and the tab
 # of the n-best and alignment formats. Byte pieces (tokenizer.byte_fallback) can spell any of them, and a

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mt.data.languages import entry_key, languages_label, phrase_pattern
 from mt.data.lines import read_lines
 from mt.decoding.termbase import read_termbase
 from mt.errors import MTError
+from mt.languages import entry_key, languages_label, phrase_pattern
 
 
 class Glossary:

@@ -1,4 +1,4 @@
-"""The interface both engines offer callers (mt/decoding/translator.py, PyTorch; mt/export/engine.py,
+"""The interface both engines offer callers (mt/decoding/translator.py, PyTorch; mt/decoding/ctranslate2_translator.py,
 CTranslate2): translate lines, translate them n-best, score given translations; a copy decoding with
 other settings."""
 
@@ -9,7 +9,6 @@ import inspect
 import logging
 from dataclasses import fields, replace
 
-from mt.data.languages import into, languages_label
 from mt.decoding.glossary import Glossary, joined_terms
 from mt.decoding.mbr import bleu_words, mbr_order
 from mt.decoding.protected_spans import decode_protected, pattern_of
@@ -17,6 +16,7 @@ from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, reranked
 from mt.decoding.sentences import several_sentences, several_sentences_note, translate_by_sentence
 from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
 from mt.errors import MTError
+from mt.languages import into, languages_label
 
 log = logging.getLogger(__name__)
 

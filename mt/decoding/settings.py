@@ -1,5 +1,5 @@
 """How to decode (DecodeSettings) and what decoding and scoring give (Translation, PairScore), shared by
-both engines: mt/decoding/translator.py (PyTorch) and mt/export/engine.py (CTranslate2), which runs
+both engines: mt/decoding/translator.py (PyTorch) and mt/decoding/ctranslate2_translator.py (CTranslate2), which runs
 without torch."""
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ import logging
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from mt.data.languages import entry_key
 from mt.data.lines import missing_file
 from mt.data.tmx import XML_LANG, local, not_xml, same_language, text_of
 from mt.errors import MTError
+from mt.languages import entry_key
 
 log = logging.getLogger(__name__)
 

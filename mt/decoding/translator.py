@@ -16,7 +16,6 @@ from tqdm import tqdm
 
 from mt import fastpath
 from mt.data.batching import pad_sequences, token_batches
-from mt.data.languages import written_without_spaces
 from mt.data.tokenizer import BOS, EOS, PAD
 from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, FixedSlotSearch, slot_batches, slot_shape
 from mt.decoding.fixed_slots import run as run_search
@@ -37,6 +36,7 @@ from mt.decoding.settings import (
 from mt.decoding.terms import Phrases, missing, terms_beam_search
 from mt.errors import MTError
 from mt.fastpath.cuda_graphs import Replays
+from mt.languages import written_without_spaces
 from mt.precision import autocast, low_precision_copy
 
 # Padded batch shapes whose buffers and captured steps stay allocated: the shapes of one long input (a few

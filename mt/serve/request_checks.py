@@ -3,12 +3,12 @@ and whether its terms, alignments and reranking go with them; each refusal a Req
 
 from __future__ import annotations
 
-from mt.data.languages import into
 from mt.decoding.glossary import Glossary
 from mt.decoding.inline_tags import alignment_layer
 from mt.decoding.line_translator import LineTranslator, check_terms_use
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS, DecodeSettings
 from mt.errors import MTError
+from mt.languages import into
 from mt.serve.limits import DecodingChoices, RequestError, TranslateRequest
 
 SAMPLING_FIELDS = ("temperature", "topk", "topp", "epsilon", "seed")

@@ -18,7 +18,6 @@ from torch.utils.tensorboard import SummaryWriter
 from mt.checkpoint import average_checkpoint_files, save_final
 from mt.config.model import build_model
 from mt.data.held_out_from_train import drawn_sizes
-from mt.data.languages import language_list
 from mt.data.overlap import check_held_out, recorded
 from mt.data.prepare import drops_held_out, encode_splits, prepare, sets_to_compare
 from mt.decoding.sentences import several_sentences, several_sentences_note
@@ -27,6 +26,7 @@ from mt.decoding.tuning import choose_alpha
 from mt.errors import MTError
 from mt.fastpath import decode_precision
 from mt.inference import load_for_inference
+from mt.languages import language_list
 from mt.metrics import mean_over, score
 from mt.training.budget import METRIC_NAMES, ranking_score, shown
 from mt.training.distributed import Dist, barrier

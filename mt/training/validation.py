@@ -14,8 +14,8 @@ import torch
 from mt import fastpath
 from mt.data.batching import EncodedCorpus, collate, token_batches
 from mt.data.corpus import ParallelCorpus
-from mt.data.languages import direction_name, directions
 from mt.decoding.translator import DecodeSettings, Translator
+from mt.languages import direction_name, directions
 from mt.metrics import DEFAULT_TOKENIZE, Scores, bleu_tokenize, pooled_score, score
 
 SAMPLES = 3  # sample translations shown in TensorBoard

@@ -1,4 +1,4 @@
-"""Translating with a CTranslate2 export (mt/export/convert.py) instead of PyTorch: the same Translator
+"""Translating with a CTranslate2 export (mt/export.py) instead of PyTorch: the same Translator
 interface, tokenizer and decode settings, so `translate --engine ctranslate2` keeps every line
 discipline of `translate`. Nothing here imports torch: `translate --engine ctranslate2` starts without it.
 
@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from mt.data.languages import into
 from mt.data.tokenizer import EOS, Tokenizer
 from mt.decoding.line_translator import LineTranslator
 from mt.decoding.settings import (
@@ -32,6 +31,7 @@ from mt.decoding.settings import (
 )
 from mt.errors import MTError
 from mt.host import cpu_cores
+from mt.languages import into
 
 EXPORT_INFO = "mt_export.json"  # what mt-export writes beside the model: decode settings, source checkpoints
 COMPUTE_TYPES = {None: "default", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}

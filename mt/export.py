@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from mt.data.languages import language_list, languages_of, target_tags
+from mt.decoding.ctranslate2_translator import EXPORT_INFO, import_ctranslate2
 from mt.errors import MTError
-from mt.export.engine import EXPORT_INFO, import_ctranslate2
 from mt.inference import load_for_inference
+from mt.languages import language_list, languages_of, target_tags
 from mt.model import Transformer
 from mt.model.layers import sinusoidal_positions
 

@@ -1,1 +1,0 @@
-"""Export to CTranslate2, and translating with an export (no torch needed for that)."""
