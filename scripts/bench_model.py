@@ -36,7 +36,13 @@ PRESETS = {
     "small": dict(d_model=256, heads=4, ffn_dim=1024, encoder_layers=3, decoder_layers=3, norm_first=True),
     "base": dict(d_model=512, heads=8, ffn_dim=2048, encoder_layers=6, decoder_layers=6, norm_first=False),
 }
-MODEL_NAMES = {"mt": "mt", "graphs": "mt+graphs", "graphs_bf16w": "mt+graphs+bf16w", "torch": "torch"}
+MODEL_NAMES = {
+    "mt": "mt",
+    "graphs": "mt+graphs",
+    "graphs_bf16w": "mt+graphs+bf16w",
+    "graphs_bf16w_cudnn": "mt+graphs+bf16w+cudnn",
+    "torch": "torch",
+}
 # (sentences, source length, target length, vocabulary)
 SHAPES = {
     "multi30k_cpu": (150, 28, 27, 8000),  # ~4,050 target tokens: a Multi30k update on the 2-core CPU
@@ -89,8 +95,10 @@ def bench_training(
 ) -> dict:
     """One training configuration: kind "mt" (ours, eager), "graphs" (ours, each update two CUDA graph
     replays, clipping at 1 as multi30k_base does), "graphs_bf16w" (the same on a bf16 copy of the weights,
-    Adam stepping fp32 ones) or "torch" (nn.Transformer). Compiled graphs compile the model for the one
-    shape (the trainer does not, yet), captured in the graphs after the warm-up runs."""
+    Adam stepping fp32 ones), "graphs_bf16w_cudnn" (that, with cuDNN's attention allowed: mt-train turns it
+    off on CUDA, where eager shapes change every update and cuDNN plans each new one, but the graphs run a
+    few fixed shapes) or "torch" (nn.Transformer). Compiled graphs compile the model for the one shape (the
+    trainer does not, yet), captured in the graphs after the warm-up runs."""
     batch, src_len, tgt_len, vocab = SHAPES[shape]
     torch.manual_seed(0)
     ours = Transformer(vocab, vocab, **PRESETS[preset])
@@ -115,7 +123,7 @@ def bench_training(
                 logits = compiled.get(net, net)(src, tgt_in)
             return label_smoothed_loss(logits, tgt_out, 0.1, pad_id=0)
 
-        weights = torch.bfloat16 if kind == "graphs_bf16w" else None
+        weights = torch.bfloat16 if kind.startswith("graphs_bf16w") else None
         graphed = GraphedTraining(
             model, optimizer, loss_fn, clip_norm=1.0, capture=device.type == "cuda", weights_dtype=weights
         )
@@ -264,7 +272,7 @@ def main() -> None:
         "--kinds",
         nargs="+",
         choices=list(MODEL_NAMES),
-        help="exactly these (mt: ours eagerly, torch: nn.Transformer, graphs, graphs_bf16w); "
+        help="exactly these (mt: ours eagerly, torch: nn.Transformer, graphs, graphs_bf16w, graphs_bf16w_cudnn); "
         "default: from --reference, --graphs and --bf16-weights",
     )
     p.add_argument(
@@ -314,7 +322,9 @@ def main() -> None:
         for preset in presets:
             for precision in precisions:
                 for compiled in compiled_too:
-                    for kind in kinds if precision == "bf16" else [k for k in kinds if k != "graphs_bf16w"]:
+                    for kind in kinds if precision == "bf16" else [k for k in kinds if "bf16w" not in k]:
+                        if gpu:  # cuDNN attention off, as mt-train turns it off on CUDA, but for the _cudnn kind
+                            torch.backends.cuda.enable_cudnn_sdp(kind.endswith("_cudnn"))
                         results.append(bench_training(kind, preset, precision, shape, steps, device, compiled))
                         print(json.dumps(results[-1]), flush=True)
                         if gpu:

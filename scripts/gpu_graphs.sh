@@ -9,7 +9,8 @@
 #   tests      tests.txt: tests/test_graphed_training.py and test_fixed_slots.py, their CUDA tests included
 #              (replayed training updates, with fp32 and bf16 weights, and searches equal the eager ones)
 #   bench      bench_model.txt: the training step at a WMT-like and a Multi30k batch: eager, graphs, graphs
-#              on a bf16 copy of the weights (train.bf16_weights), nn.Transformer; MFU
+#              on a bf16 copy of the weights (train.bf16_weights), the same with cuDNN's attention (off in
+#              mt-train on CUDA: does it pay at the graphs' fixed shapes?), nn.Transformer; MFU
 #   compiled   bench_compiled.txt: the same graphs kinds with the model compiled for the WMT-like shape
 #   graphs     graphs/: make train's default (multi30k_base) on the graph path with fp32 weights under autocast
 #              (train.bf16_weights=false), the whole run
@@ -79,8 +80,8 @@ for part in $PARTS; do
             > "$OUT/tests.txt" 2>&1
         tail -3 "$OUT/tests.txt" >> "$OUT/steps.log" ;;
     bench)
-        timeout "${BENCH_TIMEOUT:-80}" $PY scripts/bench_model.py --device cuda --no-decode \
-            --kinds mt torch graphs graphs_bf16w > "$OUT/bench_model.txt" 2>&1 ;;
+        timeout "${BENCH_TIMEOUT:-95}" $PY scripts/bench_model.py --device cuda --no-decode \
+            --kinds mt torch graphs graphs_bf16w graphs_bf16w_cudnn > "$OUT/bench_model.txt" 2>&1 ;;
     compiled)
         timeout "${COMPILED_TIMEOUT:-240}" $PY scripts/bench_model.py --device cuda --no-decode --shapes wmt \
             --kinds graphs graphs_bf16w --compile only > "$OUT/bench_compiled.txt" 2>&1 ;;
@@ -102,7 +103,7 @@ for part in $PARTS; do
             --src data/multi30k/test2016.de --lines 200 --beams 5 1 --precisions fp32 bf16 --cuda-graphs on \
             --trace "$OUT/traces" > "$OUT/profile_decode.txt" 2>&1 ;;
     batches)
-        timeout "${BATCHES_TIMEOUT:-50}" $PY scripts/bench_decode.py --checkpoint "$(trained_model)" --device cuda \
+        timeout "${BATCHES_TIMEOUT:-35}" $PY scripts/bench_decode.py --checkpoint "$(trained_model)" --device cuda \
             --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --beams 5 \
             --batch-tokens 64000 --repeats 2 > "$OUT/bench_decode_64k.txt" 2>&1 ;;
     *)
