@@ -14,7 +14,7 @@ from mt.errors import MTError
 from mt.fastpath import top_log_probs
 from mt.model import Transformer
 
-from conftest import overfit, pad_ids, reversal_task, textbook_beam
+from conftest import OpCounter, overfit, pad_ids, reversal_task, textbook_beam
 
 VOCAB = 20
 
@@ -184,3 +184,33 @@ def test_top_log_probs_in_bf16_match_fp32_log_softmax():
     assert values.dtype == torch.float32
     torch.testing.assert_close(values, ref_values, atol=1e-5, rtol=0)
     torch.testing.assert_close(logits.gather(1, ids), logits.gather(1, ref_ids))  # same scores (ties may swap)
+
+
+def test_the_books_of_beam_search_cost_the_same_ops_a_step_at_any_batch_size(monkeypatch):
+    """The host side of a beam step (BeamBooks) reads its tensors as lists, never sentence by sentence:
+    on a GPU every search step waits for it, and an op per sentence would grow with the batch."""
+    from mt.decoding import search
+
+    worst: dict[int, int] = {}
+
+    def counted(method, batch):
+        def call(*args, **kwargs):
+            with OpCounter() as counter:
+                out = method(*args, **kwargs)
+            worst[batch] = max(worst.get(batch, 0), sum(counter.ops.values()))
+            return out
+
+        return call
+
+    torch.manual_seed(3)
+    model = Transformer(
+        VOCAB, VOCAB, d_model=32, heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2, dropout=0.0
+    ).eval()
+    for batch in (4, 48):
+        for name in ("record_finished", "done", "advance"):
+            monkeypatch.setattr(search.BeamBooks, name, counted(getattr(search.BeamBooks, name), batch))
+        sources = [s for s, _ in task(batch, seed=7)]
+        found = beam_search(model, pad(sources, suffix=[EOS]), beam=4, alpha=0.6, max_len_a=1.0, max_len_b=3)
+        assert len(found) == batch and all(found)
+        monkeypatch.undo()
+    assert worst[48] == worst[4] > 0

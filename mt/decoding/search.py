@@ -147,10 +147,7 @@ def path_search(
             keep = running.nonzero().squeeze(1)
             alive, tokens, running, state = alive[keep], tokens[keep], running[keep], state.select(keep)
             prefixes = prefixes.select(keep) if prefixes is not None else None
-    hyps = []
-    for row, seq in enumerate(output.tolist()):
-        hyps.append(Hypothesis(until_eos(seq), float(scores[row])))
-    return hyps
+    return [Hypothesis(until_eos(seq), score) for seq, score in zip(output.tolist(), scores.tolist())]
 
 
 @dataclass
@@ -199,34 +196,40 @@ class BeamBooks:
         self.alpha = alpha
         self.sentence = list(range(batch))  # original index of each live sentence
         self.limits = limits  # (live,) on the host
+        self.limit_penalty = length_penalty(limits, alpha)  # the most favourable penalty each sentence may reach
         self.history = torch.empty((batch, beam, 0), dtype=torch.long)  # (live, beam, t)
         self.running = torch.ones(batch, dtype=torch.bool)  # False: done, not yet dropped
         self.finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
 
     def record_finished(self, t: int, top_lp, origin, next_tok, ends) -> None:
-        """Keep the hypotheses that end at step t among the top `beam` candidates (host tensors)."""
+        """Keep the hypotheses that end at step t among the top `beam` candidates (host tensors).
+        The tensors are read as lists once: indexing them element by element costs a tensor op each."""
         ended = ends & (top_lp > float("-inf")) & self.running[:, None]
-        if not ended.any():
+        at = ended.nonzero()
+        if at.size(0) == 0:
             return
         penalty_now = float(length_penalty(torch.tensor(t + 1), self.alpha))
-        for i, rank in ended.nonzero().tolist():
-            toks = self.history[i, origin[i, rank]].tolist()
-            if next_tok[i, rank] != EOS:  # ended at its length limit: the token counts
-                toks.append(int(next_tok[i, rank]))
-            self.finished[self.sentence[i]].append(Hypothesis(toks, float(top_lp[i, rank]) / penalty_now))
+        rows, ranks = at[:, 0], at[:, 1]
+        histories = self.history[rows, origin[rows, ranks]].tolist()
+        for i, toks, token, lp in zip(
+            rows.tolist(), histories, next_tok[rows, ranks].tolist(), top_lp[rows, ranks].tolist()
+        ):
+            if token != EOS:  # ended at its length limit: the token counts
+                toks.append(token)
+            self.finished[self.sentence[i]].append(Hypothesis(toks, lp / penalty_now))
 
     def done(self, t: int, best_live: torch.Tensor, nbest: int) -> torch.Tensor:
         """Which live sentences are done after step t: at their limit, or with nbest finished hypotheses
         that the best live one (best_live, its log-probability), even with the most favourable future
         length penalty, cannot beat."""
-        done = (t + 1 >= self.limits) | ~self.running
-        best_possible = (best_live / length_penalty(self.limits, self.alpha)).tolist()
+        done = ((t + 1 >= self.limits) | ~self.running).tolist()
+        best_possible = (best_live / self.limit_penalty).tolist()
         for i, row in enumerate(self.sentence):
             hyps = self.finished[row]
             if len(hyps) >= nbest and not done[i]:
                 worst_kept = sorted((h.score for h in hyps), reverse=True)[nbest - 1]
                 done[i] = best_possible[i] <= worst_kept
-        return done
+        return torch.tensor(done, dtype=torch.bool)
 
     def advance(self, keep_origin: torch.Tensor, keep_tok: torch.Tensor, done: torch.Tensor) -> None:
         """The continued hypotheses' tokens; done sentences ride along, ignored, until they are dropped."""
@@ -238,6 +241,7 @@ class BeamBooks:
         """Drop every live sentence but those at the indices still."""
         self.sentence = [self.sentence[i] for i in still.tolist()]
         self.history, self.running, self.limits = self.history[still], self.running[still], self.limits[still]
+        self.limit_penalty = self.limit_penalty[still]
 
     def results(self, nbest: int) -> list[list[Hypothesis]]:
         return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in self.finished]
