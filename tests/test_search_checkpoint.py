@@ -55,6 +55,27 @@ def test_beam_reproduces_targets_and_ranks_nbest(overfit_model):
         assert scores == sorted(scores, reverse=True)
 
 
+def test_beam_search_stops_once_no_live_hypothesis_can_beat_the_kept_ones(overfit_model):
+    """Sure of its targets, the model ends each sentence well inside a generous length limit: the search
+    stops a step or two after the best hypothesis ends, not at the limit."""
+    model, data = overfit_model
+    sources = [s for s, _ in data[:8]]
+    steps, step = [0], model.step
+
+    def counted(*args, **kwargs):
+        steps[0] += 1
+        return step(*args, **kwargs)
+
+    model.step = counted
+    try:
+        found = beam_search(model, pad(sources, suffix=[EOS]), beam=4, alpha=0.6, max_len_a=1.0, max_len_b=40)
+    finally:
+        del model.step
+    assert [hyps[0].tokens for hyps in found] == [t for _, t in data[:8]]
+    longest = max(len(t) for _, t in data[:8]) + 1  # EOS
+    assert steps[0] <= longest + 2 < max(map(len, sources)) + 40
+
+
 def test_batch_composition_does_not_change_results(overfit_model):
     model, data = overfit_model
     alone = [greedy_search(model, pad([s], suffix=[EOS]))[0].tokens for s, _ in data[:8]]

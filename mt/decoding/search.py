@@ -191,15 +191,18 @@ class BeamBooks:
     limit, the tokens of its live hypotheses and whether it still runs; for every sentence its finished
     hypotheses. Read from one transfer a step; the device holds only scores, tokens and the model state."""
 
-    def __init__(self, limits: torch.Tensor, beam: int, alpha: float):
+    def __init__(self, limits: torch.Tensor, beam: int, alpha: float, nbest: int):
         batch = limits.size(0)
-        self.alpha = alpha
+        self.alpha, self.nbest = alpha, nbest
         self.sentence = list(range(batch))  # original index of each live sentence
         self.limits = limits  # (live,) on the host
         self.limit_penalty = length_penalty(limits, alpha)  # the most favourable penalty each sentence may reach
         self.history = torch.empty((batch, beam, 0), dtype=torch.long)  # (live, beam, t)
         self.running = torch.ones(batch, dtype=torch.bool)  # False: done, not yet dropped
         self.finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+        # (live,) the score a hypothesis must beat to enter the nbest finished ones: the nbest-th best
+        # finished score (float64, the scores' own Python floats), -inf while there are fewer
+        self.to_beat = torch.full((batch,), float("-inf"), dtype=torch.float64)
 
     def record_finished(self, t: int, top_lp, origin, next_tok, ends) -> None:
         """Keep the hypotheses that end at step t among the top `beam` candidates (host tensors).
@@ -210,26 +213,25 @@ class BeamBooks:
             return
         penalty_now = float(length_penalty(torch.tensor(t + 1), self.alpha))
         rows, ranks = at[:, 0], at[:, 1]
-        histories = self.history[rows, origin[rows, ranks]].tolist()
+        live_rows, histories = rows.tolist(), self.history[rows, origin[rows, ranks]].tolist()
         for i, toks, token, lp in zip(
-            rows.tolist(), histories, next_tok[rows, ranks].tolist(), top_lp[rows, ranks].tolist()
+            live_rows, histories, next_tok[rows, ranks].tolist(), top_lp[rows, ranks].tolist()
         ):
             if token != EOS:  # ended at its length limit: the token counts
                 toks.append(token)
             self.finished[self.sentence[i]].append(Hypothesis(toks, lp / penalty_now))
+        full = [i for i in set(live_rows) if len(self.finished[self.sentence[i]]) >= self.nbest]
+        if full:
+            scores = [sorted((h.score for h in self.finished[self.sentence[i]]), reverse=True) for i in full]
+            self.to_beat[full] = torch.tensor([kept[self.nbest - 1] for kept in scores], dtype=torch.float64)
 
-    def done(self, t: int, best_live: torch.Tensor, nbest: int) -> torch.Tensor:
+    def done(self, t: int, best_live: torch.Tensor) -> torch.Tensor:
         """Which live sentences are done after step t: at their limit, or with nbest finished hypotheses
         that the best live one (best_live, its log-probability), even with the most favourable future
         length penalty, cannot beat."""
-        done = ((t + 1 >= self.limits) | ~self.running).tolist()
-        best_possible = (best_live / self.limit_penalty).tolist()
-        for i, row in enumerate(self.sentence):
-            hyps = self.finished[row]
-            if len(hyps) >= nbest and not done[i]:
-                worst_kept = sorted((h.score for h in hyps), reverse=True)[nbest - 1]
-                done[i] = best_possible[i] <= worst_kept
-        return torch.tensor(done, dtype=torch.bool)
+        best_possible = (best_live / self.limit_penalty).double()
+        beaten = (self.to_beat > float("-inf")) & (best_possible <= self.to_beat)
+        return (t + 1 >= self.limits) | ~self.running | beaten
 
     def advance(self, keep_origin: torch.Tensor, keep_tok: torch.Tensor, done: torch.Tensor) -> None:
         """The continued hypotheses' tokens; done sentences ride along, ignored, until they are dropped."""
@@ -241,10 +243,10 @@ class BeamBooks:
         """Drop every live sentence but those at the indices still."""
         self.sentence = [self.sentence[i] for i in still.tolist()]
         self.history, self.running, self.limits = self.history[still], self.running[still], self.limits[still]
-        self.limit_penalty = self.limit_penalty[still]
+        self.limit_penalty, self.to_beat = self.limit_penalty[still], self.to_beat[still]
 
-    def results(self, nbest: int) -> list[list[Hypothesis]]:
-        return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in self.finished]
+    def results(self) -> list[list[Hypothesis]]:
+        return [sorted(hyps, key=lambda h: -h.score)[: self.nbest] for hyps in self.finished]
 
 
 @torch.no_grad()
@@ -278,7 +280,7 @@ def beam_search(
     # Only the first copy is live at step 0, so the beam does not fill with duplicates.
     cum_lp = torch.full((batch, beam), float("-inf"), device=device)
     cum_lp[:, 0] = 0.0
-    books = BeamBooks(limits.cpu(), beam, alpha)
+    books = BeamBooks(limits.cpu(), beam, alpha, nbest)
     # Each row's tokens so far on the model's device, where a constraint reads them (the books' are on the host).
     history = tokens.new_empty(batch * beam, 0) if constraints is not None and constraints.needs_history else None
 
@@ -300,7 +302,7 @@ def beam_search(
             step.keep_lp[:, 0],
         )
         books.record_finished(t, top_lp, origin, next_tok, ends)
-        done = books.done(t, best_live, nbest)
+        done = books.done(t, best_live)
         if done.all():
             break
         books.advance(keep_origin, keep_tok, done)
@@ -320,4 +322,4 @@ def beam_search(
         if history is not None:
             history = torch.cat([history[rows], tokens[:, None]], dim=1)
 
-    return books.results(nbest)
+    return books.results()
