@@ -167,9 +167,11 @@ def test_choosing_the_final_checkpoint_leaves_the_trainers_weights_alone(tiny_co
 
 
 def test_the_cpu_count_needs_no_linux_call(monkeypatch):
+    from mt import host
     from mt.host import cpu_cores
 
     assert cpu_cores() >= 1
+    monkeypatch.setattr(host, "cpu_quota", lambda: None)  # no container's limit, whatever this machine's
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # as on macOS and Windows
     assert cpu_cores() == (os.cpu_count() or 1)
 

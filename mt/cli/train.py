@@ -34,8 +34,6 @@ def hydra_main(cfg: DictConfig) -> None:
     Under torchrun, every process trains on its share of each update; rank 0 writes the files."""
     setup_run(cfg)
     out_dir = run_dir()
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
     dist = init_from_env(use_cuda=cfg.train.device != "cpu" and torch.cuda.is_available())
     if not dist.is_main:
         logging.getLogger().setLevel(logging.WARNING)  # one voice: rank 0's
@@ -56,6 +54,8 @@ def hydra_main(cfg: DictConfig) -> None:
         shutdown(dist, True, keep=in_sweep())
         return
     tune_process(device, training=True)
+    if cfg.train.threads:  # the run's own choice, over the default tune_process leaves
+        torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.train.seed)
     finished = False
     try:

@@ -143,7 +143,7 @@ class TrainConfig:
     # settings) with a fresh optimizer, schedule and budget; null = train from scratch ("": required, not given)
     init_from: str | None = None
     device: str = "auto"  # auto | cpu | cuda
-    threads: int = 0  # torch intra-op threads; 0 = torch's default
+    threads: int = 0  # torch intra-op threads; 0 = every core the run may use (its affinity, its container's CPU quota)
 
 
 @dataclass

@@ -143,7 +143,9 @@ def one_line(text: str) -> str:
 
 def processor_from_proto(proto: bytes) -> spm.SentencePieceProcessor:
     """A sentencepiece model from its serialized bytes, checked for our special ids."""
-    processor = spm.SentencePieceProcessor()
+    # Its calls on a list use this many threads; by default as many as the machine has, beyond what a
+    # container or an affinity mask lets this process use.
+    processor = spm.SentencePieceProcessor(num_threads=cpu_cores())
     try:
         processor.load_from_serialized_proto(proto)
     except (RuntimeError, OSError) as err:
