@@ -46,7 +46,8 @@ step "device; parts: $PARTS"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >> "$OUT/steps.log" 2>&1
 $PY -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" >> "$OUT/steps.log"
 # The host the steps are launched from: the cores this process may use, its CPU quota, torch's threads.
-$PY -c "import os, torch; print('cpus', os.cpu_count(), 'usable', len(os.sched_getaffinity(0)), 'torch threads',
+$PY -c "import os, torch; from mt.host import cpu_cores, cpu_quota; print('cpus', os.cpu_count(), 'usable',
+      len(os.sched_getaffinity(0)), 'cgroup quota', cpu_quota(), 'cpu_cores', cpu_cores(), 'torch threads',
       torch.get_num_threads(), 'load', os.getloadavg())" >> "$OUT/steps.log" 2>&1
 echo "cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none)" >> "$OUT/steps.log"
 
