@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import mt
+from mt.cli import parallel_sweep
 from mt.cli.hydra_task import refuse_jobs
-from mt.cli.parallel_sweep import Share, progress, shares, take_jobs_flag
+from mt.cli.parallel_sweep import Share, cores_to_share, progress, shares, take_jobs_flag
 from mt.errors import MTError
 
 from conftest import run_cli, tiny_sweep
@@ -50,6 +51,15 @@ def test_each_run_gets_cores_of_its_own_or_a_gpu_taken_in_turn():
     assert on_gpus[1].env() == {"OMP_NUM_THREADS": "2", "CUDA_VISIBLE_DEVICES": "5"}
     assert shares(2, None, [0, 1, 2, 3])[1].env() == {"OMP_NUM_THREADS": "2"}
     assert str(on_gpus[0]) == "GPU 2" and str(Share(None, (3,))) == "core 3" and str(Share(None, (2, 3))) == "cores 2-3"
+
+
+def test_the_cores_shared_out_are_no_more_than_the_cpu_quota_allows(monkeypatch):
+    monkeypatch.setattr(parallel_sweep, "usable_cores", lambda: [2, 3, 5, 8])
+    monkeypatch.setattr(parallel_sweep, "cpu_cores", lambda: 4)  # no quota below the affinity
+    assert cores_to_share() == [2, 3, 5, 8]
+    monkeypatch.setattr(parallel_sweep, "cpu_cores", lambda: 2)  # a container allowed two CPUs' time
+    assert cores_to_share() == [2, 3]
+    assert [s.cores for s in shares(2, None, cores_to_share())] == [(2,), (3,)]
 
 
 def test_a_running_runs_progress_is_its_last_update_and_best_validation_so_far(tmp_path):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.errors import MTError, said_error
-from mt.host import die_with_parent, usable_cores
+from mt.host import cpu_cores, die_with_parent, usable_cores
 
 JOBS_FLAGS = ("-j", "--jobs")
 # Set in each run's process to the line that says which preset was chosen for the machine (or ""): its
@@ -76,6 +76,12 @@ class Share:
         return f"core {first}" if len(self.cores) == 1 else f"cores {first}-{last}"
 
 
+def cores_to_share() -> list[int]:
+    """The cores the sweep's runs are pinned to: this process's, as many as its CPU quota allows
+    (mt.host.cpu_cores), so that runs with a core each do not together outrun a container's limit."""
+    return usable_cores()[: cpu_cores()]
+
+
 def shares(jobs: int, gpus: list[str] | None, cores: list[int]) -> list[Share]:
     """jobs shares of the machine: with GPUs (their CUDA_VISIBLE_DEVICES names), one each, taken in turn,
     and an equal part of the cores' threads; without, an equal part of the cores each (a core each, some
@@ -119,9 +125,10 @@ def run_parallel(
     runs that failed. Ctrl-C or SIGTERM here stops them all (each saves last.pt, as one run does), then
     this exits with status 130."""
     jobs = min(jobs, len(runs))  # no share kept for a run that is not there
-    free = shares(jobs, gpus, usable_cores())
-    if gpus is None and jobs > len(usable_cores()):
-        print(f"--jobs {jobs}: more runs at once than the {len(usable_cores())} cores here; some share a core")
+    cores = cores_to_share()
+    free = shares(jobs, gpus, cores)
+    if gpus is None and jobs > len(cores):
+        print(f"--jobs {jobs}: more runs at once than the {len(cores)} cores here; some share a core")
     if gpus:
         where = "a GPU each" if jobs <= len(gpus) else f"the {len(gpus)} GPUs taken in turn"
     else:
