@@ -87,3 +87,37 @@ def test_a_model_of_several_languages_names_them_and_its_mean_test_score(trained
     text = as_text(info)
     assert "  translates    de, fr -> en\n" in text
     assert text.endswith("  test score    test: BLEU 30.1, chrF 55.0 (the mean of 2 directions)")
+
+
+def test_system_describes_this_machine_as_a_run_here_uses_it():
+    import torch
+
+    from mt.cli.hydra_task import choose_experiment
+    from mt.fastpath.cpu_process import native_bf16
+    from mt.host import cpu_cores
+
+    report = json.loads(run_cli("mt-info", "--system", "--json").stdout)
+    assert report["mt"] == mt.__version__ and report["packages"]["torch"] == torch.__version__
+    assert report["cpu"]["cores_used"] == cpu_cores() and report["cpu"]["native_bf16"] == native_bf16()
+    assert len(report["gpus"]) == torch.cuda.device_count()
+    preset = choose_experiment([], torch.cuda.is_available(), native_bf16())[0][0].split("=", 1)[1]
+    assert report["make_train"]["preset"] == preset
+    text = run_cli("mt-info", "--system").stdout
+    assert f"make train  experiment={preset} (" in text and f"torch {torch.__version__}" in text
+
+
+def test_system_says_a_containers_cpu_limit_and_the_threads_it_leaves(monkeypatch):
+    from mt.cli import system_report
+
+    monkeypatch.setattr(system_report, "cpu_quota", lambda: 1.5)
+    monkeypatch.setattr(system_report, "cpu_cores", lambda: 2)
+    text = system_report.as_text(system_report.system_report())
+    assert "its CPU time capped at 1.5 CPUs; runs use " in text
+    monkeypatch.setattr(system_report, "cpu_cores", lambda: 1)
+    assert "; runs use 1 thread;" in system_report.as_text(system_report.system_report())
+
+
+@pytest.mark.parametrize("args, said", [([], "give a checkpoint"), (["--system", "x.pt"], "not both")])
+def test_system_or_checkpoints_one_or_the_other(args, said):
+    result = run_cli("mt-info", *args, check=False)
+    assert result.returncode == 2 and said in result.stderr and len(result.stderr.strip().splitlines()) == 1

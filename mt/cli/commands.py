@@ -10,7 +10,7 @@ import importlib
 import sys
 
 from mt.cli.parsers import evaluate_parser, export_parser, info_parser, score_parser, serve_parser, translate_parser
-from mt.errors import enable_debug, report_errors, take_debug_flag, warnings_as_lines
+from mt.errors import MTError, enable_debug, report_errors, take_debug_flag, warnings_as_lines
 from mt.hub import local_model
 
 # Hydra's flags that print and exit before any task runs (help, the composed config, search path).
@@ -88,9 +88,19 @@ def score(argv: list[str] | None = None) -> None:
 
 @report_errors
 def info(argv: list[str] | None = None) -> None:
-    """mt-info (mt.cli.info; with --card, mt.cli.model_card)."""
+    """mt-info (mt.cli.info; with --card, mt.cli.model_card; with --system, mt.cli.system_report)."""
     args = parsed(info_parser(), argv)
     warnings_as_lines()
+    if args.system == bool(args.checkpoint):
+        raise MTError(
+            "mt-info: give checkpoints to describe, or --system (this machine), not both"
+            if args.system
+            else "mt-info: give a checkpoint, run, export or sweep directory to describe (or --system)"
+        )
+    if args.system:
+        from mt.cli import system_report
+
+        return system_report.run(args)
     from mt.cli import info as described
     from mt.cli import model_card
 

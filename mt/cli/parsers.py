@@ -331,11 +331,18 @@ def info_parser() -> argparse.ArgumentParser:
             "mt-info runs/multi30k.de-en/smoke                     # a run directory: its final.pt",
             "mt-info runs/*/*/checkpoints/final.pt --json > models.json",
             "mt-info runs/multi30k.de-en/smoke-sweep               # a sweep's folder: its runs side by side",
+            "mt-info --system                                      # this machine: versions, devices, threads",
         ],
         "docs/training.md",
     )
     p.add_argument(
-        "checkpoint", nargs="+", help="checkpoint files, run, export or sweep directories, Hub models (hf:OWNER/NAME)"
+        "checkpoint", nargs="*", help="checkpoint files, run, export or sweep directories, Hub models (hf:OWNER/NAME)"
+    )
+    p.add_argument(
+        "--system",
+        action="store_true",
+        help="describe this machine instead, as a run here uses it: package versions, devices, cores and threads, "
+        "precision, the preset make train picks (to choose settings, or to add to a bug report)",
     )
     p.add_argument("--json", action="store_true", help="print JSON (a list for several) instead of text")
     p.add_argument("--card", metavar="OWNER/NAME", help="print a model card for the Hub repository: its README.md")

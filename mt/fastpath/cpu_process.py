@@ -132,6 +132,11 @@ def native_bf16() -> bool:
     return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
+def cpu_model() -> str | None:
+    """The CPU's name as /proc/cpuinfo gives it (Linux), else as the platform does, None if neither can."""
+    return _cpuinfo_field("model name") or platform.processor() or None
+
+
 def cpu_flags() -> set[str] | None:
     """The CPU's feature flags from /proc/cpuinfo (Linux), or None where there is no such file."""
     flags = _cpuinfo_field("flags", "Features")
