@@ -50,6 +50,7 @@ $PY -c "import os, torch; from mt.host import cpu_cores, cpu_quota; print('cpus'
       len(os.sched_getaffinity(0)), 'cgroup quota', cpu_quota(), 'cpu_cores', cpu_cores(), 'torch threads',
       torch.get_num_threads(), 'load', os.getloadavg())" >> "$OUT/steps.log" 2>&1
 echo "cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none)" >> "$OUT/steps.log"
+$PY -c "from mt.cli.commands import info; info(['--system'])" >> "$OUT/steps.log" 2>&1  # mt-info --system
 
 run() {  # name, timeout, overrides...: one mt-train run of make train's default preset
     local name=$1 limit=$2; shift 2
