@@ -338,12 +338,7 @@ def info_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "checkpoint", nargs="*", help="checkpoint files, run, export or sweep directories, Hub models (hf:OWNER/NAME)"
     )
-    p.add_argument(
-        "--system",
-        action="store_true",
-        help="describe this machine instead, as a run here uses it: package versions, devices, cores and threads, "
-        "precision, the preset make train picks (to choose settings, or to add to a bug report)",
-    )
+    p.add_argument("--system", action="store_true", help="describe this machine instead, as a run here uses it")
     p.add_argument("--json", action="store_true", help="print JSON (a list for several) instead of text")
     p.add_argument("--card", metavar="OWNER/NAME", help="print a model card for the Hub repository: its README.md")
     return p
