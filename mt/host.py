@@ -48,7 +48,7 @@ def _v2_quota(group: Path) -> float | None:
     try:
         quota, period = (group / "cpu.max").read_text().split()
         return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
+    except (OSError, ValueError, ZeroDivisionError):
         return None
 
 

@@ -42,6 +42,8 @@ def quota_of(tmp_path: Path, membership: str, files: dict[str, str]) -> float | 
         ),
         ("3:cpu,cpuacct:/\n", {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None),
         ("0::/\n", {"cpu.max": "garbled"}, None),
+        ("0::/\n", {"cpu.max": "100000 0"}, None),
+        ("no colons here\n", {"cpu.max": "100000 100000"}, None),
     ],
 )
 def test_the_cpu_quota_is_read_from_the_control_group_files(tmp_path, membership, files, quota):
