@@ -129,13 +129,15 @@ def test_a_search_loads_another_batch_into_the_same_storage(reversal_model):
     first, second = (torch.nn.functional.pad(x, (0, width - x.size(1))) for x in (first, second))
     with torch.no_grad():
         search = FixedSlotBeam(model, first, beam=4, max_len_a=1.0, max_len_b=4, nbest=2, length=20)
-        buffers = [t.data_ptr() for t in (search.history, search.kept_tokens, search.state.memory)]
+        kept = (search.history, search.kept_tokens, search.state.memory, search.state.past)
+        buffers = [t.data_ptr() for t in kept]
         run(search)
+        search.state.past.fill_(float("nan"))  # whatever the batch before left there reaches no later batch
         search.load(second, max_len_a=1.0, max_len_b=4)
         run(search)
         expected = beam_search(model, second, beam=4, max_len_a=1.0, max_len_b=4, nbest=2)
         same(search.results(), expected)
-        assert [t.data_ptr() for t in (search.history, search.kept_tokens, search.state.memory)] == buffers
+        assert [t.data_ptr() for t in kept] == buffers
         with pytest.raises(ValueError, match="holds 20"):
             search.load(torch.full_like(second, 5), max_len_a=2.0, max_len_b=4)  # 2 x 9 + 4 positions
 

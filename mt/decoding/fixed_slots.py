@@ -75,7 +75,7 @@ class FixedSlotSearch:
     @torch.no_grad()
     def load(self, src: torch.Tensor, max_len_a: float, max_len_b: int) -> None:
         """Start over on another batch of the same shape, in the same storage (a captured step stays valid)."""
-        self.state.copy_from(self.model.start_static_state(src, self.state.copies, self.length))
+        self.model.restart_static_state(self.state, src)
         self.limits.copy_(max_output_lengths(src, max_len_a, max_len_b))
         self._check_limits()
 

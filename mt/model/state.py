@@ -113,7 +113,7 @@ class DecoderState:
 class StaticDecoderState(DecoderState):
     """A DecoderState whose tensors keep their storage for a whole search (StaticLayerCache caches,
     position a () device tensor advanced in place): hypotheses move within their rows, none leave.
-    copy_from() loads another batch of the same shape into the same storage.
+    The model's restart_static_state() loads another batch of the same shape into the same storage.
 
     Every layer's self-attention keys and values are views of one store, `past` (2 * layers, rows, heads,
     length, d_k): a beam step reorders them all in one gather, not two per layer."""
@@ -142,12 +142,3 @@ class StaticDecoderState(DecoderState):
         self.window = window
         for cache in self.caches:
             cache.window = window
-
-    def copy_from(self, other: StaticDecoderState) -> None:
-        self.memory.copy_(other.memory)
-        self.src_mask.copy_(other.src_mask)
-        self.position.copy_(other.position)
-        self.past.copy_(other.past)
-        for mine, theirs in zip(self.caches, other.caches):
-            for key, tensor in mine.source.items():
-                tensor.copy_(theirs.source[key])

@@ -138,6 +138,19 @@ class Transformer(nn.Module):
             caches.append(StaticLayerCache({"k": past[2 * i], "v": past[2 * i + 1]}, {"k": k, "v": v}, position, slots))
         return StaticDecoderState(memory, src_mask, caches, position, copies=copies, past=past)
 
+    def restart_static_state(self, state: StaticDecoderState, src: torch.Tensor) -> None:
+        """Load src, of the shape state was started with, into state's storage (a step captured on it stays
+        valid): its memory, mask and cross-attention keys and values, position 0, the self-attention slots
+        cleared (no value of the batch before can reach this one's). Nothing else is allocated."""
+        memory, src_mask = self.encode(src)
+        state.memory.copy_(memory)
+        state.src_mask.copy_(src_mask)
+        state.position.zero_()
+        state.past.zero_()
+        for layer, cache in zip(self.decoder_layers, state.caches):
+            for kept, new in zip((cache.source["k"], cache.source["v"]), layer.cross_attn.project_kv(memory)):
+                kept.copy_(new)
+
     def step(
         self, tokens: torch.Tensor, state: DecoderState, need_weights: bool = False
     ) -> tuple[torch.Tensor, DecoderState]:
