@@ -30,10 +30,8 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "mt":
             for alias in node.names:
                 submodule = f"{node.module}.{alias.name}"
-                is_module = (REPO / Path(*submodule.split("."))).is_dir() or (
-                    REPO / Path(*submodule.split("."))
-                ).with_suffix(".py").is_file()
-                found.add(submodule if is_module else node.module)
+                place = REPO / Path(*submodule.split("."))
+                found.add(submodule if place.is_dir() or place.with_suffix(".py").is_file() else node.module)
     return found
 
 

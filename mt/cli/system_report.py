@@ -43,7 +43,8 @@ def system_report() -> dict:
                 "bf16": props.major >= 8,
             }
         )
-    overrides, why = choose_experiment([], cuda, native_bf16())
+    bf16, cores = native_bf16(), cpu_cores()
+    overrides, why = choose_experiment([], cuda, bf16)
     device = torch.device("cuda" if cuda else "cpu")
     return {
         "mt": mt.__version__,
@@ -54,9 +55,9 @@ def system_report() -> dict:
             "model": cpu_model(),
             "cores_in_affinity": len(usable_cores()),
             "cpu_quota": cpu_quota(),
-            "cores_used": cpu_cores(),
-            "torch_threads": min(torch.get_num_threads(), cpu_cores()),
-            "native_bf16": native_bf16(),
+            "cores_used": cores,
+            "torch_threads": min(torch.get_num_threads(), cores),
+            "native_bf16": bf16,
             "capability": torch.backends.cpu.get_cpu_capability(),
         },
         "cuda": torch.version.cuda,
