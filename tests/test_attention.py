@@ -100,3 +100,30 @@ def test_multihead_attention_matches_torch():
     out, _ = ours(x, x, is_causal=True)
     ref_out, _ = ref(x, x, x, attn_mask=~causal_mask(6))
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_shared_mask_gives_what_its_boolean_mask_gives(dtype, causal):
+    """SharedMask hands SDPA the float form SDPA would make of the boolean mask itself: the same outputs, bit
+    for bit, a query that sees no key included; the written-out path reads the boolean mask."""
+    from mt import fastpath
+    from mt.model.attention import SharedMask
+
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(32, 4).eval().to(dtype)
+    query, memory = torch.randn(3, 7, 32, dtype=dtype), torch.randn(3, 7, 32, dtype=dtype)
+    mask = key_mask()
+    mask[2] = False  # the third sentence: no key at all
+    shared = SharedMask(mask)
+    for need_weights in (False, True):
+        with fastpath.stock_ops():  # SDPA unless the weights are asked for
+            plain, plain_weights = layer(query, memory, mask=mask, is_causal=causal, need_weights=need_weights)
+            ours, our_weights = layer(query, memory, mask=shared, is_causal=causal, need_weights=need_weights)
+        assert torch.equal(ours, plain) and not ours.isnan().any()
+        assert (our_weights is None) == (not need_weights)
+        if need_weights:
+            assert torch.equal(our_weights, plain_weights)
+    assert list(shared._additive) == ([] if causal else [dtype])  # made once, for SDPA alone
+    assert shared.additive(dtype) is shared.additive(dtype)
+    assert shared.additive(dtype)[1, 0, 0].tolist() == [0, 0, 0, 0] + [float("-inf")] * 3

@@ -1,6 +1,7 @@
 """mt.fastpath: every CPU form computes what its stock op computes, and the path other devices take
 (the stock ops) launches the same ops whatever the batch and compiles without graph breaks."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ from mt.inference import load_for_inference
 from mt.model import MultiHeadAttention, Transformer
 from mt.training.loss import label_smoothed_loss
 
-from conftest import OpCounter, overfit, pad_ids, reversal_task
+from conftest import REPO, OpCounter, overfit, pad_ids, reversal_task
 
 
 def both_forms(fn):
@@ -271,26 +272,37 @@ def test_tune_process_turns_cudnn_attention_off_for_cuda_training_only(monkeypat
 # ---- the path other devices take ---------------------------------------------------------------
 
 
-def meta_training_step_ops(batch: int, length: int = 32, vocab: int = 37000) -> int:
-    """Kernel ops of forward + loss + backward of the base model on the meta device (shapes only)."""
-    torch.manual_seed(0)
-    with torch.device("meta"):
-        model = Transformer(vocab, vocab, 512, 8, 2048, 6, 6, dropout=0.1).train()
-        src = torch.randint(4, vocab, (batch, length))
-        tgt = torch.randint(4, vocab, (batch, length))
-    counter = OpCounter()
-    with counter:
-        logits = model(src, tgt, keep=torch.ones_like(tgt, dtype=torch.bool))
-        loss, _ = label_smoothed_loss(logits, tgt.reshape(-1), 0.1)
-        loss.backward()
-    return sum(counter.ops.values())
+def count_ops_script():
+    """scripts/count_ops.py as a module."""
+    spec = importlib.util.spec_from_file_location("count_ops", REPO / "scripts" / "count_ops.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_base_model_step_off_the_cpu_launches_the_same_ops_at_any_batch(monkeypatch):
     monkeypatch.setattr(fx_config, "meta_nonzero_assume_all_nonzero", True)  # h[keep] on meta
-    small, large = meta_training_step_ops(64), meta_training_step_ops(780)
+    count_ops = count_ops_script()
+    small, large = count_ops.training_step_ops(64, 37000), count_ops.training_step_ops(780, 37000)
     assert small == large
     assert large <= 1400  # 3,842 at 780 sentences while the CPU's row blocks ran everywhere
+
+
+def test_the_op_count_script_prints_each_steps_count(monkeypatch):
+    monkeypatch.setattr(fx_config, "meta_nonzero_assume_all_nonzero", True)  # as main sets it: undone after
+    monkeypatch.setattr(sys, "argv", ["count_ops.py", "--vocab", "200", "--json"])
+    printed = []
+    monkeypatch.setattr("builtins.print", printed.append)
+    count_ops_script().main()
+    counts = json.loads(printed[0])
+    assert list(counts) == [
+        "training step, 64 x 32 tokens",
+        "training step, 780 x 32 tokens",
+        "beam search: model.step",
+        "fixed-slot beam search: whole step",
+    ]
+    assert counts["training step, 64 x 32 tokens"] == counts["training step, 780 x 32 tokens"] > 1000
+    assert 100 < counts["beam search: model.step"] < counts["fixed-slot beam search: whole step"]
 
 
 def test_stock_training_step_on_the_cpu_launches_the_same_ops_at_any_batch():

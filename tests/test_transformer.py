@@ -387,3 +387,37 @@ def test_row_blocked_output_layer_equals_linear_with_gradients(autocast, monkeyp
     torch.testing.assert_close(ours, ref)
     torch.testing.assert_close(ours_dh, ref_dh)
     torch.testing.assert_close(ours_dw, ref_dw)
+
+
+MASK_CONVERSIONS = {"aten.where", "aten.scalar_tensor", "aten.masked_fill_", "aten.bitwise_not", "aten.full"}
+
+
+def step_ops(stage: str, depth: int):
+    """The kernel ops of one training forward or decoding step of a small model `depth` layers deep."""
+    from mt import fastpath
+
+    from conftest import OpCounter
+
+    torch.manual_seed(0)
+    model = Transformer(50, 50, d_model=32, heads=4, ffn_dim=64, encoder_layers=depth, decoder_layers=depth).eval()
+    src = padded_batch([6, 3, 5], 6)
+    with fastpath.stock_ops(), torch.no_grad():
+        if stage == "training forward":
+            tgt_in = padded_batch([4, 2, 3], 4, seed=2)
+            with OpCounter() as counter:
+                model(src, tgt_in)
+        else:
+            state = model.start_state(src, 2) if stage == "decoding step" else model.start_static_state(src, 2, 8)
+            with OpCounter() as counter:
+                model.step(torch.full((6,), 5), state)
+    return counter.ops
+
+
+@pytest.mark.parametrize("stage", ["training forward", "decoding step", "fixed-slot step"])
+def test_a_mask_is_turned_into_sdpas_float_form_once_not_once_per_layer(stage):
+    """SDPA makes a float mask of a boolean one at every call (three kernels on a GPU): each pass or step
+    makes it once for all its layers (SharedMask). Counted with the stock ops, SDPA's own conversion
+    included: the ops two more layers add hold no mask conversion."""
+    added = step_ops(stage, 4) - step_ops(stage, 2)
+    assert added["aten._scaled_dot_product_flash_attention_for_cpu"] > 0  # the layers added went through SDPA
+    assert not MASK_CONVERSIONS & set(added), added

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mt import fastpath
-from mt.model.attention import MultiHeadAttention, keep_weights
+from mt.model.attention import MultiHeadAttention, SharedMask, keep_weights
 from mt.model.state import LayerCache
 
 
@@ -152,7 +152,7 @@ class EncoderLayer(nn.Module):
         self.attn_sublayer = Residual(d_model, dropout, norm_first)
         self.ffn_sublayer = Residual(d_model, dropout, norm_first)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | SharedMask) -> torch.Tensor:
         x = self.attn_sublayer(x, lambda h: self.self_attn(h, h, mask=src_mask)[0])
         return self.ffn_sublayer(x, self.ffn)
 

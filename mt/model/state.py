@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mt.model.attention import SharedMask
+
 
 @dataclass
 class LayerCache:
@@ -53,9 +55,9 @@ class StaticLayerCache(LayerCache):
     # each step, at least the position + 1, as the slots past the position are not written yet. A search
     # captures one step per window, so that early steps do not attend over the whole length.
     window: int | None = None
-    visible: torch.Tensor | None = None  # (1, 1, 1, window): the slots this step's query sees, made by the state
+    visible: SharedMask | None = None  # (1, 1, 1, window): the slots this step's query sees, made by the state
 
-    def extend_past(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def extend_past(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, SharedMask | None]:
         at = self.position.view(1)
         self.past["k"].index_copy_(2, at, k)
         self.past["v"].index_copy_(2, at, v)
@@ -124,7 +126,7 @@ class StaticDecoderState(DecoderState):
     def start_step(self) -> None:
         """Which slots this step's query sees, the written ones (up to the position), made once for every layer."""
         slots = self.caches[0].slots
-        visible = slots[..., : self.window or slots.size(-1)] <= self.position
+        visible = SharedMask(slots[..., : self.window or slots.size(-1)] <= self.position)
         for cache in self.caches:
             cache.visible = visible
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from mt import fastpath
-from mt.model.attention import kept_weights, padding_mask
+from mt.model.attention import SharedMask, kept_weights, padding_mask
 from mt.model.layers import (
     DecoderLayer,
     EncoderLayer,
@@ -96,13 +96,15 @@ class Transformer(nn.Module):
         """src (B, S) -> memory (B, S, d) and the source padding mask (B, 1, 1, S)."""
         src_mask = padding_mask(src, self.pad_id)
         x = self.embed(self.src_embed, src)
+        mask = SharedMask(src_mask)  # one for the layers
         for layer in self.encoder_layers:
-            x = layer(x, src_mask)
+            x = layer(x, mask)
         return self.encoder_norm(x), src_mask
 
     def decode(self, tgt_in, memory, src_mask, need_weights: bool = False) -> torch.Tensor:
         """Teacher forcing: all target positions at once, look-ahead masked -> states (B, T, d)."""
         x = self.embed(self.tgt_embed, tgt_in)
+        src_mask = SharedMask(src_mask)  # one for the layers
         for layer in self.decoder_layers:
             x = layer(x, memory, src_mask, need_weights=need_weights)
         return x
@@ -160,8 +162,9 @@ class Transformer(nn.Module):
         """
         x = self.embed(self.tgt_embed, tokens[:, None], offset=state.position)  # (B, 1, d)
         state.start_step()
+        src_mask = SharedMask(state.src_mask)  # one for the layers, made in the step (a captured step remakes it)
         for layer, cache in zip(self.decoder_layers, state.caches):
-            x = layer(x, state.memory, state.src_mask, cache=cache, need_weights=need_weights)
+            x = layer(x, state.memory, src_mask, cache=cache, need_weights=need_weights)
         state.position += 1
         return self.logits(x)[:, 0], state
 
