@@ -70,8 +70,8 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=37000)
     parser.add_argument("--json", action="store_true", help="one JSON object instead of lines of text")
     args = parser.parse_args()
-    fx_config.meta_nonzero_assume_all_nonzero = True  # the CPU's h[keep] on meta
-    counts = {f"training step, {b} x 32 tokens": training_step_ops(b, args.vocab) for b in (64, 780)}
+    with fx_config.patch(meta_nonzero_assume_all_nonzero=True):  # the CPU's h[keep] on meta
+        counts = {f"training step, {b} x 32 tokens": training_step_ops(b, args.vocab) for b in (64, 780)}
     counts.update(decoding_step_ops(args.vocab))
     if args.json:
         print(json.dumps(counts))

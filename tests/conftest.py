@@ -269,10 +269,23 @@ def ruled_out(tokens: list[int], min_len: int = 0, no_repeat_ngram: int = 0) -> 
 
 
 @torch.no_grad()
-def textbook_beam(model, src_ids, beam, alpha, max_len_a=1.2, max_len_b=10, prefix=(), min_len=0, no_repeat_ngram=0):
+def textbook_beam(
+    model,
+    src_ids,
+    beam,
+    alpha,
+    max_len_a=1.2,
+    max_len_b=10,
+    prefix=(),
+    min_len=0,
+    no_repeat_ngram=0,
+    nbest=1,
+    stats=None,
+):
     """Textbook beam search: one sentence, no cache (the whole output re-run each step), plain lists; with a
     prefix, it starts from the prefix, scored as the model scores it. min_len, no_repeat_ngram: the tokens
-    `ruled_out` get -inf before the log-softmax (not inside the prefix)."""
+    `ruled_out` get -inf before the log-softmax (not inside the prefix). It stops once `nbest` hypotheses
+    have finished and the best live one cannot beat the nbest-th of them; a dict `stats` gets the steps run."""
     memory, mask = model.encode(torch.tensor([src_ids + [EOS]]))
 
     def next_log_probs(tokens):
@@ -301,7 +314,10 @@ def textbook_beam(model, src_ids, beam, alpha, max_len_a=1.2, max_len_b=10, pref
                 beams.append((tokens + [tok], lp))
         if not beams:
             break
-        best_finished = max((f[1] for f in finished), default=float("-inf"))
-        if beams[0][1] / float(length_penalty(torch.tensor(limit), alpha)) <= best_finished:
+        kept = sorted((f[1] for f in finished), reverse=True)
+        to_beat = kept[nbest - 1] if len(kept) >= nbest else float("-inf")
+        if beams[0][1] / float(length_penalty(torch.tensor(limit), alpha)) <= to_beat:
             break
+    if stats is not None:
+        stats["steps"] = t + 1 - len(prefix)
     return max(finished, key=lambda f: f[1])

@@ -280,16 +280,15 @@ def count_ops_script():
     return module
 
 
-def test_base_model_step_off_the_cpu_launches_the_same_ops_at_any_batch(monkeypatch):
-    monkeypatch.setattr(fx_config, "meta_nonzero_assume_all_nonzero", True)  # h[keep] on meta
+def test_base_model_step_off_the_cpu_launches_the_same_ops_at_any_batch():
     count_ops = count_ops_script()
-    small, large = count_ops.training_step_ops(64, 37000), count_ops.training_step_ops(780, 37000)
+    with fx_config.patch(meta_nonzero_assume_all_nonzero=True):  # h[keep] on meta
+        small, large = count_ops.training_step_ops(64, 37000), count_ops.training_step_ops(780, 37000)
     assert small == large
     assert large <= 1400  # 3,842 at 780 sentences while the CPU's row blocks ran everywhere
 
 
 def test_the_op_count_script_prints_each_steps_count(monkeypatch):
-    monkeypatch.setattr(fx_config, "meta_nonzero_assume_all_nonzero", True)  # as main sets it: undone after
     monkeypatch.setattr(sys, "argv", ["count_ops.py", "--vocab", "200", "--json"])
     printed = []
     monkeypatch.setattr("builtins.print", printed.append)

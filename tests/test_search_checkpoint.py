@@ -197,6 +197,30 @@ def test_batched_beam_search_equals_textbook_beam_search(alpha):
         assert hyps[0].score == pytest.approx(score, abs=1e-4)
 
 
+@pytest.mark.parametrize("nbest", [1, 2, 3])
+def test_beam_search_stops_at_the_step_the_textbook_rule_stops(overfit_model, nbest):
+    """A sentence is done once nbest hypotheses have finished and no live one can beat the nbest-th of them:
+    not a step earlier (a worse n-best) nor later (wasted steps). Each sentence alone, its steps counted."""
+    model, data = overfit_model
+    step, steps = model.step, [0]
+
+    def counted(*args, **kwargs):
+        steps[0] += 1
+        return step(*args, **kwargs)
+
+    for src, _ in data[:6]:
+        steps[0] = 0
+        model.step = counted
+        try:
+            found = beam_search(model, pad([src], suffix=[EOS]), beam=4, alpha=0.6, max_len_b=20, nbest=nbest)
+        finally:
+            del model.step
+        stats = {}
+        tokens, _ = textbook_beam(model, src, 4, 0.6, max_len_b=20, nbest=nbest, stats=stats)
+        assert found[0][0].tokens == tokens and len(found[0]) == nbest
+        assert steps[0] == stats["steps"], src
+
+
 def test_top_log_probs_in_bf16_match_fp32_log_softmax():
     torch.manual_seed(0)
     logits = (torch.randn(300, 1000) * 3).bfloat16()  # several blocks of rows
