@@ -6,9 +6,10 @@ GPU each op of an eager step costs host time, so these counts bound how fast an 
 
 - training: forward + label-smoothed loss + backward on the `meta` device (shapes only), at 64 and at 780
   sentences of 32 tokens: the same count at both, or the step could not be one captured graph;
-- decoding: one step of beam search (`model.step`, the cache grown by concatenation as `mt/decoding/search.py`
-  runs it) and one whole step of fixed-slot beam search (`mt/decoding/fixed_slots.py`: the model, the beam's
-  books, the reorder), 16 sentences of 20 tokens, beam 5, with the stock ops (the path a GPU takes).
+- decoding: one step of beam search as `mt/decoding/search.py` runs it (`model.step`, the cache grown by
+  concatenation, and the hypotheses' reorder; not the search's own books) and one whole step of fixed-slot
+  beam search (`mt/decoding/fixed_slots.py`: the model, the beam's books, the reorder), 16 sentences of 20
+  tokens, beam 5, with the stock ops (the path a GPU takes).
 
 Views (no kernel) are left out. Reports, never asserts; the tests hold the counts flat across batch sizes.
 """
@@ -52,11 +53,12 @@ def decoding_step_ops(vocab: int, sentences: int = 16, length: int = 20, beam: i
     counts = {}
     with fastpath.stock_ops(), torch.no_grad():  # not inference_mode, which would hide the ops inside SDPA
         state = model.start_state(src, copies=beam)
-        tokens = torch.full((sentences * beam,), 5)
+        tokens, order = torch.full((sentences * beam,), 5), torch.arange(sentences * beam).flip(0)
         for _ in range(3):
             with OpCounter() as counter:
-                model.step(tokens, state)
-        counts["beam search: model.step"] = sum(counter.ops.values())
+                _, state = model.step(tokens, state)
+                state = state.reorder_same_source(order)
+        counts["beam search: model.step and the reorder"] = sum(counter.ops.values())
         search = FixedSlotBeam(model, src, beam=beam)
         for _ in range(3):
             with OpCounter() as counter:

@@ -272,6 +272,16 @@ def test_tune_process_turns_cudnn_attention_off_for_cuda_training_only(monkeypat
 # ---- the path other devices take ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cpu_index_select_as_rows_equals_index_select(dtype):
+    x = torch.randn(2, 6, 3, 4, 5).to(dtype)
+    for dim, index in [(1, [5, 0, 0, 2]), (2, [2, 1]), (3, [3, 3, 0, 1, 2, 3])]:
+        index = torch.tensor(index)
+        assert torch.equal(fastpath.index_select(x, dim, index), x.index_select(dim, index))
+    view = x.transpose(0, 1)  # not contiguous: the stock op
+    assert torch.equal(fastpath.index_select(view, 1, torch.tensor([1, 0])), view.index_select(1, torch.tensor([1, 0])))
+
+
 def count_ops_script():
     """scripts/count_ops.py as a module."""
     spec = importlib.util.spec_from_file_location("count_ops", REPO / "scripts" / "count_ops.py")
@@ -297,11 +307,11 @@ def test_the_op_count_script_prints_each_steps_count(monkeypatch):
     assert list(counts) == [
         "training step, 64 x 32 tokens",
         "training step, 780 x 32 tokens",
-        "beam search: model.step",
+        "beam search: model.step and the reorder",
         "fixed-slot beam search: whole step",
     ]
     assert counts["training step, 64 x 32 tokens"] == counts["training step, 780 x 32 tokens"] > 1000
-    assert 100 < counts["beam search: model.step"] < counts["fixed-slot beam search: whole step"]
+    assert 100 < counts["beam search: model.step and the reorder"] < counts["fixed-slot beam search: whole step"]
 
 
 def test_stock_training_step_on_the_cpu_launches_the_same_ops_at_any_batch():

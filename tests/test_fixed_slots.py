@@ -52,7 +52,7 @@ def test_a_static_cache_gives_the_dynamic_caches_logits_and_reorders_in_place(re
     tokens = torch.tensor([[1, 5, 9, 4], [1, 7, 7, 3], [1, 12, 6, 8]])
     with torch.no_grad():
         dynamic, static = model.start_state(src), model.start_static_state(src, 1, 6)
-        storage = static.caches[0].past["k"].data_ptr()
+        storage = static.caches[0].past["kv"].data_ptr()
         for t in range(tokens.size(1)):
             want, dynamic = model.step(tokens[:, t], dynamic)
             got, static = model.step(tokens[:, t], static)
@@ -62,9 +62,9 @@ def test_a_static_cache_gives_the_dynamic_caches_logits_and_reorders_in_place(re
         want, _ = model.step(torch.tensor([3, 4, 5]), dynamic)
         got, _ = model.step(torch.tensor([3, 4, 5]), static)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    assert static.caches[0].past["k"].data_ptr() == storage and int(static.position) == 5
+    assert static.caches[0].past["kv"].data_ptr() == storage and int(static.position) == 5
     beams = model.start_static_state(src, 4, 6)  # a sentence's 4 hypotheses share its memory and source keys
-    assert beams.memory.size(0) == beams.caches[0].source["k"].size(0) == 3 and beams.caches[0].past["k"].size(0) == 12
+    assert beams.memory.size(0) == beams.caches[0].source["k"].size(0) == 3 and beams.caches[0].past["kv"].size(1) == 12
 
 
 def test_a_static_cache_in_a_window_attends_over_and_reorders_its_first_slots_alone(reversal_model):
@@ -81,8 +81,8 @@ def test_a_static_cache_in_a_window_attends_over_and_reorders_its_first_slots_al
             want, whole = model.step(tokens[:, t], whole)
             got, windowed = model.step(tokens[:, t], windowed)
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-            seen.append(windowed.caches[0].extend_past(*(torch.zeros(3, 4, 1, 16) for _ in "kv"))[0].size(2))
-        past = windowed.caches[1].past["v"]
+            seen.append(windowed.caches[0].extend_past(torch.zeros(2, 3, 4, 1, 16))[0].size(2))
+        past = windowed.caches[1].past["kv"][1]  # the values
         past[:, :, 30:] = torch.arange(3.0)[:, None, None, None]  # beyond the window: left where it is
         before = past.clone()
         windowed.reorder_same_source(torch.tensor([2, 0, 1]))

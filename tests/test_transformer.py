@@ -393,7 +393,7 @@ MASK_CONVERSIONS = {"aten.where", "aten.scalar_tensor", "aten.masked_fill_", "at
 
 
 def step_ops(stage: str, depth: int):
-    """The kernel ops of one training forward or decoding step of a small model `depth` layers deep."""
+    """The kernel ops of one training forward or (second) decoding step of a small model `depth` layers deep."""
     from mt import fastpath
 
     from conftest import OpCounter
@@ -408,6 +408,7 @@ def step_ops(stage: str, depth: int):
                 model(src, tgt_in)
         else:
             state = model.start_state(src, 2) if stage == "decoding step" else model.start_static_state(src, 2, 8)
+            model.step(torch.full((6,), 4), state)  # the first step, which starts the caches
             with OpCounter() as counter:
                 model.step(torch.full((6,), 5), state)
     return counter.ops
@@ -421,3 +422,26 @@ def test_a_mask_is_turned_into_sdpas_float_form_once_not_once_per_layer(stage):
     added = step_ops(stage, 4) - step_ops(stage, 2)
     assert added["aten._scaled_dot_product_flash_attention_for_cpu"] > 0  # the layers added went through SDPA
     assert not MASK_CONVERSIONS & set(added), added
+
+
+@pytest.mark.parametrize("stage", ["decoding step", "fixed-slot step"])
+def test_a_step_appends_a_layers_keys_and_values_in_one_op(stage):
+    """The self-attention cache holds a layer's keys and values side by side: the newest position goes in
+    with one concatenation or one indexed copy a layer, not two."""
+    added = step_ops(stage, 4) - step_ops(stage, 2)
+    appended = added["aten.cat"] + added["aten.index_copy_"]
+    assert appended == 2, added  # for the 2 layers added
+
+
+def test_reordering_hypotheses_moves_a_layers_keys_and_values_in_one_op():
+    model = small_model()
+    state = model.start_state(padded_batch([6, 3], 6), copies=2)
+    _, state = model.step(torch.full((4,), 5), state)
+    _, state = model.step(torch.full((4,), 6), state)
+    from conftest import OpCounter
+
+    with OpCounter() as counter:
+        reordered = state.reorder_same_source(torch.tensor([1, 0, 3, 3]))
+    assert counter.ops["aten.index_select"] == len(model.decoder_layers)
+    before, after = state.caches[1].past["kv"], reordered.caches[1].past["kv"]
+    assert torch.equal(after, before[:, [1, 0, 3, 3]])

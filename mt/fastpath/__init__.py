@@ -70,6 +70,13 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
     return weights if mask is None else weights.masked_fill(~mask, 0.0)
 
 
+def index_select(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """x.index_select(dim, index): how beam search reorders a cache whose rows are not on dim 0."""
+    if _cpu_form(x) and dim > 0 and x.is_contiguous():
+        return cpu_ops.index_select_as_rows(x, dim, index)
+    return x.index_select(dim, index)
+
+
 def fused_attention_pays(q: torch.Tensor) -> bool:
     """Whether F.scaled_dot_product_attention (flash, cuDNN or memory-efficient kernels) should run
     rather than attention written out: yes, except where the written-out form measured faster."""

@@ -108,6 +108,16 @@ def masked_softmax_padded(scores: torch.Tensor, mask: torch.Tensor | None) -> to
     return weights
 
 
+def index_select_as_rows(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """x.index_select(dim, index) for a contiguous x, as an index_select along dim 0 of a view that merges
+    the dims up to dim: the CPU kernel copies whole rows fast along dim 0 only. Reordering a beam's
+    (2, 400, 4, 20, 64) keys and values along dim 1: 593 us plainly, 220 us so in bf16 (fp32: 1,644, 821)."""
+    outer, size = x.shape[:dim].numel(), x.size(dim)
+    rows = (torch.arange(outer, device=x.device)[:, None] * size + index).flatten()
+    picked = x.reshape(outer * size, *x.shape[dim + 1 :]).index_select(0, rows)
+    return picked.view(*x.shape[:dim], index.numel(), *x.shape[dim + 1 :])
+
+
 def explicit_attention_is_faster(q: torch.Tensor) -> bool:
     """SDPA's fused CPU kernel is the faster choice only in fp32 with many queries.
 

@@ -107,10 +107,11 @@ class MultiHeadAttention(nn.Module):
         batch, length, _ = x.shape
         return x.unflatten(-1, (self.heads, self.d_k)).transpose(1, 2)
 
-    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values of x, split into heads: what an incremental decoder caches."""
-        k, v = self.kv_proj(x).chunk(2, dim=-1)
-        return self.split_heads(k), self.split_heads(v)
+    def project_kv(self, x: torch.Tensor) -> torch.Tensor:
+        """Keys and values of x (B, T, d), split into heads, side by side: (2, B, h, T, d_k), [0] the keys,
+        [1] the values (`k, v = project_kv(x)` takes them apart). An incremental decoder caches them as one
+        tensor, so that appending a position or reordering the hypotheses is one op, not two."""
+        return self.kv_proj(x).unflatten(-1, (2, self.heads, self.d_k)).permute(2, 0, 3, 1, 4)
 
     def forward(
         self,
@@ -118,7 +119,7 @@ class MultiHeadAttention(nn.Module):
         key_value: torch.Tensor | None = None,
         mask: torch.Tensor | SharedMask | None = None,
         is_causal: bool = False,
-        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        kv: tuple[torch.Tensor, torch.Tensor] | torch.Tensor | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from query (B, Tq, d) to key_value (B, Tk, d), or to ready projections kv.

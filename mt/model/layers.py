@@ -176,7 +176,7 @@ class DecoderLayer(nn.Module):
     def _self_attend(self, h: torch.Tensor, cache: LayerCache | None) -> torch.Tensor:
         if cache is None:  # teacher forcing: all positions at once, look-ahead masked
             return self.self_attn(h, h, is_causal=True)[0]
-        k, v, visible = cache.extend_past(*self.self_attn.project_kv(h))  # the newest position (B, h, 1, d_k) added
+        k, v, visible = cache.extend_past(self.self_attn.project_kv(h))  # the newest position's added
         return self.self_attn(h, kv=(k, v), mask=visible)[0]  # one query sees every earlier position
 
     def _cross_attend(self, h, memory, src_mask, cache, need_weights) -> torch.Tensor:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mt import fastpath
 from mt.model.attention import SharedMask
 
 
@@ -21,22 +22,22 @@ class LayerCache:
     """One decoder layer's cached tensors, kept apart by what they depend on."""
 
     past: dict[str, torch.Tensor] = field(default_factory=dict)  # the hypothesis so far (self-attention keys
-    # and values, an RNN's hidden state): follows its hypothesis when beams reorder
+    # and values side by side, "kv": (2, rows, heads, T, d_k); an RNN's hidden state): follows its hypothesis
+    # when beams reorder. Rows are on dim 0, but for "kv"'s dim 1.
     source: dict[str, torch.Tensor] = field(default_factory=dict)  # the source sentence alone (cross-attention
     # keys and values): the same for every hypothesis of a sentence
 
-    def extend_past(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Self-attention keys and values of every position so far, the newest (k, v: (B, h, 1, d_k))
-        appended, and which of them a query may see (None: all)."""
-        if "k" in self.past:
-            k = torch.cat([self.past["k"], k], dim=2)
-            v = torch.cat([self.past["v"], v], dim=2)
-        self.past["k"], self.past["v"] = k, v
-        return k, v, None
+    def extend_past(self, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Self-attention keys and values of every position so far, the newest (kv: (2, B, h, 1, d_k), keys
+        and values side by side) appended, and which of them a query may see (None: all)."""
+        if "kv" in self.past:
+            kv = torch.cat([self.past["kv"], kv], dim=3)
+        self.past["kv"] = kv
+        return kv[0], kv[1], None
 
     def select(self, index: torch.Tensor, sources: torch.Tensor | None = None) -> LayerCache:
         """The past of the rows at index; the source part of the rows at sources (None: as it is)."""
-        past = {k: v.index_select(0, index) for k, v in self.past.items()}
+        past = {name: fastpath.index_select(t, 1 if name == "kv" else 0, index) for name, t in self.past.items()}
         source = self.source if sources is None else {k: v.index_select(0, sources) for k, v in self.source.items()}
         return LayerCache(past, source)
 
@@ -57,12 +58,10 @@ class StaticLayerCache(LayerCache):
     window: int | None = None
     visible: SharedMask | None = None  # (1, 1, 1, window): the slots this step's query sees, made by the state
 
-    def extend_past(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, SharedMask | None]:
-        at = self.position.view(1)
-        self.past["k"].index_copy_(2, at, k)
-        self.past["v"].index_copy_(2, at, v)
-        n = self.window or self.slots.size(-1)
-        return self.past["k"][:, :, :n], self.past["v"][:, :, :n], self.visible
+    def extend_past(self, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, SharedMask | None]:
+        self.past["kv"].index_copy_(3, self.position.view(1), kv)
+        written = self.past["kv"][:, :, :, : self.window or self.slots.size(-1)]
+        return written[0], written[1], self.visible
 
 
 @dataclass
@@ -118,7 +117,8 @@ class StaticDecoderState(DecoderState):
     The model's restart_static_state() loads another batch of the same shape into the same storage.
 
     Every layer's self-attention keys and values are views of one store, `past` (2 * layers, rows, heads,
-    length, d_k): a beam step reorders them all in one gather, not two per layer."""
+    length, d_k), layer i's keys at 2i and values at 2i + 1: a beam step reorders them all in one gather,
+    not one per layer."""
 
     past: torch.Tensor | None = None
     window: int | None = None
