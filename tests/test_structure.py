@@ -220,17 +220,23 @@ def test_every_option_is_listed_under_what_it_is_for(command):
         assert parser.parse_args([*args, "--debug"]).debug
 
 
-def test_an_unknown_option_names_the_one_it_resembles(capsys):
+def test_a_usage_error_is_one_line_naming_the_option_an_unknown_one_resembles(capsys):
     from mt.cli import parsers
 
     for argv, said in [
         (["-c", "m.pt", "--beem", "3"], "unrecognized arguments: --beem 3 (did you mean --beam?)"),
-        (["-c", "m.pt", "--no-repeat-ngrams=3"], "(did you mean --no-repeat-ngram?)"),
-        (["-c", "m.pt", "--zzz"], "unrecognized arguments: --zzz\n"),
+        (
+            ["-c", "m.pt", "--no-repeat-ngrams=3"],
+            "unrecognized arguments: --no-repeat-ngrams=3 (did you mean --no-repeat-ngram?)",
+        ),
+        (["-c", "m.pt", "--zzz"], "unrecognized arguments: --zzz (see translate --help)"),
+        (["-c", "m.pt", "--alpha", "abc"], "argument --alpha: invalid float value: 'abc' (see translate --help)"),
+        ([], "the following arguments are required: --checkpoint/-c (see translate --help)"),
     ]:
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit) as exited:
             parsers.translate_parser().parse_args(argv)
-        assert capsys.readouterr().err.endswith(said + ("" if said.endswith("\n") else "\n"))
+        assert exited.value.code == 2
+        assert capsys.readouterr().err == f"translate: error: {said}\n"
 
 
 def test_mt_train_help_gives_examples_the_presets_and_a_presets_config():

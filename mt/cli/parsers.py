@@ -63,18 +63,20 @@ def engine_options(p: argparse.ArgumentParser) -> None:
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse's parser, whose error for an unknown option names the one it resembles (`--beem 5`: did you
-    mean --beam?), as Python 3.14's does."""
+    """argparse's parser, whose usage error is one line, not the whole usage (some 25 lines for translate)
+    above it, and names the option an unknown one resembles (`--beem 5`: did you mean --beam?), as Python
+    3.14's does."""
 
     def error(self, message: str):
+        hint = f"see {self.prog} --help"
         if message.startswith("unrecognized arguments: "):
             options = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
             for word in message.split(": ", 1)[1].split():
                 close = word.startswith("--") and difflib.get_close_matches(word.split("=")[0], options, 1, 0.7)
                 if close:
-                    message += f" (did you mean {close[0]}?)"
+                    hint = f"did you mean {close[0]}?"
                     break
-        super().error(message)
+        self.exit(2, f"{self.prog}: error: {message} ({hint})\n")
 
 
 def command_parser(prog: str, description: str, examples: list[str], page: str) -> argparse.ArgumentParser:
