@@ -63,9 +63,8 @@ def engine_options(p: argparse.ArgumentParser) -> None:
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse's parser, whose usage error is one line, not the whole usage (some 25 lines for translate)
-    above it, and names the option an unknown one resembles (`--beem 5`: did you mean --beam?), as Python
-    3.14's does."""
+    """argparse's parser, whose usage error is one line (not under translate's 25 lines of usage) that names
+    the option an unknown one resembles (`--beem 5`: did you mean --beam?)."""
 
     def error(self, message: str):
         hint = f"see {self.prog} --help"
