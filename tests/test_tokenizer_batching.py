@@ -92,6 +92,41 @@ def test_text_is_normalized_as_its_target_language_is_written(tmp_path, corpus):
     assert nfkc.decode_tgt(nfkc.encode_tgt(chinese[:3])) == ["狗,猫!", "男孩跑......", "(大)树?"]
 
 
+def test_character_coverage_defaults_to_sentencepieces_advice_where_a_language_is_chinese_or_japanese():
+    run = OmegaConf.structured(Config)
+    run.data.src_lang, run.data.tgt_lang = "de", "en"
+    assert run.tokenizer.character_coverage is None and tokenizer_settings(run).character_coverage == 1.0
+    for src, tgt in (("zh", "en"), ("en", "ja"), ("de", "zh-Hant"), (["de", "jpn"], "en")):
+        run.data.src_lang, run.data.tgt_lang = src, tgt
+        assert tokenizer_settings(run).character_coverage == 0.9995, (src, tgt)
+    run.data.src_lang, run.data.tgt_lang = "ko", "en"  # Hangul: a small alphabet's syllables
+    assert tokenizer_settings(run).character_coverage == 1.0
+    run.data.src_lang, run.tokenizer.character_coverage = "zh", 0.98  # a choice is kept
+    assert tokenizer_settings(run).character_coverage == 0.98
+
+
+def test_a_run_is_compared_with_its_checkpoint_by_the_tokenizer_settings_it_was_trained_with(tmp_path, monkeypatch):
+    """A run whose checkpoint was written while character_coverage defaulted to 1.0 for every language resumes
+    under the null default; a Chinese one, whose default is now 0.9995, is told which setting differs."""
+    from mt.config.schema import to_dict
+    from mt.data import prepare
+
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.pt").touch()
+    for src, refused in (("de", False), ("zh", True)):
+        run = OmegaConf.structured(Config)
+        run.data.src_lang, run.data.tgt_lang = src, "en"
+        saved = to_dict(run)
+        saved["tokenizer"]["character_coverage"] = 1.0  # as written before the default was null
+        saved["tokenizer"].pop("normalization")  # and before that setting was there
+        monkeypatch.setattr(prepare, "load_checkpoint", lambda path, mmap, saved=saved: {"config": saved})
+        if refused:
+            with pytest.raises(MTError, match=r"differs in tokenizer\.character_coverage\)"):
+                prepare.refuse_another_run(run, tmp_path)
+            run.tokenizer.character_coverage = 1.0  # as the run was trained: it resumes
+        prepare.refuse_another_run(run, tmp_path)
+
+
 def test_the_fingerprint_of_the_default_normalization_is_the_one_runs_had_before_the_setting(corpus):
     """A run trained before tokenizer.normalization existed resumes: its tokenizer's fingerprint is unchanged."""
     before = dict(tok_cfg())

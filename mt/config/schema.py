@@ -66,7 +66,10 @@ class TokenizerConfig:
     type: str = "unigram"  # unigram | bpe
     vocab_size: int = 8000
     joint: bool = True  # one vocabulary for both languages (needed to tie embeddings)
-    character_coverage: float = 1.0
+    # share of the training text's characters that get a piece of their own (the rarest others: byte pieces);
+    # null = 0.9995 where a language of the run is Chinese or Japanese (thousands of rare characters, each
+    # of which would take a piece), as sentencepiece's authors advise, else 1.0
+    character_coverage: float | None = None
     byte_fallback: bool = True  # unseen characters become UTF-8 byte pieces, never <unk>
     # how text is normalized before it is split, as translations will be written: nmt_nfkc (Unicode NFKC:
     # full-width letters and digits, ligatures, … to their plain forms) | nfkc | identity (as written) |

@@ -85,7 +85,8 @@ def validate(cfg: DictConfig) -> None:
         "tokenizer.vocab_size",
         "must be at least 300 with tokenizer.byte_fallback=true (256 byte pieces)",
     )
-    _check(0 < t.character_coverage <= 1, "tokenizer.character_coverage", "must be in (0, 1]")
+    coverage = t.character_coverage
+    _check(coverage is None or 0 < coverage <= 1, "tokenizer.character_coverage", "must be in (0, 1] (or null)")
     _check(
         t.normalization in (None, *NORMALIZATIONS),
         "tokenizer.normalization",

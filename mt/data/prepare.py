@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mt.checkpoint import load_checkpoint, load_parent
 from mt.config.model import changed_model_options
-from mt.config.schema import DataConfig, to_dict
+from mt.config.schema import DataConfig, TokenizerConfig, to_dict
 from mt.config.validation import training_splits, validate
 from mt.data.batching import EncodedCorpus, encode_corpus
 from mt.data.concatenation import TAG, Concatenation, Repeated, tempered_sizes
@@ -208,11 +208,17 @@ def refuse_another_run(cfg: DictConfig, out_dir: Path, train: ParallelCorpus | N
     if saved is None:
         return
     before = load_checkpoint(saved, mmap=True)["config"]
-    now = {section: to_dict(cfg[section]) for section in ("data", "tokenizer", "model")}
-    # a data key added since that checkpoint was written counts as its default
+    now = {section: to_dict(cfg[section]) for section in ("data", "model")}
+    # a data or tokenizer key added since that checkpoint was written counts as its default; the tokenizer
+    # settings are compared as trained (tokenizer_settings: what null leaves to the languages, chosen)
     data_before = {**to_dict(OmegaConf.structured(DataConfig)), **before.get("data", {})}
+    tokenizer_before = {**to_dict(OmegaConf.structured(TokenizerConfig)), **before.get("tokenizer", {})}
+    settings_before = to_dict(
+        tokenizer_settings(OmegaConf.create({"data": data_before, "tokenizer": tokenizer_before}))
+    )
+    settings_now = to_dict(tokenizer_settings(cfg))
     differ = [f"data.{k}" for k in CORPUS_KEYS if data_before.get(k) != now["data"].get(k)]
-    differ += [f"tokenizer.{k}" for k in now["tokenizer"] if before.get("tokenizer", {}).get(k) != now["tokenizer"][k]]
+    differ += [f"tokenizer.{k}" for k in settings_now if settings_before.get(k) != settings_now[k]]
     differ += [f"model.{k}" for k in changed_model_options(before.get("model", {}), now["model"])]
     if before.get("train", {}).get("init_from") != cfg.train.init_from:
         differ.append("train.init_from")

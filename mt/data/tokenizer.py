@@ -180,7 +180,7 @@ def _training_failure(said: str, tok_cfg) -> str:
         fixed = "the special pieces and 256 byte pieces" if tok_cfg.byte_fallback else "the special pieces"
         return (
             f"tokenizer.vocab_size={tok_cfg.vocab_size}: the training text's characters (character_coverage "
-            f"{tok_cfg.character_coverage:g}) and {fixed} take {too_small.group(2)}; raise tokenizer.vocab_size to "
+            f"{coverage(tok_cfg):g}) and {fixed} take {too_small.group(2)}; raise tokenizer.vocab_size to "
             "at least that, or lower tokenizer.character_coverage (e.g. 0.9995)"
         )
     return "tokenizer training failed: " + said.split("] ", 1)[-1].splitlines()[0].strip()
@@ -193,7 +193,7 @@ def _train_into(model: io.BytesIO, lines: list[str], tok_cfg, symbols) -> None:
         model_type=tok_cfg.type,
         vocab_size=tok_cfg.vocab_size,
         hard_vocab_limit=False,  # a small corpus gets a smaller vocabulary rather than an error
-        character_coverage=tok_cfg.character_coverage,
+        character_coverage=coverage(tok_cfg),
         normalization_rule_name=tok_cfg.get("normalization") or DEFAULT_NORMALIZATION,
         byte_fallback=tok_cfg.byte_fallback,
         input_sentence_size=tok_cfg.max_sentences,
@@ -208,13 +208,27 @@ def _train_into(model: io.BytesIO, lines: list[str], tok_cfg, symbols) -> None:
     )
 
 
+RICH_CHARACTER_SETS = ("zh", "ja")  # languages whose character coverage defaults to RICH_COVERAGE
+RICH_COVERAGE = 0.9995
+
+
+def coverage(tok_cfg) -> float:
+    """The character coverage sentencepiece trains with: 1.0 where none was chosen (tokenizer_settings chooses)."""
+    return getattr(tok_cfg, "character_coverage", None) or 1.0
+
+
 def tokenizer_settings(cfg):
-    """cfg.tokenizer as the tokenizer is trained: its normalization chosen where the config leaves it to the
-    target languages (null): identity where one is Chinese, Japanese or Korean, else sentencepiece's nmt_nfkc."""
+    """cfg.tokenizer as the tokenizer is trained, what the config leaves to the languages (null) chosen:
+    normalization identity where a target language is Chinese, Japanese or Korean, else sentencepiece's
+    nmt_nfkc; character coverage 0.9995 where a source or target language is Chinese or Japanese, else 1."""
     settings = cfg.tokenizer.copy()
     if settings.get("normalization") is None:
         cjk = any(cjk_language(lang) for lang in language_list(cfg.data.tgt_lang))
         settings.normalization = "identity" if cjk else DEFAULT_NORMALIZATION
+    if settings.get("character_coverage") is None:
+        languages = language_list(cfg.data.src_lang) + language_list(cfg.data.tgt_lang)
+        rich = any(cjk_language(lang) in RICH_CHARACTER_SETS for lang in languages)
+        settings.character_coverage = RICH_COVERAGE if rich else 1.0
     return settings
 
 
@@ -252,11 +266,12 @@ def build_tokenizer(tok_cfg, corpus, folder: Path, cache_dir: str | None = None)
 
 def _train(tok_cfg, corpus) -> Tokenizer:
     log.info(
-        "tokenizer: training sentencepiece %s, vocab %d, %s, normalization %s",
+        "tokenizer: training sentencepiece %s, vocab %d, %s, normalization %s, character coverage %g",
         tok_cfg.type,
         tok_cfg.vocab_size,
         "joint" if tok_cfg.joint else "separate",
         tok_cfg.get("normalization") or DEFAULT_NORMALIZATION,
+        coverage(tok_cfg),
     )
     symbols = getattr(corpus, "source_symbols", [])  # a tag before some training sources (concatenation.TAG)
     src, tgt = corpus.tokenizer_sample("src"), corpus.tokenizer_sample("tgt")
