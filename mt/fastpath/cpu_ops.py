@@ -111,7 +111,8 @@ def masked_softmax_padded(scores: torch.Tensor, mask: torch.Tensor | None) -> to
 def index_select_as_rows(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
     """x.index_select(dim, index) for a contiguous x, as an index_select along dim 0 of a view that merges
     the dims up to dim: the CPU kernel copies whole rows fast along dim 0 only. Reordering a beam's
-    (2, 400, 4, 20, 64) keys and values along dim 1: 593 us plainly, 220 us so in bf16 (fp32: 1,644, 821)."""
+    (2, 400, 4, 20, 64) keys and values along dim 1, best of 15 on 2 cores: 345 us plainly, 177 us so in bf16
+    (fp32: 1,064 and 1,020)."""
     outer, size = x.shape[:dim].numel(), x.size(dim)
     rows = (torch.arange(outer, device=x.device)[:, None] * size + index).flatten()
     picked = x.reshape(outer * size, *x.shape[dim + 1 :]).index_select(0, rows)

@@ -23,7 +23,7 @@ class LayerCache:
 
     past: dict[str, torch.Tensor] = field(default_factory=dict)  # the hypothesis so far (self-attention keys
     # and values side by side, "kv": (2, rows, heads, T, d_k); an RNN's hidden state): follows its hypothesis
-    # when beams reorder. Rows are on dim 0, but for "kv"'s dim 1.
+    # when beams reorder. Rows are on dim 0, except for "kv" (dim 1).
     source: dict[str, torch.Tensor] = field(default_factory=dict)  # the source sentence alone (cross-attention
     # keys and values): the same for every hypothesis of a sentence
 
