@@ -53,6 +53,12 @@ def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:
     return time.perf_counter() - start
 
 
+def forms(precisions: list[str], cudnn_choices: list[bool]) -> list[tuple[str, bool]]:
+    """(precision, cuDNN attention on) pairs to time: fp32 once when both are asked (cuDNN has no fp32 kernel)."""
+    both = len(cudnn_choices) > 1
+    return [(p, c) for p in precisions for c in cudnn_choices if not (both and p == "fp32" and not c)]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", required=True)
@@ -68,10 +74,18 @@ def main() -> None:
         choices=["off", "on", "both"],
         help="decode.cuda_graphs: off, on, or each search both ways (default: both on CUDA, off on a CPU)",
     )
+    p.add_argument(
+        "--cudnn-attention",
+        choices=["on", "off", "both"],
+        default="on",
+        help="SDPA's cuDNN attention on CUDA: on (torch's default, as translate runs), off, or bf16 both ways "
+        "(cuDNN attention takes no fp32: off changes nothing there)",
+    )
     p.add_argument("--json", action="store_true", help="JSON lines only, no table")
     args = p.parse_args()
     graphs_choice = args.cuda_graphs or ("both" if args.device == "cuda" else "off")
     graphs = {"off": [False], "on": [True], "both": [False, True]}[graphs_choice]
+    cudnn_choices = {"on": [True], "off": [False], "both": [True, False]}[args.cudnn_attention]
 
     tune_process(torch.device(args.device), training=False)  # as translate does
     model, tokenizer, cfg = load_for_inference([args.checkpoint])
@@ -88,7 +102,8 @@ def main() -> None:
     }
     print(json.dumps(env), flush=True)
     rows = []
-    for precision in args.precisions:
+    for precision, cudnn in forms(args.precisions, cudnn_choices):
+        torch.backends.cuda.enable_cudnn_sdp(cudnn)
         warm_up = DecodeSettings.from_config(
             cfg.decode, beam=max(args.beams), batch_tokens=batch_tokens, precision=precision
         )
@@ -119,6 +134,7 @@ def main() -> None:
                     "precision": precision,
                     "beam": beam,
                     "cuda_graphs": cuda_graphs,
+                    "cudnn_attention": cudnn,
                     "sentences_per_s": round(len(sources) / best, 1),
                     "tgt_tokens_per_s": round(tgt_tokens / best),
                     "seconds": round(best, 2),
@@ -133,6 +149,7 @@ def main() -> None:
                     row["same_lines"] = round(sum(a == b for a, b in zip(hyps, plain)) / len(hyps), 4)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    torch.backends.cuda.enable_cudnn_sdp(cudnn_choices[0])
     scoring = []
     if references:
         for precision in args.precisions:
@@ -215,12 +232,13 @@ def print_table(rows: list[dict], startup: float, title: str) -> None:
     """The decode rows as a table (also used by bench.py)."""
     print(f"\n{title}")
     print(
-        f"{'precision':9} {'beam':>4} {'graphs':>6} {'sent/s':>8} {'1st call':>8} {'tgt tok/s':>10} {'BLEU':>6} "
-        f"{'same':>6}"
+        f"{'precision':9} {'beam':>4} {'graphs':>6} {'cuDNN':>5} {'sent/s':>8} {'1st call':>8} {'tgt tok/s':>10} "
+        f"{'BLEU':>6} {'same':>6}"
     )
     for r in rows:
         print(
             f"{r['precision']:9} {r['beam']:>4} {'on' if r.get('cuda_graphs') else 'off':>6} "
+            f"{'on' if r.get('cudnn_attention', True) else 'off':>5} "
             f"{r['sentences_per_s']:>8} {r.get('first_call_sentences_per_s', '-'):>8} {r['tgt_tokens_per_s']:>10} "
             f"{r.get('bleu', '-'):>6} {r.get('same_lines', '-'):>6}"
         )

@@ -18,7 +18,8 @@
 #   eager      eager/: the same preset eagerly (train.cuda_graphs=false) for EAGER_STEPS updates: its speed
 #   decode     bench_decode.txt: translate's path on test2016 with the model of the first of bf16w, graphs
 #              that ran: greedy and beam 5, fp32 and bf16, with and without decode.cuda_graphs (search in
-#              fixed slots), and the share of equal lines
+#              fixed slots), and the share of equal lines; bf16 also with SDPA's cuDNN attention off (on by
+#              torch's default when decoding; off in mt-train, where it built a graph for every new shape)
 #   profile    profile_decode.txt: sentencepiece's per-line decoding (as a list of one, alone), then that
 #              model's beam 5 and greedy on 200 lines of test2016 in fixed slots, fp32 and bf16: first and
 #              steady wall time, steps eager/captured/replayed, each captured step replayed alone (launch,
@@ -82,7 +83,7 @@ for part in $PARTS; do
             > "$OUT/tests.txt" 2>&1
         tail -3 "$OUT/tests.txt" >> "$OUT/steps.log" ;;
     bench)
-        timeout "${BENCH_TIMEOUT:-95}" $PY scripts/bench_model.py --device cuda --no-decode \
+        timeout "${BENCH_TIMEOUT:-70}" $PY scripts/bench_model.py --device cuda --no-decode \
             --kinds mt torch graphs graphs_bf16w graphs_bf16w_cudnn > "$OUT/bench_model.txt" 2>&1 ;;
     compiled)
         timeout "${COMPILED_TIMEOUT:-240}" $PY scripts/bench_model.py --device cuda --no-decode --shapes wmt \
@@ -90,16 +91,16 @@ for part in $PARTS; do
     graphs)
         run graphs "${GRAPHS_TIMEOUT:-190}" train.bf16_weights=false ;;
     bf16w)
-        run bf16w "${GRAPHS_TIMEOUT:-190}" ;;
+        run bf16w "${BF16W_TIMEOUT:-175}" ;;
     eager)
         run eager "${EAGER_TIMEOUT:-100}" train.cuda_graphs=false train.max_steps="$EAGER_STEPS" \
             train.valid_every=100000 data.test_split=null decode.alpha_candidates=[] train.keep_last=0 \
             train.average_last=0 ;;
     decode)
         model=$(trained_model)
-        timeout "${DECODE_TIMEOUT:-110}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
+        timeout "${DECODE_TIMEOUT:-150}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
             --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --repeats 2 \
-            > "$OUT/bench_decode.txt" 2>&1 ;;
+            --cudnn-attention both > "$OUT/bench_decode.txt" 2>&1 ;;
     profile)
         timeout "${PROFILE_TIMEOUT:-65}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
             --src data/multi30k/test2016.de --lines 200 --beams 5 1 --precisions fp32 bf16 --cuda-graphs on \

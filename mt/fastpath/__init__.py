@@ -296,7 +296,9 @@ def tune_process(device: torch.device, training: bool) -> None:
     On CUDA, for training: no cuDNN attention in SDPA (flash and memory-efficient attention remain).
     cuDNN's builds a graph for every new batch shape, and shapes change every update: on one H100
     (five multi30k_base runs side by side, scripts/gpu_check.sh) the run without it reached update 500
-    in 26 s against 74-78 s, then made 15.4 updates/s against 13.0. Elsewhere torch's defaults stand.
+    in 26 s against 74-78 s, then made 15.4 updates/s against 13.0. (Allowing it for the CUDA graphs'
+    fixed shapes would have to keep masked key lengths off 64 mod 128: there its backward gives NaN query
+    gradients on H100/H200 from torch 2.11, pytorch/pytorch#196678.) Elsewhere torch's defaults stand.
     """
     kind = torch.device(device).type
     cores = cpu_cores()
