@@ -97,8 +97,8 @@ def bench_training(
     replays, clipping at 1 as multi30k_base does), "graphs_bf16w" (the same on a bf16 copy of the weights,
     Adam stepping fp32 ones), "graphs_bf16w_cudnn" (that, with cuDNN's attention allowed: mt-train turns it
     off on CUDA, where eager shapes change every update and cuDNN plans each new one, but the graphs run a
-    few fixed shapes) or "torch" (nn.Transformer). Compiled graphs compile the model for the one shape (the
-    trainer does not, yet), captured in the graphs after the warm-up runs."""
+    few fixed shapes) or "torch" (nn.Transformer). Compiled graphs compile the model for the one shape (as
+    mt-train does with train.compile), captured in the graphs after the warm-up runs."""
     batch, src_len, tgt_len, vocab = SHAPES[shape]
     torch.manual_seed(0)
     ours = Transformer(vocab, vocab, **PRESETS[preset])

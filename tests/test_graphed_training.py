@@ -182,11 +182,11 @@ def test_a_bf16_working_copy_steps_the_fp32_weights_with_its_widened_gradients()
 
 
 def test_the_graph_path_is_chosen_on_cuda_only_and_can_be_turned_off():
-    assert cuda_graphs_off_because(torch.device("cuda"), True, "bf16", False, 1) is None
-    assert cuda_graphs_off_because(torch.device("cpu"), True, "bf16", False, 1) == "not on CUDA"
-    assert cuda_graphs_off_because(torch.device("cuda"), False, "bf16", False, 1) == "train.cuda_graphs=false"
-    assert cuda_graphs_off_because(torch.device("cuda"), True, "fp16", False, 1) == "fp16 (loss scaling)"
-    assert cuda_graphs_off_because(torch.device("cuda"), True, "bf16", False, 2) == "several ranks"
+    assert cuda_graphs_off_because(torch.device("cuda"), True, "bf16", 1) is None
+    assert cuda_graphs_off_because(torch.device("cpu"), True, "bf16", 1) == "not on CUDA"
+    assert cuda_graphs_off_because(torch.device("cuda"), False, "bf16", 1) == "train.cuda_graphs=false"
+    assert cuda_graphs_off_because(torch.device("cuda"), True, "fp16", 1) == "fp16 (loss scaling)"
+    assert cuda_graphs_off_because(torch.device("cuda"), True, "bf16", 2) == "several ranks"
 
 
 @pytest.fixture
@@ -315,3 +315,35 @@ def test_a_run_saved_on_one_path_resumes_on_the_other(tiny_corpus, tmp_path, mon
     resumed = tiny_trainer(tiny_corpus, tmp_path, "train.max_steps=30", *COMMON)
     assert resumed.fit().step == 30 and resumed.progress.batching == "tokens"
     assert "saved with buckets batches and resumes with tokens ones" in caplog.text
+
+
+@pytest.mark.parametrize("weights", ["fp32", "bf16 copy"])
+def test_train_compile_on_the_graph_path_compiles_each_batch_shape_once_and_trains_the_same(
+    tiny_corpus, tmp_path, graph_path_on_this_device, monkeypatch, weights
+):
+    """train.compile keeps the graph path (it was eager before) and compiles the model for each fixed batch
+    shape (dynamic=False), in training only: validation runs the model as it is. Compiled by a backend that
+    runs the traced ops as they are, the run's weights equal the uncompiled run's bit for bit."""
+    compiled_shapes = []
+
+    def traced_as_is(graph_module, example_inputs):  # a torch.compile backend
+        compiled_shapes.append(tuple(tuple(x.shape) for x in example_inputs if torch.is_tensor(x) and x.dim() == 2))
+        return graph_module.forward
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: real_compile(model, backend=traced_as_is, **kw))
+    steps = ["train.max_steps=10", "train.log_every=5", "train.valid_every=5", "data.test_split=null"]
+    steps += ["train.precision=bf16", "train.bf16_weights=true"] if weights == "bf16 copy" else []
+    with stock_ops():  # the GPU's forms: the CPU's rows_to_score would index by a boolean mask (a graph break)
+        plain = tiny_trainer(tiny_corpus, tmp_path / "plain", *steps)
+        plain.fit()
+        compiled = tiny_trainer(tiny_corpus, tmp_path / "compiled", *steps, "train.compile=true")
+        assert compiled.per_shape is not None and compiled.net is compiled.model  # not compiled for dynamic shapes
+        compiled.fit()
+    assert compiled.progress.step == 10 and compiled.progress.best_metric is not None  # it validated
+    assert (compiled.graphed.working is compiled.model) == (weights == "fp32")
+    trained_shapes = {src_shape for src_shape, _ in compiled.graphed.inputs}  # the batch shapes it trained on
+    assert len(trained_shapes) >= 2
+    assert sorted(shapes[0] for shapes in compiled_shapes) == sorted(trained_shapes)  # each once; none for validation
+    for a, b in zip(plain.model.parameters(), compiled.model.parameters()):
+        assert torch.equal(a, b)

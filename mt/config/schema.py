@@ -120,7 +120,7 @@ class TrainConfig:
     # with precision=bf16 on the CUDA-graph path: forward and backward run a bf16 copy of the weights (no
     # autocast casts, a bf16 residual stream), Adam updates fp32 ones; on in the GPU preset multi30k_base
     bf16_weights: bool = False
-    compile: bool = False  # torch.compile the model (dynamic shapes); off: compiling did not pay back in short runs
+    compile: bool = False  # torch.compile the model (per batch shape on the CUDA-graph path); pays in long runs only
     max_steps: int = 100_000
     max_epochs: int = 0  # 0 = no limit
     max_time: float = 0.0  # wall-clock seconds; 0 = no limit

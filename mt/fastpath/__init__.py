@@ -169,19 +169,17 @@ def _stock_smoothed_cross_entropy(
     return loss.sum(), nll.detach().sum()
 
 
-def cuda_graphs_off_because(
-    device: torch.device, requested: bool, precision: str, compiled: bool, ranks: int
-) -> str | None:
+def cuda_graphs_off_because(device: torch.device, requested: bool, precision: str, ranks: int) -> str | None:
     """Why training steps run eagerly rather than as replayed CUDA graphs (cuda_graphs.py, batches in
     fixed shapes from mt.data.buckets), or None: they replay on CUDA unless turned off
-    (train.cuda_graphs=false), under fp16 (GradScaler's dynamic scale), torch.compile, or several ranks."""
+    (train.cuda_graphs=false), under fp16 (GradScaler's dynamic scale), or with several ranks. With
+    train.compile the graphs replay the model compiled for each shape (cuda_graphs.CompiledPerShape)."""
     if torch.device(device).type != "cuda":
         return "not on CUDA"
     for reason, applies in [
         ("train.cuda_graphs=false", not requested),
         ("MT_FASTPATH=stock", _stock_everywhere),
         ("fp16 (loss scaling)", precision == "fp16"),
-        ("train.compile", compiled),
         ("several ranks", ranks > 1),
     ]:
         if applies:

@@ -23,8 +23,8 @@ def target_tokens(update: list[tuple[EncodedCorpus, np.ndarray]]) -> int:
 
 
 class GraphedSteps:
-    """graphed_train_step, and reading back what its updates did (collect, settle). Needs the Trainer's
-    model, optimizer, ema, weights_dtype, batch_loss, data_order, progress, scheduled_lr and _count_bad_update."""
+    """graphed_train_step, and reading back what its updates did (collect, settle). Needs the Trainer's model,
+    optimizer, ema, weights_dtype, per_shape, batch_loss, data_order, progress, scheduled_lr and _count_bad_update."""
 
     def graphed_train_step(self) -> dict:
         """train_step as CUDA graph replays: the same update, with the host never waiting for the device.
@@ -44,6 +44,8 @@ class GraphedSteps:
             )
             shapes = ", ".join(f"{rows}x{length}" for rows, length in self.data_order.buckets.shapes())
             log.info("training replays CUDA graphs; batch shapes (sentences x padded length): %s", shapes)
+            if self.per_shape is not None:
+                log.info("train.compile: the model is compiled for each batch shape at its first batch (slow once)")
             if self.weights_dtype is not None:
                 log.info("forward and backward run a bf16 copy of the weights; Adam updates the fp32 ones")
         self.model.train()

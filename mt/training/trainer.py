@@ -24,7 +24,7 @@ from mt.data.order import DataOrder, ShardPools
 from mt.data.subword_sampling import SampledSegmentations
 from mt.data.tokenizer import PAD
 from mt.errors import Interrupted, MTError
-from mt.fastpath.cuda_graphs import GraphedTraining, PendingStats, capturable_adam
+from mt.fastpath.cuda_graphs import CompiledPerShape, GraphedTraining, PendingStats, capturable_adam
 from mt.precision import autocast
 from mt.training.budget import Progress, budget_used, ranking_score, shown, stop_reason
 from mt.training.distributed import Dist, broadcast_from_main, data_parallel, sum_across
@@ -76,20 +76,21 @@ class Trainer(GraphedSteps):
         self.model = model.to(device)
         # What training calls: the model itself, or its DistributedDataParallel wrapper.
         self.net = data_parallel(self.model) if self.dist.enabled else self.model
-        if self.tc.compile:  # shapes change with every batch: compile for dynamic shapes once
-            self.net = torch.compile(self.net, dynamic=True)
         self.tokenizer = tokenizer
         self.run_dir, self.device = run_dir, device
         self.ckpt_dir = run_dir / "checkpoints"
         # On CUDA a training update replays CUDA graphs over batches in a few fixed shapes (fastpath).
-        self.graphs_off = fastpath.cuda_graphs_off_because(
-            device, self.tc.cuda_graphs, self.tc.precision, self.tc.compile, self.dist.world
-        )
+        tc = self.tc
+        self.graphs_off = fastpath.cuda_graphs_off_because(device, tc.cuda_graphs, tc.precision, self.dist.world)
+        # train.compile: eager shapes change with every batch, so compile for dynamic shapes once; the graph
+        # path's modules are compiled for each of its fixed shapes instead (in training mode; see batch_loss).
+        self.per_shape = CompiledPerShape() if tc.compile and self.graphs_off is None else None
+        if tc.compile and self.graphs_off is not None:
+            self.net = torch.compile(self.net, dynamic=True)
         if self.graphs_off is None:
-            tc = self.tc
             self.optimizer = capturable_adam(model.parameters(), tc.betas, tc.eps, tc.weight_decay, device)
         else:
-            self.optimizer = build_optimizer(model, self.tc)
+            self.optimizer = build_optimizer(model, tc)
         self.graphed: GraphedTraining | None = None  # built at the first update, after a resume
         self.ema = WeightAverage(self.model, self.tc.ema_decay) if self.tc.ema_decay else None
         # On that path, bf16 weights: forward and backward run a bf16 copy, Adam updates the fp32 model.
@@ -122,8 +123,11 @@ class Trainer(GraphedSteps):
         """Summed (label-smoothed loss, nll) over the batch's real target tokens, of self.net under the run's
         autocast, or of net (a low-precision working copy of the model) as it is."""
         keep = fastpath.rows_to_score(batch.tgt_out != PAD)  # None: every position, padding ignored by the loss
+        module = self.net if net is None else net
+        if self.per_shape is not None and module.training:  # the graph path's updates (not validation)
+            module = self.per_shape(module)
         with autocast(self.device, self.tc.precision) if net is None else contextlib.nullcontext():
-            logits = (self.net if net is None else net)(batch.src, batch.tgt_in, keep=keep)  # (N, V) or (B, T, V)
+            logits = module(batch.src, batch.tgt_in, keep=keep)  # (N, V) or (B, T, V)
         target = batch.tgt_out if keep is None else batch.tgt_out[keep]
         return label_smoothed_loss(logits, target, self.tc.label_smoothing, pad_id=PAD)
 
