@@ -25,9 +25,8 @@ def meta_step():
     """A base-sized (6+6, d_model 512) model on `meta` and one training step of it."""
     model = Transformer(VOCAB, VOCAB, d_model=512, heads=8, ffn_dim=2048, encoder_layers=6, decoder_layers=6,
                         dropout=0.1, norm_first=True).to("meta").train()  # fmt: skip
-    trainer = SimpleNamespace(
-        net=model, device=torch.device("meta"), tc=SimpleNamespace(precision="fp32", label_smoothing=0.1)
-    )
+    tc = SimpleNamespace(precision="fp32", label_smoothing=0.1)
+    trainer = SimpleNamespace(net=model, device=torch.device("meta"), tc=tc, per_shape=None)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)  # the fused kernel has no meta form
 
     def step(sentences: int, src_len: int, tgt_len: int) -> int:
