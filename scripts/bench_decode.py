@@ -19,6 +19,7 @@ import random
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import torch
 
@@ -122,11 +123,12 @@ def main() -> None:
                     first = time.perf_counter() - start
                 else:
                     translator.translate_nbest(sources[:64])  # warm-up
-                best = float("inf")
+                best, before = float("inf"), Counter(translator.replays.counts)
                 for _ in range(args.repeats):
                     start = time.perf_counter()
                     results = translator.translate_nbest(sources)
                     best = min(best, time.perf_counter() - start)
+                steps = Counter(translator.replays.counts) - before  # fixed-slot steps: eager, captured, replayed
                 hyps = [r[0].text for r in results]
                 tgt_tokens = sum(len(r[0].tgt_pieces) for r in results)
                 row = {
@@ -141,6 +143,7 @@ def main() -> None:
                 }
                 if first is not None:
                     row["first_call_sentences_per_s"] = round(len(sources) / first, 1)
+                    row["steps_a_call"] = {kind: n // args.repeats for kind, n in sorted(steps.items())}
                 if references:
                     row["bleu"] = score(hyps, references).bleu
                 if plain is None:
@@ -244,6 +247,9 @@ def print_table(rows: list[dict], startup: float, title: str) -> None:
         )
     if any("first_call_sentences_per_s" in r for r in rows):
         print("sent/s: the best of the repeated calls; 1st call: a translator's first (fixed slots capture there)")
+        for r in rows:
+            if "steps_a_call" in r:
+                print(f"fixed slots, {r['precision']} beam {r['beam']}: steps a timed call {r['steps_a_call']}")
     print(f"translate start-up on one sentence: {startup:.2f} s")
 
 
