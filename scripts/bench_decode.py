@@ -234,17 +234,18 @@ def print_scoring_table(rows: list[dict]) -> None:
 def print_table(rows: list[dict], startup: float, title: str) -> None:
     """The decode rows as a table (also used by bench.py)."""
     print(f"\n{title}")
+    cudnn = any(r.get("cudnn_attention") is False for r in rows)  # a column only where it was turned off
     print(
-        f"{'precision':9} {'beam':>4} {'graphs':>6} {'cuDNN':>5} {'sent/s':>8} {'1st call':>8} {'tgt tok/s':>10} "
-        f"{'BLEU':>6} {'same':>6}"
-    )
+        f"{'precision':9} {'beam':>4} {'graphs':>6} " + (f"{'cuDNN':>5} " if cudnn else "")
+        + f"{'sent/s':>8} {'1st call':>8} {'tgt tok/s':>10} {'BLEU':>6} {'same':>6}"
+    )  # fmt: skip
     for r in rows:
         print(
             f"{r['precision']:9} {r['beam']:>4} {'on' if r.get('cuda_graphs') else 'off':>6} "
-            f"{'on' if r.get('cudnn_attention', True) else 'off':>5} "
-            f"{r['sentences_per_s']:>8} {r.get('first_call_sentences_per_s', '-'):>8} {r['tgt_tokens_per_s']:>10} "
+            + (f"{'on' if r.get('cudnn_attention', True) else 'off':>5} " if cudnn else "")
+            + f"{r['sentences_per_s']:>8} {r.get('first_call_sentences_per_s', '-'):>8} {r['tgt_tokens_per_s']:>10} "
             f"{r.get('bleu', '-'):>6} {r.get('same_lines', '-'):>6}"
-        )
+        )  # fmt: skip
     if any("first_call_sentences_per_s" in r for r in rows):
         print("sent/s: the best of the repeated calls; 1st call: a translator's first (fixed slots capture there)")
         for r in rows:
