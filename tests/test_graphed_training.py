@@ -342,6 +342,8 @@ def test_train_compile_on_the_graph_path_compiles_each_batch_shape_once_and_trai
         compiled.fit()
     assert compiled.progress.step == 10 and compiled.progress.best_metric is not None  # it validated
     assert (compiled.graphed.working is compiled.model) == (weights == "fp32")
+    newer = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 13)
+    assert torch._inductor.config.fallback_random or not newer  # torch's dropout where inductor's can repeat masks
     trained_shapes = {src_shape for src_shape, _ in compiled.graphed.inputs}  # the batch shapes it trained on
     assert len(trained_shapes) >= 2
     assert sorted(shapes[0] for shapes in compiled_shapes) == sorted(trained_shapes)  # each once; none for validation

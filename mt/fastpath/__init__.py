@@ -169,6 +169,15 @@ def _stock_smoothed_cross_entropy(
     return loss.sum(), nll.detach().sum()
 
 
+def compiled_for_training(module: torch.nn.Module, dynamic: bool) -> torch.nn.Module:
+    """torch.compile(module, dynamic=dynamic), with random ops (dropout) run by torch's own kernels inside the
+    compiled code where torch is 2.13 or newer: there inductor's own dropout can repeat parts of its masks
+    on CUDA (pytorch/pytorch#198333, silent). Unmeasured: what this costs in speed."""
+    if tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 13):
+        torch._inductor.config.fallback_random = True
+    return torch.compile(module, dynamic=dynamic)
+
+
 def cuda_graphs_off_because(device: torch.device, requested: bool, precision: str, ranks: int) -> str | None:
     """Why training steps run eagerly rather than as replayed CUDA graphs (cuda_graphs.py, batches in
     fixed shapes from mt.data.buckets), or None: they replay on CUDA unless turned off

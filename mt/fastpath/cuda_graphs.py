@@ -33,6 +33,8 @@ from collections.abc import Callable
 
 import torch
 
+from mt.fastpath import compiled_for_training
+
 log = logging.getLogger(__name__)
 
 LossFn = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -235,7 +237,7 @@ class CompiledPerShape:
     def __call__(self, module: torch.nn.Module) -> torch.nn.Module:
         """module's compiled form (made once a module)."""
         if id(module) not in self.compiled:
-            self.compiled[id(module)] = torch.compile(module, dynamic=False)
+            self.compiled[id(module)] = compiled_for_training(module, dynamic=False)
         return self.compiled[id(module)]
 
 

@@ -86,7 +86,7 @@ class Trainer(GraphedSteps):
         # path's modules are compiled for each of its fixed shapes instead (in training mode; see batch_loss).
         self.per_shape = CompiledPerShape() if tc.compile and self.graphs_off is None else None
         if tc.compile and self.graphs_off is not None:
-            self.net = torch.compile(self.net, dynamic=True)
+            self.net = fastpath.compiled_for_training(self.net, dynamic=True)
         if self.graphs_off is None:
             self.optimizer = capturable_adam(model.parameters(), tc.betas, tc.eps, tc.weight_decay, device)
         else:
