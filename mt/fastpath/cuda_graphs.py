@@ -230,15 +230,15 @@ class CompiledPerShape:
     RECOMPILES = 64  # torch recompiles a function for at most this many shapes (its default, 8, is a bucket count)
 
     def __init__(self):
-        self.compiled: dict[int, torch.nn.Module] = {}
+        self.compiled: dict[torch.nn.Module, torch.nn.Module] = {}  # modules hash by identity
         limits = torch._dynamo.config
         limits.recompile_limit = max(limits.recompile_limit, self.RECOMPILES)
 
     def __call__(self, module: torch.nn.Module) -> torch.nn.Module:
         """module's compiled form (made once a module)."""
-        if id(module) not in self.compiled:
-            self.compiled[id(module)] = compiled_for_training(module, dynamic=False)
-        return self.compiled[id(module)]
+        if module not in self.compiled:
+            self.compiled[module] = compiled_for_training(module, dynamic=False)
+        return self.compiled[module]
 
 
 def capturable_adam(params, betas, eps: float, weight_decay: float, device: torch.device) -> torch.optim.Adam:
