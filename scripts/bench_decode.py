@@ -103,6 +103,7 @@ def main() -> None:
     }
     print(json.dumps(env), flush=True)
     rows = []
+    with_cudnn = {}  # (precision, beam, cuda_graphs): the translations with cuDNN attention on
     for precision, cudnn in forms(args.precisions, cudnn_choices):
         torch.backends.cuda.enable_cudnn_sdp(cudnn)
         warm_up = DecodeSettings.from_config(
@@ -146,6 +147,11 @@ def main() -> None:
                     row["steps_a_call"] = {kind: n // args.repeats for kind, n in sorted(steps.items())}
                 if references:
                     row["bleu"] = score(hyps, references).bleu
+                if cudnn:
+                    with_cudnn[precision, beam, cuda_graphs] = hyps
+                elif (precision, beam, cuda_graphs) in with_cudnn:
+                    on = with_cudnn[precision, beam, cuda_graphs]
+                    row["same_as_cudnn_on"] = round(sum(a == b for a, b in zip(hyps, on)) / len(hyps), 4)
                 if plain is None:
                     plain = hyps
                 else:
@@ -250,7 +256,13 @@ def print_table(rows: list[dict], startup: float, title: str) -> None:
         print("sent/s: the best of the repeated calls; 1st call: a translator's first (fixed slots capture there)")
         for r in rows:
             if "steps_a_call" in r:
-                print(f"fixed slots, {r['precision']} beam {r['beam']}: steps a timed call {r['steps_a_call']}")
+                said = f", cuDNN {'on' if r['cudnn_attention'] else 'off'}" if cudnn else ""
+                form = f"{r['precision']} beam {r['beam']}{said}"
+                print(f"fixed slots, {form}: steps a timed call {r['steps_a_call']}")
+    for r in rows:
+        if "same_as_cudnn_on" in r:
+            graphs = "fixed slots" if r["cuda_graphs"] else "search.py"
+            print(f"cuDNN off, {r['precision']} beam {r['beam']}, {graphs}: same lines as on {r['same_as_cudnn_on']}")
     print(f"translate start-up on one sentence: {startup:.2f} s")
 
 
