@@ -11,6 +11,8 @@
 #   bench      bench_model.txt: the training step at a WMT-like and a Multi30k batch: eager, graphs, graphs
 #              on a bf16 copy of the weights (train.bf16_weights), the same with cuDNN's attention (off in
 #              mt-train on CUDA: does it pay at the graphs' fixed shapes?), nn.Transformer; MFU
+#   compiletest compiletest.txt: train.compile's CUDA test (a compiled step captured and replayed updates
+#              as the eager one; compiling takes most of its time)
 #   compiled   bench_compiled.txt: the same graphs kinds with the model compiled for the WMT-like shape
 #   graphs     graphs/: make train's default (multi30k_base) on the graph path with fp32 weights under autocast
 #              (train.bf16_weights=false), the whole run
@@ -86,6 +88,10 @@ for part in $PARTS; do
     bench)
         timeout "${BENCH_TIMEOUT:-70}" $PY scripts/bench_model.py --device cuda --no-decode \
             --kinds mt torch graphs graphs_bf16w graphs_bf16w_cudnn > "$OUT/bench_model.txt" 2>&1 ;;
+    compiletest)
+        timeout "${COMPILETEST_TIMEOUT:-120}" $PY -m pytest tests/test_graphed_training.py -q -p no:cacheprovider \
+            -k "train_compile and cuda" > "$OUT/compiletest.txt" 2>&1
+        tail -3 "$OUT/compiletest.txt" >> "$OUT/steps.log" ;;
     compiled)
         timeout "${COMPILED_TIMEOUT:-240}" $PY scripts/bench_model.py --device cuda --no-decode --shapes wmt \
             --kinds graphs graphs_bf16w --compile only > "$OUT/bench_compiled.txt" 2>&1 ;;

@@ -14,7 +14,7 @@ import mt.training.trainer as trainer_module
 from mt.data.batching import Ragged, collate, filter_pairs
 from mt.data.buckets import LengthBuckets, least_padding_lengths
 from mt.fastpath import cuda_graphs_off_because, stock_ops
-from mt.fastpath.cuda_graphs import GraphedTraining, capturable_adam
+from mt.fastpath.cuda_graphs import CompiledPerShape, GraphedTraining, capturable_adam
 from mt.model import Transformer
 from mt.training.loss import label_smoothed_loss
 
@@ -304,6 +304,39 @@ def test_graphs_captured_before_the_position_table_grows_replay_the_same():
             torch.empty(64 << 20, device=cuda).fill_(7.0)  # freed memory, if any, gets overwritten
         runs.append([s.values() for s in stats])
     np.testing.assert_allclose(np.array(runs[0], dtype=float), np.array(runs[1], dtype=float), rtol=1e-4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_train_compile_replays_compiled_steps_that_update_as_the_eager_ones_on_cuda():
+    """train.compile on CUDA: the model compiled for its shape (inductor), captured after the warm-up runs and
+    replayed, gives the uncompiled eager updates' losses and moves the weights the same way (Adam's steps,
+    of about the learning rate each, turn rounding differences into different weights: on the CPU, 1.6e-3
+    apart after 6 steps of 1e-3, the moves' cosine 0.99996). Slow (compiling): gpu_graphs.sh's own part."""
+    cuda = torch.device("cuda")
+    runs = []
+    for compiled in (False, True):
+        model = small_model().to(cuda)
+        optimizer = capturable_adam(model.parameters(), (0.9, 0.98), 1e-9, 0.0, cuda)
+        per_shape = CompiledPerShape() if compiled else None
+        plain = loss_of(model)
+
+        def loss_fn(net, src, tgt_in, tgt_out, plain=plain, per_shape=per_shape):
+            return plain(per_shape(net) if per_shape else net, src, tgt_in, tgt_out)
+
+        graphed = GraphedTraining(model, optimizer, loss_fn, clip_norm=1.0, capture=compiled)
+        stats = []
+        for src, tgt_in, tgt_out in toy_batches(cuda, 6):  # warm-up runs (compiling), the capture, then replays
+            graphed.accumulate(src, tgt_in, tgt_out, 1 / 40)
+            stats.append(graphed.apply(1e-3))
+        runs.append(([s.values() for s in stats], [p.detach().clone() for p in model.parameters()]))
+        if compiled:
+            assert graphed.graphs and len(per_shape.compiled) == 1
+    (stats_a, weights_a), (stats_b, weights_b) = runs
+    losses_a, losses_b = (np.array(stats, dtype=float)[:, :2] for stats in (stats_a, stats_b))
+    np.testing.assert_allclose(losses_a, losses_b, rtol=1e-4)
+    start = [p.detach().to(cuda) for p in small_model().parameters()]
+    moves = [torch.cat([(w - w0).flatten() for w, w0 in zip(weights, start)]) for weights in (weights_a, weights_b)]
+    assert torch.nn.functional.cosine_similarity(*moves, dim=0) > 0.999
 
 
 def test_a_run_saved_on_one_path_resumes_on_the_other(tiny_corpus, tmp_path, monkeypatch, caplog):
