@@ -169,11 +169,14 @@ def _stock_smoothed_cross_entropy(
     return loss.sum(), nll.detach().sum()
 
 
+# From torch 2.13 inductor's own dropout can repeat parts of its masks on CUDA (pytorch/pytorch#198333, silent).
+INDUCTOR_DROPOUT_REPEATS = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 13)
+
+
 def compiled_for_training(module: torch.nn.Module, dynamic: bool) -> torch.nn.Module:
     """torch.compile(module, dynamic=dynamic), with random ops (dropout) run by torch's own kernels inside the
-    compiled code where torch is 2.13 or newer: there inductor's own dropout can repeat parts of its masks
-    on CUDA (pytorch/pytorch#198333, silent). Unmeasured: what this costs in speed."""
-    if tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 13):
+    compiled code where INDUCTOR_DROPOUT_REPEATS. Unmeasured: what this costs in speed."""
+    if INDUCTOR_DROPOUT_REPEATS:
         torch._inductor.config.fallback_random = True
     return torch.compile(module, dynamic=dynamic)
 
