@@ -13,6 +13,7 @@ Prints one JSON object per measurement, then a table. Reports, never asserts.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import random
@@ -23,7 +24,9 @@ from collections import Counter
 
 import torch
 
+import mt.decoding.translator as translator_module
 from mt.data.lines import read_lines
+from mt.decoding import fixed_slots
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.fastpath import tune_process
 from mt.inference import load_for_inference
@@ -60,6 +63,13 @@ def forms(precisions: list[str], cudnn_choices: list[bool]) -> list[tuple[str, b
     return [(p, c) for p in precisions for c in cudnn_choices if not (both and p == "fp32" and not c)]
 
 
+def checking_every(steps: int | None) -> None:
+    """A what-if: the translator's fixed-slot searches read whether they are done every `steps` steps
+    (None: the search's own interval)."""
+    chosen = fixed_slots.run if steps is None else functools.partial(fixed_slots.run, check_every=steps)
+    translator_module.run_search = chosen
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", required=True)
@@ -82,6 +92,13 @@ def main() -> None:
         help="SDPA's cuDNN attention on CUDA: on (torch's default, as translate runs), off, or bf16 both ways "
         "(cuDNN attention takes no fp32: off changes nothing there)",
     )
+    p.add_argument(
+        "--check-every",
+        nargs="+",
+        type=int,
+        help="fixed slots: read whether every sentence is done every N steps, each N given (default: the "
+        "search's own); fewer steps run past the last sentence's end, more waits for the device",
+    )
     p.add_argument("--json", action="store_true", help="JSON lines only, no table")
     args = p.parse_args()
     graphs_choice = args.cuda_graphs or ("both" if args.device == "cuda" else "off")
@@ -103,7 +120,7 @@ def main() -> None:
     }
     print(json.dumps(env), flush=True)
     rows = []
-    with_cudnn = {}  # (precision, beam, cuda_graphs): the translations with cuDNN attention on
+    with_cudnn = {}  # (precision, beam, cuda_graphs, check interval): the translations with cuDNN attention on
     for precision, cudnn in forms(args.precisions, cudnn_choices):
         torch.backends.cuda.enable_cudnn_sdp(cudnn)
         warm_up = DecodeSettings.from_config(
@@ -112,10 +129,11 @@ def main() -> None:
         Translator(model, tokenizer, warm_up, args.device).translate_nbest(sources[:64])
         for beam in args.beams:
             plain = None  # the translations without cuda_graphs, to compare with
-            for cuda_graphs in graphs:
+            for cuda_graphs, every in [(g, n) for g in graphs for n in (args.check_every or [None] if g else [None])]:
                 settings = DecodeSettings.from_config(
                     cfg.decode, beam=beam, batch_tokens=batch_tokens, precision=precision, cuda_graphs=cuda_graphs
                 )
+                checking_every(every)
                 translator = Translator(model, tokenizer, settings, args.device)
                 first = None
                 if cuda_graphs:  # the first call captures each shape's steps: what a one-off `translate` pays
@@ -142,15 +160,17 @@ def main() -> None:
                     "tgt_tokens_per_s": round(tgt_tokens / best),
                     "seconds": round(best, 2),
                 }
+                if every is not None:
+                    row["check_every"] = every
                 if first is not None:
                     row["first_call_sentences_per_s"] = round(len(sources) / first, 1)
                     row["steps_a_call"] = {kind: n // args.repeats for kind, n in sorted(steps.items())}
                 if references:
                     row["bleu"] = score(hyps, references).bleu
                 if cudnn:
-                    with_cudnn[precision, beam, cuda_graphs] = hyps
-                elif (precision, beam, cuda_graphs) in with_cudnn:
-                    on = with_cudnn[precision, beam, cuda_graphs]
+                    with_cudnn[precision, beam, cuda_graphs, every] = hyps
+                elif (precision, beam, cuda_graphs, every) in with_cudnn:
+                    on = with_cudnn[precision, beam, cuda_graphs, every]
                     row["same_as_cudnn_on"] = round(sum(a == b for a, b in zip(hyps, on)) / len(hyps), 4)
                 if plain is None:
                     plain = hyps
@@ -241,14 +261,17 @@ def print_table(rows: list[dict], startup: float, title: str) -> None:
     """The decode rows as a table (also used by bench.py)."""
     print(f"\n{title}")
     cudnn = any(r.get("cudnn_attention") is False for r in rows)  # a column only where it was turned off
+    checks = any("check_every" in r for r in rows)  # a column only where the interval was chosen
     print(
         f"{'precision':9} {'beam':>4} {'graphs':>6} " + (f"{'cuDNN':>5} " if cudnn else "")
+        + (f"{'check':>5} " if checks else "")
         + f"{'sent/s':>8} {'1st call':>8} {'tgt tok/s':>10} {'BLEU':>6} {'same':>6}"
     )  # fmt: skip
     for r in rows:
         print(
             f"{r['precision']:9} {r['beam']:>4} {'on' if r.get('cuda_graphs') else 'off':>6} "
             + (f"{'on' if r.get('cudnn_attention', True) else 'off':>5} " if cudnn else "")
+            + (f"{r.get('check_every', '-'):>5} " if checks else "")
             + f"{r['sentences_per_s']:>8} {r.get('first_call_sentences_per_s', '-'):>8} {r['tgt_tokens_per_s']:>10} "
             f"{r.get('bleu', '-'):>6} {r.get('same_lines', '-'):>6}"
         )  # fmt: skip
@@ -257,11 +280,13 @@ def print_table(rows: list[dict], startup: float, title: str) -> None:
         for r in rows:
             if "steps_a_call" in r:
                 said = f", cuDNN {'on' if r['cudnn_attention'] else 'off'}" if cudnn else ""
+                said += f", done read every {r['check_every']} steps" if "check_every" in r else ""
                 form = f"{r['precision']} beam {r['beam']}{said}"
                 print(f"fixed slots, {form}: steps a timed call {r['steps_a_call']}")
     for r in rows:
         if "same_as_cudnn_on" in r:
             graphs = "fixed slots" if r["cuda_graphs"] else "search.py"
+            graphs += f" (done read every {r['check_every']} steps)" if "check_every" in r else ""
             print(f"cuDNN off, {r['precision']} beam {r['beam']}, {graphs}: same lines as on {r['same_as_cudnn_on']}")
     print(f"translate start-up on one sentence: {startup:.2f} s")
 

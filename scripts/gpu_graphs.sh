@@ -29,6 +29,10 @@
 #              torch.profiler's op tables (host and device time); traces/ (each form's Chrome trace)
 #   batches    bench_decode_64k.txt: beam 5 as in decode, in batches of 64,000 tokens instead of the
 #              checkpoint's 16,000 (whether a GPU wants larger decoding batches)
+#   checks     bench_decode_checks.txt: fixed slots alone, greedy and beam 5 in fp32, reading whether a batch is
+#              done every 8 (the search's own), 4 or 1 steps: fewer steps past the last sentence's end
+#              (test2016 beam 5 with the smoke model's tokenizer: 168, 152, 143 steps) against more waits for
+#              the device (not a default part)
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz
@@ -116,6 +120,10 @@ for part in $PARTS; do
         timeout "${BATCHES_TIMEOUT:-35}" $PY scripts/bench_decode.py --checkpoint "$(trained_model)" --device cuda \
             --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --beams 5 \
             --batch-tokens 64000 --repeats 2 > "$OUT/bench_decode_64k.txt" 2>&1 ;;
+    checks)
+        timeout "${CHECKS_TIMEOUT:-90}" $PY scripts/bench_decode.py --checkpoint "$(trained_model)" --device cuda \
+            --src data/multi30k/test2016.de --precisions fp32 --cuda-graphs on --check-every 8 4 1 --repeats 2 \
+            > "$OUT/bench_decode_checks.txt" 2>&1 ;;
     *)
         echo "unknown part: $part" | tee -a "$OUT/steps.log" ;;
     esac
