@@ -129,7 +129,8 @@ def main() -> None:
         Translator(model, tokenizer, warm_up, args.device).translate_nbest(sources[:64])
         for beam in args.beams:
             plain = None  # the translations without cuda_graphs, to compare with
-            for cuda_graphs, every in [(g, n) for g in graphs for n in (args.check_every or [None] if g else [None])]:
+            intervals = {g: (args.check_every or [None]) if g else [None] for g in graphs}  # fixed slots alone
+            for cuda_graphs, every in [(g, n) for g in graphs for n in intervals[g]]:
                 settings = DecodeSettings.from_config(
                     cfg.decode, beam=beam, batch_tokens=batch_tokens, precision=precision, cuda_graphs=cuda_graphs
                 )
