@@ -9,6 +9,11 @@ import sys
 from pathlib import Path
 
 
+def counted(count: int, noun: str) -> str:
+    """ "1 line", "2 lines", "29,000 lines": a count for a message, its noun in the number it needs."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 class MTError(Exception):
     """A problem the user can fix (bad input, bad config, missing file): printed as one line."""
 
@@ -24,7 +29,7 @@ class StoppedAfter(KeyboardInterrupt):
         """writing: stopped while writing the next ones out, some of which may be there too."""
         where = f" in {output}" if output else ""
         more = ", and maybe some of the next ones" if writing else ""
-        super().__init__(f"the first {done:,} {noun}{'' if done == 1 else 's'} are written{where}{more}")
+        super().__init__(f"the first {counted(done, noun)} are written{where}{more}")
 
 
 class MissingSplit(MTError):

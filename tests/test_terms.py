@@ -359,7 +359,7 @@ def test_mt_evaluate_places_the_terms_and_counts_those_translations_hold(trained
     assert scores["terms_held"] == scores["terms_asked"] == len(sources) and scores["beam"] == 3
     every_line.write_text("red\n", encoding="utf-8")
     for flags, message in [
-        (["-c", str(trained_run), "--split", "test", "--terms", str(every_line)], f"{every_line} has 1 lines but "),
+        (["-c", str(trained_run), "--split", "test", "--terms", str(every_line)], f"{every_line} has 1 line but "),
         (["-c", str(trained_run), "--split", "test", "--glossary", str(glossary), "--beam", "1"], "needs beam search"),
         (["--hyp", str(plain), "--glossary", str(glossary), *refs], "--glossary with --hyp needs --src"),
     ]:

@@ -40,7 +40,7 @@ from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, ranked, re
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
 from mt.decoding.translator import DecodeSettings, Translator
-from mt.errors import MTError, check_output_file
+from mt.errors import MTError, check_output_file, counted
 from mt.fastpath import decode_precision
 from mt.inference import decoding_device, load_for_decoding, load_translator
 from mt.languages import direction_name, directions, source_tag, tagged
@@ -126,7 +126,7 @@ def read_terms(path: str | None, count: int, name: str) -> list[list[str]] | Non
         return None
     lines = read_lines(path)
     if len(lines) != count:
-        raise MTError(f"--terms {path} has {len(lines)} lines but {name} has {count}")
+        raise MTError(f"--terms {path} has {counted(len(lines), 'line')} but {name} has {count:,}")
     return terms_of(lines)
 
 
@@ -135,7 +135,8 @@ def read_references(paths: list[str]) -> list[list[str]]:
     streams = [read_lines(path) for path in paths]
     for path, stream in zip(paths[1:], streams[1:]):
         if len(stream) != len(streams[0]):
-            raise MTError(f"--ref {path} has {len(stream)} lines but --ref {paths[0]} has {len(streams[0])}")
+            have = counted(len(stream), "line")
+            raise MTError(f"--ref {path} has {have} but --ref {paths[0]} has {len(streams[0]):,}")
     return streams
 
 
@@ -144,7 +145,7 @@ def paired_lines(path: str, flag: str, refs: list[str], streams=None) -> tuple[l
     decoding if their counts differ."""
     lines, streams = read_lines(path), read_references(refs) if streams is None else streams
     if len(lines) != len(streams[0]):
-        raise MTError(f"{flag} {path} has {len(lines)} lines but --ref {refs[0]} has {len(streams[0])}")
+        raise MTError(f"{flag} {path} has {counted(len(lines), 'line')} but --ref {refs[0]} has {len(streams[0]):,}")
     return lines, streams
 
 

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from mt.cli.translate import check_engine_args, writing_failed
 from mt.data.lines import count_lines, open_for_writing, read_line_chunks
 from mt.decoding.ctranslate2_translator import load_export_translator
-from mt.errors import MTError, StoppedAfter, check_output_file, truncation_warning
+from mt.errors import MTError, StoppedAfter, check_output_file, counted, truncation_warning
 
 # torch and the model are imported where the torch engine is picked, as in translate.
 
@@ -57,7 +57,7 @@ def aligned_pairs(args) -> int | None:
     src_lines, tgt_lines = count_lines(args.src), count_lines(args.tgt)
     if src_lines != tgt_lines:
         raise MTError(
-            f"--src {args.src} has {src_lines} lines but --tgt {args.tgt} has {tgt_lines}: "
+            f"--src {args.src} has {counted(src_lines, 'line')} but --tgt {args.tgt} has {tgt_lines:,}: "
             "the files must be line-aligned"
         )
     return src_lines

@@ -14,7 +14,7 @@ from mt.data.corpus import ParallelCorpus
 from mt.data.lines import missing_file, read_lines
 from mt.data.tmx import tmx_as_tsv, tmx_path
 from mt.data.tsv_files import load_tsv, tsv_layout, tsv_path
-from mt.errors import MissingSplit, MTError
+from mt.errors import MissingSplit, MTError, counted
 from mt.languages import direction_name, directions, pair_subset, source_tag, tagged
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,8 @@ def load_files(
     src_path, tgt_path, origin = found
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise MTError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the files must be line-aligned")
+        have = counted(len(src), "line")
+        raise MTError(f"{src_path} has {have} but {tgt_path} has {len(tgt):,}: the files must be line-aligned")
     if not src:
         raise MTError(f"{src_path}: empty corpus")
     return ParallelCorpus(src, tgt, origin)

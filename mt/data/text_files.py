@@ -18,7 +18,7 @@ import numpy as np
 
 from mt.data.corpus import SHARD_LINES, ParallelCorpus, read_shards
 from mt.data.lines import not_utf8, open_text_file, split_lines
-from mt.errors import MTError
+from mt.errors import MTError, counted
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +174,8 @@ class AlignedTextFiles:
         self._digest = text.hexdigest()
         if self.src_file.lines != self.tgt_file.lines:
             raise MTError(
-                f"{src_path} has {self.src_file.lines} lines but {tgt_path} has {self.tgt_file.lines}: the files "
-                "must be line-aligned"
+                f"{src_path} has {counted(self.src_file.lines, 'line')} but {tgt_path} has "
+                f"{self.tgt_file.lines:,}: the files must be line-aligned"
             )
         if not self.src_file.lines:
             raise MTError(f"{src_path}: empty corpus")
