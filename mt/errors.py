@@ -1,4 +1,4 @@
-"""User-facing errors: one clear line for the user, a traceback only when asked for."""
+"""User-facing errors: one clear line for the user, a traceback only when asked for; and how messages count."""
 
 from __future__ import annotations
 

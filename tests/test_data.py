@@ -161,6 +161,11 @@ def test_line_count_mismatch_and_empty_corpus(tmp_path, loader):
     (tmp_path / "train.en").write_text("a\n")
     with pytest.raises(MTError, match=r"train.de has 2 lines but .*train.en has 1"):
         LOADERS[loader](tmp_path, "train")
+    (tmp_path / "train.de").write_text("a\n")
+    (tmp_path / "train.en").write_text("a\nb\nc\n")
+    with pytest.raises(MTError, match=r"train.de has 1 line but .*train.en has 3"):  # not "1 lines"
+        LOADERS[loader](tmp_path, "train")
+    (tmp_path / "train.de").write_text("a\nb\n")
     (tmp_path / "train.en").write_text("a\nb\n")
     assert len(LOADERS[loader](tmp_path, "train")) == 2
     (tmp_path / "valid.de").write_text("")

@@ -29,7 +29,7 @@ def test_pairs_in_training_are_counted_line_by_line_across_shards(splits):
     found = count_overlap(train, held_out)
     # valid: the duplicated pair twice, a source with another translation apart, an empty pair not at all
     assert found == {"valid": Overlap(5, 2, 1), "test": Overlap(2, 1, 0)}  # quelle 39 is in train's last shard
-    assert str(found["valid"]) == "2 of 5 pairs (40.0%) in training, 1 more sources (translated otherwise)"
+    assert str(found["valid"]) == "2 of 5 pairs (40.0%) in training, 1 more source (translated otherwise)"
     clean = count_overlap(train, {"test2016": corpus([("neu", "new"), ("quelle 5", "other")])})
     assert str(clean["test2016"]) == "none of its 2 pairs in training (1 of its sources, translated otherwise)"
 

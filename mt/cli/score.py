@@ -169,8 +169,8 @@ def run(args) -> None:
             json.dump(result, f, indent=2)
     if not args.quiet:
         print(
-            f"scored {pairs} pairs ({pieces} target pieces) in {result['seconds']:.1f}s: log-probability per piece "
-            f"{result['log_prob_per_piece']:.4f}, perplexity {result['perplexity']:.2f}",
+            f"scored {counted(pairs, 'pair')} ({counted(pieces, 'target piece')}) in {result['seconds']:.1f}s: "
+            f"log-probability per piece {result['log_prob_per_piece']:.4f}, perplexity {result['perplexity']:.2f}",
             file=sys.stderr,
         )
     if scorer.truncated:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mt.data.lines import read_lines, write_document
 from mt.decoding.glossary import load_glossary
-from mt.errors import MTError, truncation_warning
+from mt.errors import MTError, counted, truncation_warning
 
 TEXT_SUFFIXES = (".txt",)  # files of lines, translated line by line
 
@@ -66,7 +66,7 @@ def run_folder(args, translator, how: str, kind_of, translate_of) -> None:
                 lines = read_lines(path)
                 found = translator.translate_with(lines, {}, glossary=glossary)
                 write_document(str(out), "".join(f"{translation.text}\n" for translation in found))
-                said, what = f"{len(lines)} lines translated", "text file"
+                said, what = f"{counted(len(lines), 'line')} translated", "text file"
             else:
                 shutil.copyfile(path, out)
                 said, what = "copied", "other file"
@@ -80,9 +80,9 @@ def run_folder(args, translator, how: str, kind_of, translate_of) -> None:
             print(f"{path.relative_to(source)}: {said}", file=sys.stderr)
     if not args.quiet:
         seconds = time.perf_counter() - start
-        counts = ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for what, n in done.items()) + " copied"
+        counts = ", ".join(counted(n, what) for what, n in done.items()) + " copied"
         print(f"translated {args.input} into {args.output} in {seconds:.1f}s ({how}): {counts}", file=sys.stderr)
     if translator.truncated:
         print(truncation_warning(translator.truncated, "line", args.max_src_len), file=sys.stderr)
     if failed:
-        raise MTError(f"{len(failed)} file{'' if len(failed) == 1 else 's'} not translated: {', '.join(failed[:5])}")
+        raise MTError(f"{counted(len(failed), 'file')} not translated: {', '.join(failed[:5])}")

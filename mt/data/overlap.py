@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from mt.data.text_files import write_atomically
-from mt.errors import MTError
+from mt.errors import MTError, counted
 from mt.host import start_background_worker
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,8 @@ class Overlap:
             said = f"none of its {self.pairs:,} pairs in training"
             return said + (f" ({self.source_only:,} of its sources, translated otherwise)" if self.source_only else "")
         said = f"{self.in_training:,} of {self.pairs:,} pairs ({100 * self.in_training / self.pairs:.1f}%) in training"
-        return said + (f", {self.source_only:,} more sources (translated otherwise)" if self.source_only else "")
+        more = counted(self.source_only, "more source")
+        return said + (f", {more} (translated otherwise)" if self.source_only else "")
 
 
 def count_overlap(train, held_out: dict) -> dict[str, Overlap]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from mt.data.epub import Epub
 from mt.decoding.html_translation import HtmlTranslation
 from mt.decoding.line_translator import document_changes
-from mt.errors import MTError
+from mt.errors import MTError, counted
 
 
 @dataclass
@@ -23,7 +23,7 @@ class EpubReport:
     with_elements: int = 0  # of those, holding inline elements kept in place
 
     def summary(self) -> str:
-        done = f"{self.chapters} chapter{'' if self.chapters == 1 else 's'}, {self.translated} segments translated"
+        done = f"{counted(self.chapters, 'chapter')}, {counted(self.translated, 'segment')} translated"
         return done + (f", {self.with_elements} with inline elements kept in place" if self.with_elements else "")
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from mt.data.html_document import HtmlPage
 from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import pattern_of, with_kinds
+from mt.errors import counted
 
 
 @dataclass
@@ -24,7 +25,7 @@ class HtmlReport:
     attributes: int = 0  # attribute values a reader sees (alt, title, placeholder, aria-label)
 
     def summary(self) -> str:
-        segments = f"{self.translated} segment{'' if self.translated == 1 else 's'} translated"
+        segments = f"{counted(self.translated, 'segment')} translated"
         segments += f", {self.with_elements} with inline elements kept in place" if self.with_elements else ""
         return segments + (
             f"; {self.attributes} attribute texts (alt, title, ...) translated" if self.attributes else ""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from mt.data.markdown_document import TAG, MarkdownDocument
 from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import with_kinds
+from mt.errors import counted
 
 
 @dataclass
@@ -23,7 +24,7 @@ class MarkdownReport:
     with_markup: int = 0  # of those, holding inline markup (links, emphasis, code) kept in place
 
     def summary(self) -> str:
-        segments = f"{self.translated} segment{'' if self.translated == 1 else 's'} translated"
+        segments = f"{counted(self.translated, 'segment')} translated"
         return segments + (f", {self.with_markup} with inline markup kept in place" if self.with_markup else "")
 
 

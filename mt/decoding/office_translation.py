@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from mt.data.office_document import TAG, OfficeDocument
 from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import with_kinds
-from mt.errors import MTError
+from mt.errors import MTError, counted
 
 
 @dataclass
@@ -24,7 +24,7 @@ class OfficeReport:
     unit: str = "paragraph"
 
     def summary(self) -> str:
-        done = f"{self.translated} {self.unit}{'' if self.translated == 1 else 's'} translated"
+        done = f"{counted(self.translated, self.unit)} translated"
         return done + (f", {self.with_formatting} with formatting kept in place" if self.with_formatting else "")
 
 

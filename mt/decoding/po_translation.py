@@ -15,6 +15,7 @@ from mt.decoding.accelerators import MARKERS, Accelerator, put_accelerator, take
 from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import pattern_of
 from mt.decoding.xliff_translation import target_of
+from mt.errors import counted
 
 
 @dataclass
@@ -28,17 +29,14 @@ class PoReport:
     accelerators: int = 0  # of the translated, with an accelerator marker (_Open, &File) carried over
 
     def summary(self) -> str:
-        def count(n: int, noun: str) -> str:
-            return f"{n} {noun}{'' if n == 1 else 's'}"
-
         details = [f"{self.plural} with plural forms"] if self.plural else []
         details += [f"{self.accelerators} with accelerator keys kept"] if self.accelerators else []
         details_text = f" ({', '.join(details)})" if details else ""
-        parts = [count(self.translated, "message") + f" translated{details_text}, marked fuzzy for review"]
+        parts = [counted(self.translated, "message") + f" translated{details_text}, marked fuzzy for review"]
         if self.copied:
-            parts.append(f"{count(self.copied, 'message')} without words copied")
+            parts.append(f"{counted(self.copied, 'message')} without words copied")
         if self.kept:
-            parts.append(f"{count(self.kept, 'message')} already translated kept")
+            parts.append(f"{counted(self.kept, 'message')} already translated kept")
         return "; ".join(parts)
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from mt.decoding.protected_spans import DEFAULT as DEFAULT_PROTECT
 from mt.decoding.protected_spans import kinds_of
-from mt.errors import MTError
+from mt.errors import MTError, counted
 
 if TYPE_CHECKING:
     import torch
@@ -190,7 +190,7 @@ class PairScore:
 def check_aligned(lines: list[str], values: list | None, name: str) -> None:
     """One value per line, or a one-line error."""
     if values is not None and len(values) != len(lines):
-        raise MTError(f"{name}: {len(values)} given for {len(lines)} lines (one per line)")
+        raise MTError(f"{name}: {len(values):,} given for {counted(len(lines), 'line')} (one per line)")
 
 
 def verbatim(prefix: str, prefix_decoded: str, text: str) -> str:

@@ -23,6 +23,7 @@ from mt.data.subtitles import read_subtitles
 from mt.decoding.inline_tags import Flattened, alignment_layer, place, token_alignment
 from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import flatten_line, pattern_of, render_line, with_kinds
+from mt.errors import counted
 
 MAX_CUES = 3  # a sentence longer than this many cues is translated in parts of this many
 PAUSE = 2.0  # seconds between two cues that end a sentence, though the first has no period
@@ -42,7 +43,7 @@ class SubtitleReport:
     copied: int = 0  # cues without a word (music notes, numbers), drawings and karaoke, copied as they are
 
     def summary(self) -> str:
-        parts = [f"{self.translated} cue{'' if self.translated == 1 else 's'} translated"]
+        parts = [f"{counted(self.translated, 'cue')} translated"]
         if self.joined:
             how = f", {self.by_position} of them split by relative position" if self.by_position else ""
             parts.append(f"{self.joined} in sentences over several cues, split back by alignment{how}")

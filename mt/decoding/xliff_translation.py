@@ -15,6 +15,7 @@ from mt.data.xliff import Segment, Xliff, wraps_text
 from mt.decoding.inline_tags import Flattened, alignment_layer, flatten, place, render, token_alignment
 from mt.decoding.line_translator import document_changes
 from mt.decoding.protected_spans import pattern_of
+from mt.errors import counted
 
 
 @dataclass
@@ -31,25 +32,22 @@ class XliffReport:
     replaced: int = 0  # characters XML cannot hold, written as U+FFFD
 
     def summary(self) -> str:
-        def count(n: int, noun: str) -> str:
-            return f"{n} {noun}{'' if n == 1 else 's'}"
-
-        parts = [count(self.translated, "segment") + " translated"]
+        parts = [counted(self.translated, "segment") + " translated"]
         if self.with_codes:
             aligned, by_position = self.with_codes - self.placed_by_position, self.placed_by_position
             how = " placed by alignment" if not by_position else " placed by relative position" if not aligned else ""
             how = how or f": {aligned} placed by alignment, {by_position} by relative position"
             parts.append(f"{self.with_codes} with inline codes{how}")
         if self.protected:
-            parts.append(f"spans kept untranslated in {count(self.protected, 'segment')}")
+            parts.append(f"spans kept untranslated in {counted(self.protected, 'segment')}")
         if self.copied:
-            parts.append(f"{count(self.copied, 'segment')} without words copied")
+            parts.append(f"{counted(self.copied, 'segment')} without words copied")
         if self.kept:
-            parts.append(f"{count(self.kept, 'target')} already translated kept")
+            parts.append(f"{counted(self.kept, 'target')} already translated kept")
         if self.not_translated:
-            parts.append(f'{count(self.not_translated, "unit")} marked translate="no" left as they are')
+            parts.append(f'{counted(self.not_translated, "unit")} marked translate="no" left as they are')
         if self.replaced:
-            parts.append(f"{count(self.replaced, 'character')} XML cannot hold written as U+FFFD")
+            parts.append(f"{counted(self.replaced, 'character')} XML cannot hold written as U+FFFD")
         return "; ".join(parts)
 
 
