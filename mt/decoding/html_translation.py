@@ -28,7 +28,7 @@ class HtmlReport:
         segments = f"{counted(self.translated, 'segment')} translated"
         segments += f", {self.with_elements} with inline elements kept in place" if self.with_elements else ""
         return segments + (
-            f"; {self.attributes} attribute texts (alt, title, ...) translated" if self.attributes else ""
+            f"; {counted(self.attributes, 'attribute text')} (alt, title, ...) translated" if self.attributes else ""
         )
 
 
