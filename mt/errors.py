@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def counted(count: int, noun: str) -> str:
-    """ "1 line", "2 lines", "29,000 lines": a count for a message, its noun in the number it needs."""
+    """A count for a message, its noun in the number it needs: "1 line", "2 lines", "29,000 lines"."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 

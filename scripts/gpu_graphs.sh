@@ -31,7 +31,7 @@
 #              checkpoint's 16,000 (whether a GPU wants larger decoding batches)
 #   checks     bench_decode_checks.txt: fixed slots alone, greedy and beam 5 in fp32, reading whether a batch is
 #              done every 8 (the search's own), 4 or 1 steps: fewer steps past the last sentence's end
-#              (test2016 beam 5 with the smoke model's tokenizer: 168, 152, 143 steps) against more waits for
+#              (test2016 beam 5 in fp32 with a smoke model: 168, 152, 145 steps) against more waits for
 #              the device (not a default part)
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
