@@ -228,6 +228,10 @@ def test_translate_samples_and_forces_prefixes_from_the_command_line(trained_run
     assert short.returncode == 2 and short.stderr.strip().endswith(
         "4 prefix lines for 10 or more input lines (one each)"
     )
+    one = tmp_path / "one.de"
+    one.write_text(lines[0] + "\n", encoding="utf-8")
+    long = run_cli("translate", "-c", ckpt, "-i", str(one), "--prefix", str(pre), "-q", check=False)
+    assert long.returncode == 2 and long.stderr.strip().endswith("more prefix lines than the 1 input line (one each)")
     refused = run_cli("translate", "-c", ckpt, "-i", str(src), "--topk", "5", check=False)
     assert refused.returncode == 2 and "--topk is a sampling setting: add --strategy sample" in refused.stderr
     greedy = run_cli("translate", "-c", ckpt, "-i", str(src), "--strategy", "greedy", "--nbest", "2", check=False)

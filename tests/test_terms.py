@@ -169,7 +169,7 @@ def test_translate_and_the_api_hold_the_terms(trained_run, tiny_corpus, tmp_path
 
     assert translate("terms").stdout.splitlines() == got  # the checkpoint decodes greedily: --terms takes beam 5
     short = translate("short", check=False)
-    said = f"error: {tmp_path / 'short'}: 1 terms lines for 6 or more input lines (one each)"
+    said = f"error: {tmp_path / 'short'}: 1 terms line for 6 or more input lines (one each)"
     assert short.returncode == 2 and short.stderr.strip() == said
     unplaceable = translate("terms", "--max-len-a", "0", "--max-len-b", "2")
     cut = unplaceable.stdout.splitlines()

@@ -37,7 +37,7 @@ from mt.decoding.ctranslate2_translator import load_export_translator
 from mt.decoding.glossary import load_glossary, terms_of
 from mt.decoding.sentences import several_sentences_note
 from mt.decoding.settings import DEFAULT_BEAM, MBR_FIELDS, RULE_FIELDS
-from mt.errors import MTError, StoppedAfter, check_output_file, terms_missed_warning, truncation_warning
+from mt.errors import MTError, StoppedAfter, check_output_file, counted, terms_missed_warning, truncation_warning
 
 # torch, the model and the search are imported where the torch engine is picked: `--engine ctranslate2`
 # translates without importing torch (about 1.4 s of start-up).
@@ -288,19 +288,16 @@ class LineFile:
         lines = next(self.chunks, None)
         if lines is not None and len(lines) == len(chunk):
             return lines
+        needed = first_line + len(chunk)
         if lines is not None and len(lines) > len(chunk):
-            raise MTError(
-                f"{self.path}: more {self.what} lines than the {first_line + len(chunk)} input lines (one each)"
-            )
-        have = first_line + len(lines or [])
-        raise MTError(
-            f"{self.path}: {have} {self.what} lines for {first_line + len(chunk)} or more input lines (one each)"
-        )
+            raise MTError(f"{self.path}: more {self.what} lines than the {counted(needed, 'input line')} (one each)")
+        have = counted(first_line + len(lines or []), f"{self.what} line")
+        raise MTError(f"{self.path}: {have} for {needed:,} or more input lines (one each)")
 
     def check_end(self, done: int) -> None:
         """A one-line error where the file goes on past the input's last line."""
         if self.chunks is not None and next(self.chunks, None):
-            raise MTError(f"{self.path}: more {self.what} lines than the {done} input lines (one each)")
+            raise MTError(f"{self.path}: more {self.what} lines than the {counted(done, 'input line')} (one each)")
 
 
 def run(args) -> None:
