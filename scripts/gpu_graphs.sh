@@ -33,6 +33,9 @@
 #              done every 8 (the search's own), 4 or 1 steps: fewer steps past the last sentence's end
 #              (test2016 beam 5 in fp32 with a smoke model: 168, 152, 145 steps) against more waits for
 #              the device (not a default part)
+#   trainprofile profile_train.txt: the kernels of one base training step at the WMT-like batch, under autocast
+#              and on a bf16 copy of the weights (the graphs' kernels, run eagerly), with the time per kind of
+#              kernel: where the step's GPU time goes on the way to the MFU sought (not a default part)
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz
@@ -124,6 +127,9 @@ for part in $PARTS; do
         timeout "${CHECKS_TIMEOUT:-90}" $PY scripts/bench_decode.py --checkpoint "$(trained_model)" --device cuda \
             --src data/multi30k/test2016.de --precisions fp32 --cuda-graphs on --check-every 8 4 1 --repeats 2 \
             > "$OUT/bench_decode_checks.txt" 2>&1 ;;
+    trainprofile)
+        timeout "${TRAINPROFILE_TIMEOUT:-60}" $PY scripts/profile_train_step.py --device cuda --shapes wmt --no-loss \
+            --rows 30 > "$OUT/profile_train.txt" 2>&1 ;;
     *)
         echo "unknown part: $part" | tee -a "$OUT/steps.log" ;;
     esac

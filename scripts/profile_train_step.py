@@ -1,35 +1,87 @@
 """Where a training step's GPU time goes: torch.profiler's kernel table for one base-model step at a WMT-like
-and at a Multi30k batch (bf16), then the label-smoothed loss alone (forward + backward) in the forms that
-could replace it: what decides which fusion pays.
+and at a Multi30k batch, in the forms a run takes, each table closed by the time per kind of kernel (matrix
+products, attention, layer norm, casts and copies, ...); then the label-smoothed loss alone (forward +
+backward) in the forms that could replace it: what decides which fusion pays.
+
+Forms: `autocast` (fp32 weights under bf16 autocast, the eager step), `bf16w` (a bf16 copy of the weights
+without autocast, Adam stepping the fp32 ones: train.bf16_weights, the fastest step measured). The bf16w
+step runs here eagerly: the kernels its CUDA graphs replay, without the host's gaps between them, which a
+kernel's device time does not count anyway.
 
     python scripts/profile_train_step.py --device cuda
+    python scripts/profile_train_step.py --device cuda --forms bf16w --shapes wmt --no-loss
+
+On a CPU (for a check of the script) the tables hold ops' own CPU time instead of kernels' device time.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import time
+from collections import defaultdict
 
 import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 from mt.fastpath import tune_process
+from mt.fastpath.cuda_graphs import GraphedTraining, capturable_adam
 from mt.model import Transformer
 from mt.precision import autocast
 from mt.training.loss import label_smoothed_loss
 
-BASE = dict(d_model=512, heads=8, ffn_dim=2048, encoder_layers=6, decoder_layers=6, norm_first=True, dropout=0.1)
+SIZES = {
+    "base": dict(d_model=512, heads=8, ffn_dim=2048, encoder_layers=6, decoder_layers=6, norm_first=True, dropout=0.1),
+    "tiny": dict(d_model=64, heads=4, ffn_dim=128, encoder_layers=1, decoder_layers=1, norm_first=True, dropout=0.1),
+}
 SHAPES = {"wmt": (780, 32, 37000), "multi30k": (256, 16, 10000)}  # sentences, length (both sides), vocabulary
+FORMS = ("autocast", "bf16w")
+PROFILED_STEPS = 3
+# Kinds of kernel (CUDA kernel names, or aten op names on a CPU), the first pattern that matches a name wins.
+KINDS = [
+    ("layer norm", r"layer_norm|layernorm"),
+    ("optimizer and clipping", r"adam|multi_tensor|foreach|_amp_|clip"),
+    ("attention", r"flash|fmha|attention|_sdpa|cudnn.*sdp"),
+    ("matrix products", r"gemm|cutlass|xmma|cublas|nvjet|splitk|sm\d+_|aten::(mm|addmm|bmm|matmul|_scaled_mm)\b"),
+    ("softmax, gathers and reductions (the loss, bias gradients)", r"softmax|nll|gather|reduce|sum|aten::mean"),
+    ("casts and copies", r"copy|cast|convert|concat|aten::cat\b|aten::to\b|aten::_to|clone"),
+    ("dropout", r"dropout|bernoulli|philox"),
+    ("embedding", r"embedding|index_select|indexing_backward|index_put"),
+    ("elementwise (adds, relu, masks, ...)", r"elementwise|vectorized|add|mul|relu|threshold|where|fill|aten::"),
+]
 
 
-def kernel_table(shape: str, device: torch.device, rows: int) -> None:
+def kind_of(name: str) -> str:
+    lowered = name.lower()
+    for kind, pattern in KINDS:
+        if re.search(pattern, lowered):
+            return kind
+    return "other"
+
+
+def make_step(form: str, size: str, shape: str, device: torch.device):
+    """One training step of the form (forward, loss, backward, clipping at 1, Adam), on a batch of random tokens."""
     sentences, length, vocab = SHAPES[shape]
     torch.manual_seed(0)
-    model = Transformer(vocab, vocab, **BASE).to(device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=True)
+    model = Transformer(vocab, vocab, **SIZES[size]).to(device).train()
     src = torch.randint(4, vocab, (sentences, length), device=device)
     tgt = torch.randint(4, vocab, (sentences, length), device=device)
+    if form == "bf16w":
+
+        def loss_fn(net, src, tgt_in, tgt_out):
+            return label_smoothed_loss(net(src, tgt_in), tgt_out, 0.1, pad_id=0)
+
+        optimizer = capturable_adam(model.parameters(), (0.9, 0.98), 1e-9, 0.0, device)
+        graphed = GraphedTraining(model, optimizer, loss_fn, 1.0, capture=False, weights_dtype=torch.bfloat16)
+
+        def step():
+            graphed.accumulate(src, tgt, tgt, 1.0 / tgt.numel())
+            graphed.apply(1e-4)
+
+        return step
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=device.type == "cuda")
 
     def step():
         with autocast(device, "bf16"):
@@ -40,20 +92,53 @@ def kernel_table(shape: str, device: torch.device, rows: int) -> None:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(3):
+    return step
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def kernel_table(form: str, size: str, shape: str, device: torch.device, rows: int) -> dict[str, float]:
+    """Print the kernels of one step of form by their time, then the time per kind; return ms per kind."""
+    step = make_step(form, size, shape, device)
+    for _ in range(3):  # warm-up: allocator, cuBLAS plans, Adam's state
         step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(3):
+    synchronize(device)
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(PROFILED_STEPS):
             step()
-        torch.cuda.synchronize()
-    events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
-    total = sum(e.self_device_time_total for e in events)
-    print(f"\n== {shape}: {sentences} x {length}, vocab {vocab}: GPU time per step {total / 3 / 1000:.1f} ms")
+        synchronize(device)
+    on = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
+    events = [e for e in prof.key_averages() if e.device_type == on]
+
+    def own_us(e) -> float:
+        return e.self_device_time_total if cuda else e.self_cpu_time_total
+
+    total = sum(own_us(e) for e in events) or 1.0
+
+    def line(us: float, calls: int, what: str) -> str:
+        return f"{100 * us / total:5.1f}% {us / PROFILED_STEPS / 1000:8.2f} {calls // PROFILED_STEPS:6d}  {what}"
+
+    sentences, length, vocab = SHAPES[shape]
+    where = "GPU time" if cuda else "CPU time (ops' own)"
+    print(f"\n== {form}, {size}, {shape}: {sentences} x {length}, vocab {vocab}: {where} per step", end=" ")
+    print(f"{total / PROFILED_STEPS / 1000:.1f} ms")
     print(f"{'share':>6} {'ms/step':>8} {'calls':>6}  kernel")
-    for e in sorted(events, key=lambda e: -e.self_device_time_total)[:rows]:
-        share = e.self_device_time_total / total
-        print(f"{100 * share:5.1f}% {e.self_device_time_total / 3 / 1000:8.2f} {e.count // 3:6d}  {e.key[:110]}")
+    for e in sorted(events, key=lambda e: -own_us(e))[:rows]:
+        print(line(own_us(e), e.count, e.key[:110]))
+    us_by_kind: dict[str, float] = defaultdict(float)
+    calls_by_kind: dict[str, int] = defaultdict(int)
+    for e in events:
+        us_by_kind[kind_of(e.key)] += own_us(e)
+        calls_by_kind[kind_of(e.key)] += e.count
+    print(f"-- by kind ({form}, {shape})")
+    for kind, us in sorted(us_by_kind.items(), key=lambda item: -item[1]):
+        print(line(us, calls_by_kind[kind], kind))
+    return {kind: us / PROFILED_STEPS / 1000 for kind, us in us_by_kind.items()}
 
 
 def current(logits, target):
@@ -73,14 +158,13 @@ def time_loss(name, fn, rows: int, vocab: int, device, repeats: int = 10) -> Non
     start = time.perf_counter()
     loss, _ = fn(logits, target)
     loss.backward()
-    torch.cuda.synchronize()
+    synchronize(device)
     first = time.perf_counter() - start
-    torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(repeats):
         loss, nll = fn(logits, target)
         loss.backward()
-    torch.cuda.synchronize()
+    synchronize(device)
     ms = (time.perf_counter() - start) / repeats * 1000
     print(f"{name:28} {rows:>6} x {vocab:<6} {ms:7.2f} ms (first call {first:.1f} s) loss {float(loss):.1f}")
 
@@ -89,12 +173,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda")
     p.add_argument("--rows", type=int, default=25, help="kernels shown per table")
+    p.add_argument("--forms", nargs="+", choices=FORMS, default=list(FORMS))
+    p.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    p.add_argument("--size", choices=list(SIZES), default="base", help="tiny: a check of the script on a CPU")
+    p.add_argument("--no-loss", action="store_true", help="leave out the loss alone in its three forms")
     args = p.parse_args()
     device = torch.device(args.device)
     tune_process(device, training=True)
-    for shape in SHAPES:
-        kernel_table(shape, device, args.rows)
-        torch.cuda.empty_cache()
+    for shape in args.shapes:
+        for form in args.forms:
+            kernel_table(form, args.size, shape, device, args.rows)
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    if args.no_loss:
+        return
     print("\n== the label-smoothed loss alone, forward + backward, bf16 logits")
     compiled = torch.compile(current, dynamic=True)
     for rows, vocab in [(24960, 37000), (4096, 10000)]:

@@ -4,6 +4,7 @@ and a trainer on this path that resumes exactly. Without a GPU the same calls ru
 the one test that captures and replays needs CUDA."""
 
 import copy
+import importlib.util
 import itertools
 
 import numpy as np
@@ -18,7 +19,7 @@ from mt.fastpath.cuda_graphs import CompiledPerShape, GraphedTraining, capturabl
 from mt.model import Transformer
 from mt.training.loss import label_smoothed_loss
 
-from conftest import tiny_trainer
+from conftest import REPO, tiny_trainer
 
 
 def padded_cost(cost, lengths):
@@ -381,3 +382,40 @@ def test_train_compile_on_the_graph_path_compiles_each_batch_shape_once_and_trai
     assert sorted(shapes[0] for shapes in compiled_shapes) == sorted(trained_shapes)  # each once; none for validation
     for a, b in zip(plain.model.parameters(), compiled.model.parameters()):
         assert torch.equal(a, b)
+
+
+def test_the_training_step_profile_sorts_each_forms_time_into_kinds_that_add_up(monkeypatch, capsys):
+    """scripts/profile_train_step.py (run on a GPU, where its time is scarce) on the CPU: both forms of the
+    step profile, and their kinds take all of the step's time; CUDA kernel names fall into the right kind."""
+    spec = importlib.util.spec_from_file_location("profile_train_step", REPO / "scripts" / "profile_train_step.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setitem(script.SHAPES, "multi30k", (16, 8, 200))
+    for form in script.FORMS:
+        by_kind = script.kernel_table(form, "tiny", "multi30k", torch.device("cpu"), rows=5)
+        printed = capsys.readouterr().out
+        total = float(printed.split("per step")[1].split("ms")[0])
+        assert by_kind["matrix products"] > 0 and sum(by_kind.values()) == pytest.approx(total, rel=0.01, abs=0.05)
+        shares = [float(line.split("%")[0]) for line in printed.split("-- by kind")[1].strip().splitlines()[1:]]
+        assert sum(shares) == pytest.approx(100, abs=0.5)
+    names = {
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "matrix products",
+        "nvjet_tst_128x256_64x4_2x1_v_bz_coopB_TNN": "matrix products",
+        "fmha_cutlassB_bf16_aligned_64x64_k64_sm80": "attention",
+        "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>": "attention",
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>": "layer norm",
+        "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>": (
+            "casts and copies"
+        ),
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>": (
+            "elementwise (adds, relu, masks, ...)"
+        ),
+        "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>": (
+            "softmax, gathers and reductions (the loss, bias gradients)"
+        ),
+        "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::BFloat16, float>": "dropout",
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>": (
+            "optimizer and clipping"
+        ),
+    }
+    assert {name: script.kind_of(name) for name in names} == names
