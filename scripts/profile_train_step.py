@@ -73,7 +73,7 @@ def make_step(form: str, size: str, shape: str, device: torch.device):
             return label_smoothed_loss(net(src, tgt_in), tgt_out, 0.1, pad_id=0)
 
         optimizer = capturable_adam(model.parameters(), (0.9, 0.98), 1e-9, 0.0, device)
-        graphed = GraphedTraining(model, optimizer, loss_fn, 1.0, capture=False, weights_dtype=torch.bfloat16)
+        graphed = GraphedTraining(model, optimizer, loss_fn, clip_norm=1.0, capture=False, weights_dtype=torch.bfloat16)
 
         def step():
             graphed.accumulate(src, tgt, tgt, 1.0 / tgt.numel())
