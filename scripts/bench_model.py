@@ -7,6 +7,8 @@ torch.nn.Transformer of the same size in the same process, and decode-step laten
         # (300 x 28/27, vocab 10k), ours and nn.Transformer's, ours replayed as CUDA graphs too
         # (mt.fastpath.cuda_graphs, as mt-train runs on CUDA), with fp32 weights under autocast and with
         # a bf16 working copy of them (train.bf16_weights); --compile for each under torch.compile too
+    .venv/bin/python scripts/bench_model.py --presets tiny --shapes tiny --kinds mt torch graphs graphs_bf16w
+        # a check, in seconds on a CPU, that every kind of step runs (the graphs without capture)
 Prints one JSON object per measurement, then a table. Reports, never asserts.
 """
 
@@ -35,6 +37,7 @@ from mt.training.loss import label_smoothed_loss
 PRESETS = {
     "small": dict(d_model=256, heads=4, ffn_dim=1024, encoder_layers=3, decoder_layers=3, norm_first=True),
     "base": dict(d_model=512, heads=8, ffn_dim=2048, encoder_layers=6, decoder_layers=6, norm_first=False),
+    "tiny": dict(d_model=64, heads=4, ffn_dim=128, encoder_layers=1, decoder_layers=1, norm_first=True),  # a check
 }
 MODEL_NAMES = {
     "mt": "mt",
@@ -48,6 +51,7 @@ SHAPES = {
     "multi30k_cpu": (150, 28, 27, 8000),  # ~4,050 target tokens: a Multi30k update on the 2-core CPU
     "multi30k": (300, 28, 27, 10000),  # ~8,100 target tokens: a Multi30k batch on a GPU
     "wmt": (780, 32, 32, 37000),  # ~25,000 target tokens, the paper's base batch, 37k joint vocabulary
+    "tiny": (16, 8, 9, 200),  # with --presets tiny: a check that every kind runs, in seconds on a CPU
 }
 
 
@@ -329,13 +333,8 @@ def main() -> None:
                         print(json.dumps(results[-1]), flush=True)
                         if gpu:
                             torch.cuda.empty_cache()  # the last model's memory, for the next one
-    decode = (
-        []
-        if args.no_decode
-        else bench_decode_steps(
-            "base" if gpu else "small", 8000, batch=32, prefixes=[8, 32, 128], repeats=20, device=device
-        )
-    )
+    prefixes = [8, 32, 128]  # the first preset's step (small on a CPU, base on a GPU, by default)
+    decode = [] if args.no_decode else bench_decode_steps(presets[0], 8000, 32, prefixes, 20, device)
     for row in decode:
         print(json.dumps(row), flush=True)
     if args.json:

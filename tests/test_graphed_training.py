@@ -419,3 +419,24 @@ def test_the_training_step_profile_sorts_each_forms_time_into_kinds_that_add_up(
         ),
     }
     assert {name: script.kind_of(name) for name in names} == names
+
+
+def test_the_model_bench_runs_every_kind_of_step_on_the_cpu(monkeypatch, capsys):
+    """scripts/bench_model.py times the GPU's kinds of step (graphs, bf16 weights, cuDNN) where GPU time is
+    scarce: each kind, both precisions, runs here at a tiny size (the graphs without capture) and lands in
+    the table beside nn.Transformer and the eager step, with the decode-step rows after it."""
+    spec = importlib.util.spec_from_file_location("bench_model", REPO / "scripts" / "bench_model.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    kinds = list(script.MODEL_NAMES)
+    argv = ["bench_model.py", "--presets", "tiny", "--shapes", "tiny", "--steps", "1", "--threads", "1"]
+    monkeypatch.setattr("sys.argv", argv + ["--precisions", "fp32", "bf16", "--kinds", *kinds])
+    script.main()
+    table = capsys.readouterr().out.split("\ntraining, ")[1]
+    rows = [line.split() for line in table.splitlines()[2:] if line.startswith("mt") or line.startswith("torch")]
+    expected = [(script.MODEL_NAMES[k], p) for p in ("fp32", "bf16") for k in kinds if p == "bf16" or "bf16w" not in k]
+    assert [(row[0], row[2]) for row in rows] == expected
+    for row in rows:
+        assert int(row[4]) > 0 and row[-2].endswith("x") and row[-1].endswith("x")  # tok/s, vs torch, vs eager
+    decode = table.split("decode step latency, tiny preset")[1].splitlines()[2:]
+    assert [int(line.split()[0]) for line in decode] == [8, 32, 128]
