@@ -29,7 +29,12 @@ class StoppedAfter(KeyboardInterrupt):
         """writing: stopped while writing the next ones out, some of which may be there too."""
         where = f" in {output}" if output else ""
         more = ", and maybe some of the next ones" if writing else ""
-        super().__init__(f"the first {counted(done, noun)} are written{where}{more}")
+        if done == 0:
+            more = ", though some of the first ones may be" if writing else ""
+            super().__init__(f"no {noun} is {'sure to be ' if writing else ''}written{where} yet{more}")
+            return
+        written = f"the first {noun} is written" if done == 1 else f"the first {counted(done, noun)} are written"
+        super().__init__(f"{written}{where}{more}")
 
 
 class MissingSplit(MTError):

@@ -12,7 +12,7 @@ import torch
 from mt.checkpoint import load_checkpoint
 from mt.config.schema import check_overrides
 from mt.data.lines import read_lines
-from mt.errors import MTError
+from mt.errors import MTError, StoppedAfter
 
 from conftest import REPO, TINY_TRAIN, cli_path, run_cli, train_tiny, write_corpus
 
@@ -557,6 +557,21 @@ def test_ctrl_c_says_how_many_lines_are_written(trained_run, tmp_path, tiny_corp
     assert 20 <= written < total and written % 20 == 0
     lines = output.read_text(encoding="utf-8").count("\n")
     assert lines >= written if said.group(3) else lines == written
+
+
+def test_ctrl_c_message_reads_right_at_every_count():
+    """The Ctrl-C line at none, one and many done, stopped between chunks or while writing one."""
+    cases = [(done, writing) for done in (0, 1, 2000) for writing in (False, True)]
+    said = {(done, writing): str(StoppedAfter(done, "line", "out.en", writing)) for done, writing in cases}
+    assert said == {
+        (0, False): "no line is written in out.en yet",
+        (0, True): "no line is sure to be written in out.en yet, though some of the first ones may be",
+        (1, False): "the first line is written in out.en",
+        (1, True): "the first line is written in out.en, and maybe some of the next ones",
+        (2000, False): "the first 2,000 lines are written in out.en",
+        (2000, True): "the first 2,000 lines are written in out.en, and maybe some of the next ones",
+    }
+    assert str(StoppedAfter(3, "score", None)) == "the first 3 scores are written"
 
 
 def test_over_long_lines_are_truncated_and_counted(trained_run):
