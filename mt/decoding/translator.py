@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -115,11 +117,17 @@ class Translator(LineTranslator):
             results[i] = [Translation("", 0.0, [], [])] * s.nbest
         fixed = fastpath.fixed_slot_search(self.model, s.cuda_graphs, any(prefixes or ()) or s.constraints is not None)
         bar = tqdm(total=len(todo), unit="sent", disable=None if progress else True, leave=False)
-        for rows in batches_of(todo, ids, phrases, self._budget(), slots=fixed and not s.sampling):
+
+        def search(rows: list[int]) -> tuple[list[int], torch.Tensor, list[list[Hypothesis]]]:
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)
             forced = Prefixes.of([prefix_ids[r] for r in rows], self.device)
             required = [phrases[r] for r in rows] if phrases[rows[0]] else None
-            found = self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None, required)
+            return rows, src, self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None, required)
+
+        batches = list(batches_of(todo, ids, phrases, self._budget(), slots=fixed and not s.sampling))
+        threads = fastpath.search_threads(self.device, beam_search=s.beam > 1 and not s.sampling and not fixed)
+        for rows, src, found in searched_in_threads(search, batches, threads):
+            required = [phrases[r] for r in rows] if phrases[rows[0]] else None
             if required:
                 joins = self._word_joins()
                 self.terms_missed += sum(missing(h[0].tokens, need, joins) > 0 for h, need in zip(found, required))
@@ -252,6 +260,28 @@ class Translator(LineTranslator):
         return Translation(
             text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]), self.tokenizer.tgt_pieces(hyp.tokens + [EOS])
         )
+
+
+def searched_in_threads(search, batches: list, threads: int):
+    """search(batch) of each batch, in order: in `threads` threads sharing the cores where there are that
+    many batches (fastpath.search_threads), else one after the other. The caller finishes each batch's
+    results while the threads search the next ones. One batch more than the threads is under way at a time:
+    a thread that finishes first has the next one, and a stop (Ctrl-C, an error) waits for those alone."""
+    if threads < 2 or len(batches) < threads:
+        yield from map(search, batches)
+        return
+    with fastpath.cores_shared_by(threads):
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="mt-search")
+        try:
+            under_way = deque(pool.submit(search, batch) for batch in batches[: threads + 1])
+            for batch in batches[threads + 1 :]:
+                done = under_way.popleft().result()
+                under_way.append(pool.submit(search, batch))
+                yield done
+            while under_way:
+                yield under_way.popleft().result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def batches_of(todo: list[int], ids: list[list[int]], phrases: list[Phrases], budget: int, slots: bool = False):

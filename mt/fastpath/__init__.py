@@ -278,6 +278,34 @@ def decode_precision(device: torch.device, trained: str) -> str:
 # ---- the process ------------------------------------------------------------------------------
 
 
+_served = False  # a server's decoding threads share the cores already (serving_layout)
+
+
+def search_threads(device: torch.device, beam_search: bool) -> int:
+    """How many threads search one call's batches side by side, torch's intra-op threads shared among them
+    (cores_shared_by): on a CPU two for beam search where torch has two threads or more, in a process that
+    is not a server's; else one.
+
+    The reason is serving_layout's: a beam step spends part of its time in Python and op dispatch on one
+    core, which the other thread's arithmetic fills. On the 2-core CPU (a 3+3 model, test2016, bf16), the
+    whole `translate` with beam 5 took 0.81 of the wall time of one thread of two, the same output, at 1.0
+    GB of peak memory against 0.77 (two batches at once); greedy search gained nothing, 0.97-1.04 of its
+    time (docs/benchmarks.md, CPU decoding)."""
+    cpu = torch.device(device).type == "cpu"
+    return 2 if cpu and beam_search and not (_stock_everywhere or _served) and torch.get_num_threads() >= 2 else 1
+
+
+@contextlib.contextmanager
+def cores_shared_by(threads: int):
+    """Within this context, torch's intra-op threads divided among `threads` threads that run ops side by side."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, before // threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def serving_layout(device: torch.device, requested: int | None = None) -> int:
     """How many threads decode a server's batches side by side on device (requested: the caller's
     choice); torch's intra-op threads are set to share the cores among them. Call before the first op.
@@ -289,10 +317,12 @@ def serving_layout(device: torch.device, requested: int | None = None) -> int:
     client's latency was the same either way, p50 650-710 ms against 650 (scripts/bench_serve.py;
     docs/benchmarks.md, serving). Elsewhere one: a GPU runs one batch at a time (not measured).
     """
+    global _served
     cpu = torch.device(device).type == "cpu"
     workers = requested or (2 if cpu and not _stock_everywhere and cpu_cores() >= 2 else 1)
     if cpu:
         torch.set_num_threads(max(1, cpu_cores() // workers))
+    _served = True
     return workers
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 
 import torch
@@ -69,6 +70,9 @@ def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
     return table
 
 
+_GROWING = threading.Lock()
+
+
 class PositionalEncoding(nn.Module):
     """Adds sinusoidal positions to scaled embeddings, then dropout (Sec. 3.4, 3.5, 5.4).
 
@@ -90,8 +94,10 @@ class PositionalEncoding(nn.Module):
             self._grow(length)
 
     def _grow(self, length: int) -> None:
-        self.outgrown.append(self.table)
-        self.table = sinusoidal_positions(torch.arange(length, device=self.table.device), self.d_model)
+        with _GROWING:  # threads searching side by side: the table only grows
+            if length > self.table.size(0):
+                self.outgrown.append(self.table)
+                self.table = sinusoidal_positions(torch.arange(length, device=self.table.device), self.d_model)
 
     def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0) -> torch.Tensor:
         """x: (B, T, d) embeddings of positions offset .. offset+T-1; with offset a () device tensor (a
