@@ -297,7 +297,8 @@ def search_threads(device: torch.device, beam_search: bool) -> int:
 
 @contextlib.contextmanager
 def cores_shared_by(threads: int):
-    """Within this context, torch's intra-op threads divided among `threads` threads that run ops side by side."""
+    """Within this context, torch's intra-op threads divided among `threads` threads that run ops side by side:
+    the threads started within it take the number at their first op, and this thread's number is restored."""
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, before // threads))
     try:
