@@ -289,8 +289,8 @@ def search_threads(device: torch.device, beam_search: bool) -> int:
     The reason is serving_layout's: a beam step spends part of its time in Python and op dispatch on one
     core, which the other thread's arithmetic fills. On the 2-core CPU (a 3+3 model, test2016, bf16), the
     whole `translate` with beam 5 took 0.81 of the wall time of one thread of two, the same output, at 1.0
-    GB of peak memory against 0.77 (two batches at once); greedy search gained nothing, 0.97-1.04 of its
-    time (docs/benchmarks.md, CPU decoding)."""
+    GB of peak memory against 0.77 (two batches at once); in fp32 beam 5 gained little (1.00-1.04x), greedy
+    search nothing in bf16 (0.97-1.04x) (docs/benchmarks.md, CPU decoding)."""
     cpu = torch.device(device).type == "cpu"
     return 2 if cpu and beam_search and not (_stock_everywhere or _served) and torch.get_num_threads() >= 2 else 1
 
