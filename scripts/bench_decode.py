@@ -32,6 +32,8 @@ from mt.fastpath import tune_process
 from mt.inference import load_for_inference
 from mt.metrics import score
 
+TRANSLATORS_CHOICE = translator_module.fastpath.search_threads  # of search threads
+
 
 def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:
     """Wall time of a whole `translate` process on one sentence."""
@@ -70,6 +72,21 @@ def checking_every(steps: int | None) -> None:
     translator_module.run_search = chosen
 
 
+def searching_in(threads: int | None) -> None:
+    """A what-if: search.py's searches, greedy too, run a call's batches in `threads` threads sharing the
+    cores (None: fastpath.search_threads' choice: two for beam search on a CPU, one elsewhere)."""
+    translator_module.fastpath.search_threads = TRANSLATORS_CHOICE if threads is None else lambda *_, **__: threads
+
+
+def variants(graphs: list[bool], checks: list[int] | None, threads: list[int] | None) -> list[tuple]:
+    """(cuda_graphs, check interval, search threads) of each form timed: search.py's loop in each number of
+    threads asked for, fixed slots at each interval asked for (None: the default)."""
+    found = []
+    for g in graphs:
+        found += [(True, n, None) for n in checks or [None]] if g else [(False, None, k) for k in threads or [None]]
+    return found
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", required=True)
@@ -98,6 +115,13 @@ def main() -> None:
         type=int,
         help="fixed slots: read whether every sentence is done every N steps, each N given (default: the "
         "search's own); fewer steps run past the last sentence's end, more waits for the device",
+    )
+    p.add_argument(
+        "--search-threads",
+        nargs="+",
+        type=int,
+        help="search.py's loop, greedy too, in each of these numbers of threads, a call's batches side by side "
+        "(default: the translator's own choice: two for beam search on a CPU, one elsewhere)",
     )
     p.add_argument("--json", action="store_true", help="JSON lines only, no table")
     args = p.parse_args()
@@ -129,12 +153,12 @@ def main() -> None:
         Translator(model, tokenizer, warm_up, args.device).translate_nbest(sources[:64])
         for beam in args.beams:
             plain = None  # the translations without cuda_graphs, to compare with
-            intervals = {g: (args.check_every or [None]) if g else [None] for g in graphs}  # fixed slots alone
-            for cuda_graphs, every in [(g, n) for g in graphs for n in intervals[g]]:
+            for cuda_graphs, every, threads in variants(graphs, args.check_every, args.search_threads):
                 settings = DecodeSettings.from_config(
                     cfg.decode, beam=beam, batch_tokens=batch_tokens, precision=precision, cuda_graphs=cuda_graphs
                 )
                 checking_every(every)
+                searching_in(threads)
                 translator = Translator(model, tokenizer, settings, args.device)
                 first = None
                 if cuda_graphs:  # the first call captures each shape's steps: what a one-off `translate` pays
@@ -163,15 +187,17 @@ def main() -> None:
                 }
                 if every is not None:
                     row["check_every"] = every
+                if threads is not None:
+                    row["search_threads"] = threads
                 if first is not None:
                     row["first_call_sentences_per_s"] = round(len(sources) / first, 1)
                     row["steps_a_call"] = {kind: n // args.repeats for kind, n in sorted(steps.items())}
                 if references:
                     row["bleu"] = score(hyps, references).bleu
                 if cudnn:
-                    with_cudnn[precision, beam, cuda_graphs, every] = hyps
-                elif (precision, beam, cuda_graphs, every) in with_cudnn:
-                    on = with_cudnn[precision, beam, cuda_graphs, every]
+                    with_cudnn[precision, beam, cuda_graphs, every, threads] = hyps
+                elif (precision, beam, cuda_graphs, every, threads) in with_cudnn:
+                    on = with_cudnn[precision, beam, cuda_graphs, every, threads]
                     row["same_as_cudnn_on"] = round(sum(a == b for a, b in zip(hyps, on)) / len(hyps), 4)
                 if plain is None:
                     plain = hyps
@@ -263,9 +289,10 @@ def print_table(rows: list[dict], startup: float, title: str) -> None:
     print(f"\n{title}")
     cudnn = any(r.get("cudnn_attention") is False for r in rows)  # a column only where it was turned off
     checks = any("check_every" in r for r in rows)  # a column only where the interval was chosen
+    threads = any("search_threads" in r for r in rows)  # the same for search.py's threads
     print(
         f"{'precision':9} {'beam':>4} {'graphs':>6} " + (f"{'cuDNN':>5} " if cudnn else "")
-        + (f"{'check':>5} " if checks else "")
+        + (f"{'check':>5} " if checks else "") + (f"{'thr':>3} " if threads else "")
         + f"{'sent/s':>8} {'1st call':>8} {'tgt tok/s':>10} {'BLEU':>6} {'same':>6}"
     )  # fmt: skip
     for r in rows:
@@ -273,6 +300,7 @@ def print_table(rows: list[dict], startup: float, title: str) -> None:
             f"{r['precision']:9} {r['beam']:>4} {'on' if r.get('cuda_graphs') else 'off':>6} "
             + (f"{'on' if r.get('cudnn_attention', True) else 'off':>5} " if cudnn else "")
             + (f"{r.get('check_every', '-'):>5} " if checks else "")
+            + (f"{r.get('search_threads', '-'):>3} " if threads else "")
             + f"{r['sentences_per_s']:>8} {r.get('first_call_sentences_per_s', '-'):>8} {r['tgt_tokens_per_s']:>10} "
             f"{r.get('bleu', '-'):>6} {r.get('same_lines', '-'):>6}"
         )  # fmt: skip

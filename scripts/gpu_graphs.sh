@@ -33,6 +33,9 @@
 #              done every 8 (the search's own), 4 or 1 steps: fewer steps past the last sentence's end
 #              (test2016 beam 5 in fp32 with a smoke model: 168, 152, 145 steps) against more waits for
 #              the device (not a default part)
+#   threads    bench_decode_threads.txt: search.py's loop (decode.cuda_graphs off) in one thread and in two
+#              (greedy and beam 5, fp32 and bf16): does a second thread hide a step's host time on a GPU, as
+#              it does on a CPU? (not a default part)
 #   trainprofile profile_train.txt: the kernels of one base training step at the WMT-like batch, under autocast
 #              and on a bf16 copy of the weights (the graphs' kernels, run eagerly), with the time per kind of
 #              kernel: where the step's GPU time goes on the way to the MFU sought (not a default part)
@@ -127,6 +130,10 @@ for part in $PARTS; do
         timeout "${CHECKS_TIMEOUT:-90}" $PY scripts/bench_decode.py --checkpoint "$(trained_model)" --device cuda \
             --src data/multi30k/test2016.de --precisions fp32 --cuda-graphs on --check-every 8 4 1 --repeats 2 \
             > "$OUT/bench_decode_checks.txt" 2>&1 ;;
+    threads)
+        timeout "${THREADS_TIMEOUT:-90}" $PY scripts/bench_decode.py --checkpoint "$(trained_model)" --device cuda \
+            --src data/multi30k/test2016.de --precisions fp32 bf16 --cuda-graphs off --search-threads 1 2 \
+            --repeats 2 > "$OUT/bench_decode_threads.txt" 2>&1 ;;
     trainprofile)
         timeout "${TRAINPROFILE_TIMEOUT:-60}" $PY scripts/profile_train_step.py --device cuda --shapes wmt --no-loss \
             --rows 30 > "$OUT/profile_train.txt" 2>&1 ;;

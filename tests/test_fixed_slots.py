@@ -448,32 +448,34 @@ def test_the_decoding_bench_compares_fixed_slots_with_search_py_on_the_cpu(
     trained_run, tiny_corpus, monkeypatch, capsys
 ):
     """scripts/bench_decode.py, the GPU decoding run's measure, on the CPU (where fixed slots run eagerly):
-    every form it times (search.py's loop, fixed slots reading whether they are done every 8 or every step)
-    writes the same lines, each fixed-slot call's steps are counted, and the references are scored."""
+    every form it times (search.py's loop in one thread and in two, fixed slots reading whether they are done
+    every 8 or every step) writes the same lines, each fixed-slot call's steps are counted, and the
+    references are scored."""
     spec = importlib.util.spec_from_file_location("bench_decode", REPO / "scripts" / "bench_decode.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     monkeypatch.setattr(bench, "startup_seconds", lambda *args: 1.0)  # a translate process: tested elsewhere
     monkeypatch.setattr(bench.translator_module, "run_search", bench.translator_module.run_search)  # put back after
+    monkeypatch.setattr(bench.translator_module.fastpath, "search_threads", bench.TRANSLATORS_CHOICE)  # the same
     monkeypatch.setattr("sys.argv", [
         "bench_decode.py", "--checkpoint", str(trained_run / "checkpoints" / "final.pt"),
         "--src", str(tiny_corpus / "test.de"), "--ref", str(tiny_corpus / "test.en"), "--precisions", "fp32",
-        "--beams", "1", "3", "--cuda-graphs", "both", "--check-every", "8", "1", "--repeats", "1", "--json",
+        "--beams", "1", "3", "--cuda-graphs", "both", "--check-every", "8", "1", "--search-threads", "1", "2",
+        "--repeats", "1", "--json",
     ])  # fmt: skip
     bench.main()
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     decoded = [row for row in rows if row["bench"] == "decode"]
-    forms = [(row["beam"], row["cuda_graphs"], row.get("check_every")) for row in decoded]
-    assert forms == [
-        (beam, graphs, every) for beam in (1, 3) for graphs, every in [(False, None), (True, 8), (True, 1)]
-    ]
+    forms = [(row["beam"], row["cuda_graphs"], row.get("check_every"), row.get("search_threads")) for row in decoded]
+    each = [(False, None, 1), (False, None, 2), (True, 8, None), (True, 1, None)]  # search.py in 1 and 2 threads,
+    assert forms == [(beam, *form) for beam in (1, 3) for form in each]  # fixed slots reading every 8 steps, every 1
     for row in decoded:
         assert row["sentences_per_s"] > 0 and row["bleu"] > 10
+        assert row.get("same_lines", 1.0) == 1.0 and ("same_lines" in row) == (row.get("search_threads") != 1)
         if row["cuda_graphs"]:
-            assert row["same_lines"] == 1.0 and set(row["steps_a_call"]) == {"eager"}  # nothing captured here
-    slots = {
-        row["check_every"]: row["steps_a_call"]["eager"] for row in decoded if row["beam"] == 3 and row["cuda_graphs"]
-    }
+            assert set(row["steps_a_call"]) == {"eager"}  # nothing captured here
+    beam_slots = [row for row in decoded if row["beam"] == 3 and row["cuda_graphs"]]
+    slots = {row["check_every"]: row["steps_a_call"]["eager"] for row in beam_slots}
     assert slots[1] <= slots[8]  # reading every step stops no later
     (scored,) = [row for row in rows if row["bench"] == "score"]
     assert scored["perplexity"] > 1 and 0 <= scored["misaligned_auc"] <= 1
