@@ -73,8 +73,8 @@ def checking_every(steps: int | None) -> None:
 
 
 def searching_in(threads: int | None) -> None:
-    """A what-if: search.py's searches, greedy too, run a call's batches in `threads` threads sharing the
-    cores (None: fastpath.search_threads' choice: two for beam search on a CPU, one elsewhere)."""
+    """A what-if: search.py's searches run a call's batches in `threads` threads sharing the cores (None:
+    fastpath.search_threads' choice: two on a CPU for a call of 4 batches or more, one elsewhere)."""
     translator_module.fastpath.search_threads = TRANSLATORS_CHOICE if threads is None else lambda *_, **__: threads
 
 
@@ -120,8 +120,8 @@ def main() -> None:
         "--search-threads",
         nargs="+",
         type=int,
-        help="search.py's loop, greedy too, in each of these numbers of threads, a call's batches side by side "
-        "(default: the translator's own choice: two for beam search on a CPU, one elsewhere)",
+        help="search.py's loop in each of these numbers of threads, a call's batches side by side (default: "
+        "the translator's own choice: two on a CPU for a call of 4 batches or more, one elsewhere)",
     )
     p.add_argument("--json", action="store_true", help="JSON lines only, no table")
     args = p.parse_args()

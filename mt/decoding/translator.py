@@ -125,7 +125,7 @@ class Translator(LineTranslator):
             return rows, src, self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None, required)
 
         batches = list(batches_of(todo, ids, phrases, self._budget(), slots=fixed and not s.sampling))
-        threads = fastpath.search_threads(self.device, beam_search=s.beam > 1 and not s.sampling and not fixed)
+        threads = 1 if s.sampling or fixed else fastpath.search_threads(self.device, len(batches))
         for rows, src, found in searched_in_threads(search, batches, threads):
             required = [phrases[r] for r in rows] if phrases[rows[0]] else None
             if required:

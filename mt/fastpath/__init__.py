@@ -281,18 +281,20 @@ def decode_precision(device: torch.device, trained: str) -> str:
 _served = False  # a server's decoding threads share the cores already (serving_layout)
 
 
-def search_threads(device: torch.device, beam_search: bool) -> int:
-    """How many threads search one call's batches side by side, torch's intra-op threads shared among them
-    (cores_shared_by): on a CPU two for beam search where torch has two threads or more, in a process that
-    is not a server's; else one.
+def search_threads(device: torch.device, batches: int) -> int:
+    """How many threads search a call's `batches` side by side (greedy or beam search), torch's intra-op
+    threads shared among them (cores_shared_by): on a CPU two for a call of 4 batches or more, where torch
+    has two threads or more, in a process that is not a server's; else one.
 
-    The reason is serving_layout's: a beam step spends part of its time in Python and op dispatch on one
-    core, which the other thread's arithmetic fills. On the 2-core CPU (a 3+3 model, test2016, bf16), the
-    whole `translate` with beam 5 took 0.81 of the wall time of one thread of two, the same output, at 1.0
-    GB of peak memory against 0.77 (two batches at once); in fp32 beam 5 gained little (1.00-1.04x), greedy
-    search nothing in bf16 (0.97-1.04x) (docs/benchmarks.md, CPU decoding)."""
+    The reason is serving_layout's: a step spends part of its time in Python, op dispatch and small ops on
+    one core, which the other thread's arithmetic fills. On the 2-core CPU (a 3+3 model, bf16), the whole
+    `translate` of test2016 with beam 5 (6 batches) took 0.81 of the wall time of one thread of two, the same
+    output, at 1.0 GB of peak memory against 0.77 (two batches at once). The gain follows the number of
+    batches, as the last ones leave a thread idle: in one process, greedy or beam 5, 3 batches 0.92-1.00x,
+    4 batches 1.05-1.19x, 6 batches 1.12-1.27x; fp32 beam 5 at 6 batches 1.00-1.04x (its arithmetic, several
+    times slower, leaves less to overlap) (docs/benchmarks.md, CPU decoding)."""
     cpu = torch.device(device).type == "cpu"
-    return 2 if cpu and beam_search and not (_stock_everywhere or _served) and torch.get_num_threads() >= 2 else 1
+    return 2 if cpu and batches >= 4 and not (_stock_everywhere or _served) and torch.get_num_threads() >= 2 else 1
 
 
 @contextlib.contextmanager
