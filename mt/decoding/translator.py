@@ -118,16 +118,16 @@ class Translator(LineTranslator):
         fixed = fastpath.fixed_slot_search(self.model, s.cuda_graphs, any(prefixes or ()) or s.constraints is not None)
         bar = tqdm(total=len(todo), unit="sent", disable=None if progress else True, leave=False)
 
-        def search(rows: list[int]) -> tuple[list[int], torch.Tensor, list[list[Hypothesis]]]:
+        def search(rows: list[int]) -> tuple[list[int], torch.Tensor, list[Phrases] | None, list[list[Hypothesis]]]:
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)
             forced = Prefixes.of([prefix_ids[r] for r in rows], self.device)
             required = [phrases[r] for r in rows] if phrases[rows[0]] else None
-            return rows, src, self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None, required)
+            found = self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None, required)
+            return rows, src, required, found
 
         batches = list(batches_of(todo, ids, phrases, self._budget(), slots=fixed and not s.sampling))
         threads = 1 if s.sampling or fixed else fastpath.search_threads(self.device, len(batches))
-        for rows, src, found in searched_in_threads(search, batches, threads):
-            required = [phrases[r] for r in rows] if phrases[rows[0]] else None
+        for rows, src, required, found in searched_in_threads(search, batches, threads):
             if required:
                 joins = self._word_joins()
                 self.terms_missed += sum(missing(h[0].tokens, need, joins) > 0 for h, need in zip(found, required))
