@@ -291,7 +291,7 @@ def search_threads(device: torch.device, batches: int) -> int:
     `translate` of test2016 with beam 5 (6 batches) took 0.81 of the wall time of one thread of two, the same
     output, at 1.0 GB of peak memory against 0.77 (two batches at once). The gain follows the number of
     batches, as the last ones leave a thread idle: in one process, greedy or beam 5, 3 batches 0.92-1.00x,
-    4 batches 1.05-1.19x, 6 batches 1.12-1.27x; fp32 beam 5 at 6 batches 1.00-1.04x (its arithmetic, several
+    4 batches 1.05-1.19x, 6 batches 1.12-1.34x; fp32 beam 5 at 6 batches 1.00-1.04x (its arithmetic, several
     times slower, leaves less to overlap) (docs/benchmarks.md, CPU decoding)."""
     cpu = torch.device(device).type == "cpu"
     return 2 if cpu and batches >= 4 and not (_stock_everywhere or _served) and torch.get_num_threads() >= 2 else 1
