@@ -275,6 +275,17 @@ def test_an_outgrown_position_table_stays_allocated():
     assert kept[0] == first and len(kept) == 2 and positions.table.data_ptr() not in kept
 
 
+def test_a_position_table_grown_while_decoding_is_one_training_can_save_for_backward():
+    """Validation decodes under inference_mode; a table grown there must not be an inference tensor, which
+    autograd refuses to save when training next uses it."""
+    positions = layers.PositionalEncoding(16, 0.0)
+    with torch.inference_mode():
+        positions(torch.zeros(1, 300, 16))
+    weight = torch.ones(16, requires_grad=True)
+    (positions.table[:300] * weight).sum().backward()  # mul saves the table to give weight its gradient
+    assert weight.grad is not None and not positions.table.is_inference()
+
+
 @pytest.mark.parametrize("preset, paper", [("transformer_base", 65e6), ("transformer_big", 213e6)])
 def test_model_presets_have_the_papers_size(preset, paper):
     """Table 3's parameter counts, with a shared 37k vocabulary (the paper's WMT14 en-de)."""

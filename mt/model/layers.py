@@ -94,7 +94,9 @@ class PositionalEncoding(nn.Module):
             self._grow(length)
 
     def _grow(self, length: int) -> None:
-        with _GROWING:  # threads searching side by side: the table only grows
+        # threads searching side by side: the table only grows; grown while decoding under inference_mode, it is
+        # still a plain tensor that training's autograd may save
+        with _GROWING, torch.inference_mode(False):
             if length > self.table.size(0):
                 self.outgrown.append(self.table)
                 self.table = sinusoidal_positions(torch.arange(length, device=self.table.device), self.d_model)
