@@ -17,7 +17,7 @@ from mt.data.lines import read_lines
 from mt.data.tokenizer import EOS, PAD
 from mt.decoding.search import beam_search, greedy_search, packed_copy
 from mt.decoding.translator import DecodeSettings, Translator
-from mt.fastpath import cpu_process
+from mt.fastpath import cpu_ops, cpu_process
 from mt.inference import load_for_inference
 from mt.model import MultiHeadAttention, Transformer
 from mt.training.loss import label_smoothed_loss
@@ -246,6 +246,61 @@ def test_worth_dropping_thresholds():
     with fastpath.stock_ops():
         assert not fastpath.worth_dropping(2, 16, cpu)
         assert fastpath.worth_dropping(8, 16, cpu)
+
+
+def test_kept_rows_buckets_are_few_and_add_at_most_an_eighth():
+    buckets = {n: cpu_ops.kept_rows_bucket(n) for n in range(1, 5000)}
+    assert all(n <= b <= n + n // 8 for n, b in buckets.items())
+    assert all(cpu_ops.kept_rows_bucket(b) == b for b in buckets.values())  # a bucket stays itself
+    for low in (16, 32, 64, 1024, 2048):
+        assert len({b for b in buckets.values() if low <= b < 2 * low}) == 8  # 8 sizes an octave
+
+
+def test_rows_to_keep_adds_finished_rows_up_to_a_bucket_on_a_cpu_only():
+    running = torch.zeros(40, dtype=torch.bool)
+    running[torch.tensor([0, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 38, 39, 2, 4, 6])] = True  # 17 running
+    keep = fastpath.rows_to_keep(running, torch.device("cpu"))
+    assert keep.numel() == 18 and keep.tolist() == sorted(keep.tolist())
+    assert set(running.nonzero().squeeze(1).tolist()) < set(keep.tolist())  # all running ones, one finished
+    exact = running.nonzero().squeeze(1)
+    assert torch.equal(fastpath.rows_to_keep(running, torch.device("meta")), exact)
+    with fastpath.stock_ops():
+        assert torch.equal(fastpath.rows_to_keep(running, torch.device("cpu")), exact)
+    few = torch.zeros(17, dtype=torch.bool)
+    few[:17] = True
+    assert fastpath.rows_to_keep(few, torch.device("cpu")).numel() == 17  # never more rows than there are
+
+
+def test_greedy_search_steps_over_bucketed_batch_sizes_after_a_drop(monkeypatch):
+    """Greedy search on a CPU shrinks the decoder batch to bucket sizes, whose matmul kernels come back;
+    test_search_results_agree_whichever_rows_are_dropped_when checks the outputs."""
+    pairs = reversal_task(60, 20, seed=5)
+    torch.manual_seed(0)
+    model = Transformer(
+        20, 20, d_model=32, heads=4, ffn_dim=64, encoder_layers=1, decoder_layers=1, dropout=0.0, norm_first=True
+    )
+    model = overfit(model, pairs[:20], steps=60)
+    src = pad_ids([s for s, _ in pairs], suffix=[EOS])
+    sizes = []
+    step = model.step
+
+    def recording_step(tokens, state):
+        sizes.append(tokens.size(0))
+        return step(tokens, state)
+
+    model.step = recording_step
+    kept = []  # (rows running, rows kept) at each drop
+    rows_to_keep = fastpath.rows_to_keep
+
+    def recording_rows_to_keep(running, device):
+        keep = rows_to_keep(running, device)
+        kept.append((int(running.sum()), keep.numel()))
+        return keep
+
+    monkeypatch.setattr(fastpath, "rows_to_keep", recording_rows_to_keep)
+    greedy_search(model, src, max_len_a=1.0, max_len_b=4)
+    assert any(running < rows for running, rows in kept)  # finished rows rode along to a bucket
+    assert all(cpu_ops.kept_rows_bucket(n) == n for n in sizes[1:]) and {n for _, n in kept} <= set(sizes)
 
 
 def test_tune_process_touches_the_cpu_only(monkeypatch):

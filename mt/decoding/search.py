@@ -144,7 +144,7 @@ def path_search(
         if not still:
             break
         if fastpath.worth_dropping(running.numel() - still, running.numel(), device):
-            keep = running.nonzero().squeeze(1)
+            keep = fastpath.rows_to_keep(running, device)
             alive, tokens, running, state = alive[keep], tokens[keep], running[keep], state.select(keep)
             prefixes = prefixes.select(keep) if prefixes is not None else None
     return [Hypothesis(until_eos(seq), score) for seq, score in zip(output.tolist(), scores.tolist())]

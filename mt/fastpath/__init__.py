@@ -221,6 +221,21 @@ def worth_dropping(finished: int, rows: int, device: torch.device) -> bool:
     return finished >= (cpu_ops.DROP_FINISHED_SHARE if cpu else 0.5) * rows
 
 
+def rows_to_keep(running: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """The indices, in order, of the decoder rows that stay when finished ones leave a greedy (or sampling)
+    search: every running one (running: bool, one per row) and, on a CPU, as many finished ones as round the
+    number up to a size the batch has had before (cpu_ops.kept_rows_bucket), whose matmul kernels are ready.
+    The finished rows kept ride along, ignored, as they do until a drop. (Beam search, whose batch changes
+    size by whole beams, measured no faster so: 1.01x, 0.89-1.14, 5 pairs.)"""
+    keep = running.nonzero().squeeze(1)
+    if torch.device(device).type != "cpu" or _stock_everywhere:
+        return keep
+    extra = min(cpu_ops.kept_rows_bucket(keep.numel()), running.numel()) - keep.numel()
+    if extra <= 0:
+        return keep
+    return torch.cat([keep, (~running).nonzero().squeeze(1)[:extra]]).sort().values
+
+
 def fixed_slot_search(model, requested: bool, search_py_only: bool) -> bool:
     """Whether greedy and beam search run in fixed slots (mt/decoding/fixed_slots.py), each step replayed
     as a CUDA graph on CUDA (eagerly elsewhere), rather than search.py's loop, which reads the host every
