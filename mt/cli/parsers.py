@@ -188,8 +188,8 @@ def translate_parser() -> argparse.ArgumentParser:
     files.add_argument(
         "--chunk-lines",
         type=int,
-        default=2_000,
-        help="read, translate and write this many lines at a time (sorted by length within): memory stays flat",
+        default=4_000,
+        help="read, translate and write this many lines at a time (sorted by length within)",
     )
     files.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
     return p
