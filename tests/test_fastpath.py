@@ -266,9 +266,8 @@ def test_rows_to_keep_adds_finished_rows_up_to_a_bucket_on_a_cpu_only():
     assert torch.equal(fastpath.rows_to_keep(running, torch.device("meta")), exact)
     with fastpath.stock_ops():
         assert torch.equal(fastpath.rows_to_keep(running, torch.device("cpu")), exact)
-    few = torch.zeros(17, dtype=torch.bool)
-    few[:17] = True
-    assert fastpath.rows_to_keep(few, torch.device("cpu")).numel() == 17  # never more rows than there are
+    all_running = torch.ones(17, dtype=torch.bool)  # its bucket, 18, is more rows than there are
+    assert fastpath.rows_to_keep(all_running, torch.device("cpu")).numel() == 17
 
 
 def test_greedy_search_steps_over_bucketed_batch_sizes_after_a_drop(monkeypatch):
