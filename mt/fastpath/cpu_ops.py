@@ -268,7 +268,7 @@ carrying a few finished rows costs less until then."""
 def kept_rows_bucket(rows: int) -> int:
     """The decoder batch size, at least `rows`, that greedy search keeps when finished rows leave on a CPU:
     rows rounded up to 8 sizes an octave (below 16 as they are, then even up to 32, multiples of 4 up to 64,
-    and so on), at most an eighth more. oneDNN compiles a bf16 matmul kernel for every new shape, 0.1-5 ms
+    and so on), at most an eighth more. oneDNN compiles a bf16 matmul kernel for every new shape, 0.1-5.5 ms
     by size, and keeps 1,024: with exact sizes a drop needs new kernels for each of a step's five
     projections, 222 of them (0.20 s) in a 2,000-line greedy translation; bucket sizes come back from batch
     to batch and chunk to chunk. Greedy `translate` of 20,000 lines on 2 Intel cores with AMX (bf16, a
