@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from mt import fastpath
 from mt.data.lines import read_lines
-from mt.data.tokenizer import EOS, PAD
+from mt.data.tokenizer import BOS, EOS, PAD
 from mt.decoding.search import beam_search, greedy_search, packed_copy
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.fastpath import cpu_ops, cpu_process
@@ -300,6 +300,73 @@ def test_greedy_search_steps_over_bucketed_batch_sizes_after_a_drop(monkeypatch)
     greedy_search(model, src, max_len_a=1.0, max_len_b=4)
     assert any(running < rows for running, rows in kept)  # finished rows rode along to a bucket
     assert all(cpu_ops.kept_rows_bucket(n) == n for n in sizes[1:]) and {n for _, n in kept} <= set(sizes)
+
+
+def stepped(model, src, steps: int, meddle=None) -> tuple[list[torch.Tensor], list[int]]:
+    """Each step's logits and the key slots its self-attention cache held, over `steps` greedy steps;
+    meddle(state) runs before every step."""
+    state = model.start_state(src)
+    tokens = torch.full((src.size(0),), BOS)
+    logits, slots = [], []
+    for _ in range(steps):
+        if meddle is not None:
+            meddle(state)
+        out, state = model.step(tokens, state)
+        logits.append(out)
+        slots.append(state.caches[0].past["kv"].size(3))
+        tokens = out.argmax(-1)
+    return logits, slots
+
+
+def test_decoding_keys_sit_in_rooms_of_8_masked_on_a_cpu_and_give_the_stock_logits():
+    model = small_model(norm_first=True).eval()
+    src = padded_pair(3)[0]
+    with torch.inference_mode():
+        (cpu, cpu_slots), (stock, stock_slots) = both_forms(lambda: stepped(model, src, 10))
+    assert cpu_slots == [8] * 8 + [16] * 2 and stock_slots == list(range(1, 11))
+    for ours, ref in zip(cpu, stock):
+        torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_decoding_keys_not_yet_written_never_reach_the_output():
+    """Whatever the room's unwritten slots hold, a step's logits stay the same: they are masked."""
+    model = small_model(norm_first=False).eval()
+    src = padded_pair(3)[0]
+
+    def garbage_in_unwritten_slots(state):
+        for cache in state.caches:
+            if "kv" in cache.past:
+                cache.past["kv"][:, :, :, state.position :] = 1e4
+
+    with torch.inference_mode(), fastpath.stock_ops(False):
+        clean, _ = stepped(model, src, 6)
+        meddled, slots = stepped(model, src, 6, garbage_in_unwritten_slots)
+    assert slots == [8] * 6
+    for ours, ref in zip(meddled, clean):
+        torch.testing.assert_close(ours, ref)
+
+
+def test_translation_batches_keep_to_few_shapes_on_a_cpu_and_translate_as_exact_ones(trained_run, monkeypatch):
+    """On a CPU, search.py's batches take the fixed-slot search's batches with their sources padded to a
+    multiple of 8 positions; the translations are the exact shapes' (fp32)."""
+    model, tokenizer, _ = load_for_inference([str(trained_run / "checkpoints" / "best.pt")])
+    lines = [" ".join(["das Haus ist klein"] * n) for n in range(1, 30)]
+    shapes = []
+    search = Translator._search
+
+    def recording_search(self, src, *args, **kwargs):
+        shapes.append((fastpath.bounded_shapes(src.device), *src.shape))
+        return search(self, src, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "_search", recording_search)
+    settings = DecodeSettings(beam=2, precision="fp32", batch_tokens=300)
+    bounded, exact = both_forms(lambda: Translator(model, tokenizer, settings).translate(lines))
+    assert bounded == exact
+    cpu_shapes = [(rows, cols) for bounded_form, rows, cols in shapes if bounded_form]
+    stock_shapes = [(rows, cols) for bounded_form, rows, cols in shapes if not bounded_form]
+    assert all(cols % 8 == 0 for _, cols in cpu_shapes)
+    assert any(cols % 8 for _, cols in stock_shapes)
+    assert {rows for rows, _ in cpu_shapes} != {rows for rows, _ in stock_shapes}  # the slot batches, not token batches
 
 
 def test_tune_process_touches_the_cpu_only(monkeypatch):

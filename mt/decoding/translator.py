@@ -14,10 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from mt import fastpath
 from mt.data.batching import pad_sequences, token_batches
+from mt.data.buckets import rounded_up
 from mt.data.tokenizer import BOS, EOS, PAD
 from mt.decoding.fixed_slots import FixedSlotBeam, FixedSlotGreedy, FixedSlotSearch, slot_batches, slot_shape
 from mt.decoding.fixed_slots import run as run_search
@@ -119,13 +121,17 @@ class Translator(LineTranslator):
         bar = tqdm(total=len(todo), unit="sent", disable=None if progress else True, leave=False)
 
         def search(rows: list[int]) -> tuple[list[int], torch.Tensor, list[Phrases] | None, list[list[Hypothesis]]]:
-            src = pad_sequences([ids[r] for r in rows], suffix=[EOS]).to(self.device)
+            src = pad_sequences([ids[r] for r in rows], suffix=[EOS])
+            if bounded:  # a source length of a few, as the batch's rows (fastpath.bounded_shapes)
+                src = F.pad(src, (0, rounded_up(src.size(1)) - src.size(1)), value=PAD)
+            src = src.to(self.device)
             forced = Prefixes.of([prefix_ids[r] for r in rows], self.device)
             required = [phrases[r] for r in rows] if phrases[rows[0]] else None
             found = self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None, required)
             return rows, src, required, found
 
-        batches = list(batches_of(todo, ids, phrases, self._budget(), slots=fixed and not s.sampling))
+        bounded = fastpath.bounded_shapes(self.device)
+        batches = list(batches_of(todo, ids, phrases, self._budget(), slots=(fixed or bounded) and not s.sampling))
         threads = 1 if s.sampling or fixed else fastpath.search_threads(self.device, len(batches))
         for rows, src, required, found in searched_in_threads(search, batches, threads):
             if required:

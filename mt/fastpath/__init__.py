@@ -236,6 +236,28 @@ def rows_to_keep(running: torch.Tensor, device: torch.device) -> torch.Tensor:
     return torch.cat([keep, (~running).nonzero().squeeze(1)[:extra]]).sort().values
 
 
+def bounded_shapes(device: torch.device) -> bool:
+    """Whether decoding keeps its tensors to a bounded set of shapes: on a CPU, translation batches take
+    the fixed-slot search's shapes (each padded source length's full rows, mt/decoding/fixed_slots.py),
+    sources padded to a multiple of 8 positions, and each step's self-attention keys sit in a room grown
+    8 positions at a time (self_attention_room); with rows_to_keep, the batches of a long input come
+    back to shapes seen before.
+
+    oneDNN, which runs the CPU's bf16 matmuls, compiles a kernel for every new shape and keeps the last
+    1,024, each holding ~0.5 MB of heap. With a new shape at every step and every batch, a long bf16
+    translation filled that cache and then, evicting, fragmented the heap without end: 2.7 GB resident
+    after 58,000 lines and rising, against 1.44 GB and flat from 32,000 lines on (greedy, 2 cores,
+    docs/benchmarks.md, CPU decoding). Elsewhere (CUDA), shapes are left exact."""
+    return torch.device(device).type == "cpu" and not _stock_everywhere
+
+
+def self_attention_room(position: int, device: torch.device) -> int | None:
+    """The key slots a decoding step's self-attention attends over, its query at `position` (position + 1
+    keys written, the slots past them masked), where shapes are bounded; None elsewhere: the keys are
+    appended and attended over exactly."""
+    return cpu_ops.keys_room(position + 1) if bounded_shapes(device) else None
+
+
 def fixed_slot_search(model, requested: bool, search_py_only: bool) -> bool:
     """Whether greedy and beam search run in fixed slots (mt/decoding/fixed_slots.py), each step replayed
     as a CUDA graph on CUDA (eagerly elsewhere), rather than search.py's loop, which reads the host every

@@ -265,6 +265,16 @@ costs a reorder of all caches and, on CPU, a new bf16 matmul kernel setup (~0.35
 carrying a few finished rows costs less until then."""
 
 
+KEYS_MULTIPLE = 8  # decoding attends over key (and source) lengths rounded up to this
+
+
+def keys_room(keys: int) -> int:
+    """The key slots a decoding step attends over for `keys` keys, the rest masked: keys rounded up to a
+    multiple of KEYS_MULTIPLE. Every step with a new key length would otherwise compile new bmm kernels
+    (see bounded_shapes in mt/fastpath/__init__.py)."""
+    return -(-keys // KEYS_MULTIPLE) * KEYS_MULTIPLE
+
+
 def kept_rows_bucket(rows: int) -> int:
     """The decoder batch size, at least `rows`, that greedy search keeps when finished rows leave on a CPU:
     rows rounded up to 8 sizes an octave (below 16 as they are, then even up to 32, multiples of 4 up to 64,

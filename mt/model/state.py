@@ -27,13 +27,27 @@ class LayerCache:
     source: dict[str, torch.Tensor] = field(default_factory=dict)  # the source sentence alone (cross-attention
     # keys and values): the same for every hypothesis of a sentence
 
-    def extend_past(self, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    # Where decoding keeps to bounded shapes (a CPU: mt.fastpath.bounded_shapes), past["kv"] is a room of
+    # key slots grown 8 at a time, the unwritten ones zero and masked; start_step sets these two per step:
+    written: int = 0  # the position this step writes
+    visible: SharedMask | None = None  # (1, 1, 1, room): the slots this step's query sees (None: exact keys)
+
+    def extend_past(self, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, SharedMask | None]:
         """Self-attention keys and values of every position so far, the newest (kv: (2, B, h, 1, d_k), keys
         and values side by side) appended, and which of them a query may see (None: all)."""
-        if "kv" in self.past:
-            kv = torch.cat([self.past["kv"], kv], dim=3)
-        self.past["kv"] = kv
-        return kv[0], kv[1], None
+        if self.visible is None:
+            if "kv" in self.past:
+                kv = torch.cat([self.past["kv"], kv], dim=3)
+            self.past["kv"] = kv
+            return kv[0], kv[1], None
+        room, past = self.visible.allowed.size(-1), self.past.get("kv")
+        if past is None or past.size(3) < room:  # zeros, not garbage: a masked slot's weight 0 times NaN is NaN
+            grown = kv.new_zeros(*kv.shape[:3], room, kv.size(4))
+            if past is not None:
+                grown[:, :, :, : past.size(3)] = past
+            past = self.past["kv"] = grown
+        past[:, :, :, self.written : self.written + 1] = kv
+        return past[0], past[1], self.visible
 
     def select(self, index: torch.Tensor, sources: torch.Tensor | None = None) -> LayerCache:
         """The past of the rows at index; the source part of the rows at sources (None: as it is)."""
@@ -100,7 +114,14 @@ class DecoderState:
         return self.select(torch.arange(self.memory.size(0), device=self.memory.device).repeat_interleave(copies))
 
     def start_step(self) -> None:
-        """What the layers of a step share, made once before them: nothing here (see StaticDecoderState)."""
+        """What the layers of a step share, made once before them: where shapes are bounded, the room of key
+        slots this step's self-attention attends over and which of them its query sees."""
+        room = fastpath.self_attention_room(self.position, self.memory.device)
+        if room is None:
+            return
+        visible = SharedMask(torch.arange(room, device=self.memory.device).view(1, 1, 1, room) <= self.position)
+        for cache in self.caches:
+            cache.written, cache.visible = self.position, visible
 
     def reorder_same_source(self, index: torch.Tensor) -> DecoderState:
         """select(index) where every hypothesis moves to a row with the same source sentence (beam

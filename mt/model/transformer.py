@@ -137,7 +137,8 @@ class Transformer(nn.Module):
             k, v = (t.contiguous() for t in layer.cross_attn.project_kv(memory))
             if past is None:  # every layer's self-attention keys and values: (2 * layers, rows, heads, length, d_k)
                 past = k.new_zeros(2 * len(self.decoder_layers), src.size(0) * copies, k.size(1), length, k.size(3))
-            caches.append(StaticLayerCache({"kv": past[2 * i : 2 * i + 2]}, {"k": k, "v": v}, position, slots))
+            own = StaticLayerCache({"kv": past[2 * i : 2 * i + 2]}, {"k": k, "v": v}, position=position, slots=slots)
+            caches.append(own)
         return StaticDecoderState(memory, src_mask, caches, position, copies=copies, past=past)
 
     def restart_static_state(self, state: StaticDecoderState, src: torch.Tensor) -> None:
