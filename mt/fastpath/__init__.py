@@ -245,9 +245,9 @@ def bounded_shapes(device: torch.device) -> bool:
 
     oneDNN, which runs the CPU's bf16 matmuls, compiles a kernel for every new shape and keeps the last
     1,024, each holding ~0.5 MB of heap. With a new shape at every step and every batch, a long bf16
-    translation filled that cache and then, evicting, fragmented the heap without end: 2.7 GB resident
-    after 58,000 lines and rising, against 1.44 GB and flat from 32,000 lines on (greedy, 2 cores,
-    docs/benchmarks.md, CPU decoding). Elsewhere (CUDA), shapes are left exact."""
+    translation filled that cache and then, evicting, fragmented the heap: greedy on 2 cores, 3.07 GB
+    resident after 58,000 lines and rising, against 1.51 GB (1.39 at 26,000), at the same speed
+    (docs/benchmarks.md, CPU decoding). Elsewhere (CUDA), shapes are left exact."""
     return torch.device(device).type == "cpu" and not _stock_everywhere
 
 
