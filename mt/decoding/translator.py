@@ -122,7 +122,7 @@ class Translator(LineTranslator):
 
         def search(rows: list[int]) -> tuple[list[int], torch.Tensor, list[Phrases] | None, list[list[Hypothesis]]]:
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS])
-            if bounded:  # a source length of a few, as the batch's rows (fastpath.bounded_shapes)
+            if bounded:  # padded to a multiple of 8 positions: few source lengths (fastpath.bounded_shapes)
                 src = F.pad(src, (0, rounded_up(src.size(1)) - src.size(1)), value=PAD)
             src = src.to(self.device)
             forced = Prefixes.of([prefix_ids[r] for r in rows], self.device)

@@ -28,7 +28,8 @@ class LayerCache:
     # keys and values): the same for every hypothesis of a sentence
 
     # Where decoding keeps to bounded shapes (a CPU: mt.fastpath.bounded_shapes), past["kv"] is a room of
-    # key slots grown 8 at a time, the unwritten ones zero and masked; start_step sets these two per step:
+    # key slots grown a few at a time (cpu_ops.keys_room), the unwritten ones zero and masked; start_step
+    # sets these two before each step:
     written: int = 0  # the position this step writes
     visible: SharedMask | None = None  # (1, 1, 1, room): the slots this step's query sees (None: exact keys)
 
