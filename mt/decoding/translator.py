@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from mt import fastpath
@@ -122,13 +121,15 @@ class Translator(LineTranslator):
 
         def search(rows: list[int]) -> tuple[list[int], torch.Tensor, list[Phrases] | None, list[list[Hypothesis]]]:
             src = pad_sequences([ids[r] for r in rows], suffix=[EOS])
-            if bounded:  # padded to a multiple of 8 positions: few source lengths (fastpath.bounded_shapes)
-                src = F.pad(src, (0, rounded_up(src.size(1)) - src.size(1)), value=PAD)
-            src = src.to(self.device)
             forced = Prefixes.of([prefix_ids[r] for r in rows], self.device)
             required = [phrases[r] for r in rows] if phrases[rows[0]] else None
+            if bounded:  # few batch shapes (fastpath.bounded_shapes): the slot shapes, or their source lengths
+                plain = forced is None and required is None and not s.sampling  # else no filler rows
+                shape = slot_shape(*src.shape, self._budget()) if plain else (src.size(0), rounded_up(src.size(1)))
+                src = filled(src, *shape)
+            src = src.to(self.device)
             found = self._search(src, forced, [seeds[r] for r in rows] if s.sampling else None, required)
-            return rows, src, required, found
+            return rows, src, required, found[: len(rows)]
 
         bounded = fastpath.bounded_shapes(self.device)
         batches = list(batches_of(todo, ids, phrases, self._budget(), slots=(fixed or bounded) and not s.sampling))
@@ -222,9 +223,7 @@ class Translator(LineTranslator):
         captured step."""
         s = self.settings
         rows, cols = slot_shape(*src.shape, self._budget())
-        padded = src.new_full((rows, cols), PAD)
-        padded[: src.size(0), : src.size(1)] = src
-        padded[src.size(0) :, 0] = EOS  # filler rows: an empty sentence
+        padded = filled(src, rows, cols)
         key = (rows, cols, s.beam, s.nbest, s.alpha, s.max_len_a, s.max_len_b)
         search = self._searches.pop(key, None)
         if search is None:
@@ -266,6 +265,14 @@ class Translator(LineTranslator):
         return Translation(
             text, hyp.score, self.tokenizer.src_pieces(src_ids + [EOS]), self.tokenizer.tgt_pieces(hyp.tokens + [EOS])
         )
+
+
+def filled(src: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """src (B, S) in a batch of (rows, cols): padding to the right, and filler rows of an empty sentence."""
+    padded = src.new_full((rows, cols), PAD)
+    padded[: src.size(0), : src.size(1)] = src
+    padded[src.size(0) :, 0] = EOS
+    return padded
 
 
 def searched_in_threads(search, batches: list, threads: int):
