@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from mt import fastpath
 from mt.data.lines import read_lines
 from mt.data.tokenizer import BOS, EOS, PAD
+from mt.decoding.fixed_slots import slot_shape
 from mt.decoding.search import beam_search, greedy_search, packed_copy
 from mt.decoding.translator import DecodeSettings, Translator
 from mt.fastpath import cpu_ops, cpu_process
@@ -347,10 +348,9 @@ def test_decoding_keys_not_yet_written_never_reach_the_output():
 
 
 def test_translation_batches_keep_to_few_shapes_on_a_cpu_and_translate_as_exact_ones(trained_run, monkeypatch):
-    """On a CPU, search.py's batches take the fixed-slot search's batches with their sources padded to a
-    multiple of 8 positions; the translations are the exact shapes' (fp32)."""
+    """On a CPU, search.py's batches take the fixed-slot search's shapes (sources padded to a multiple of 8
+    positions, filler rows up to the shape's); the translations are the exact shapes' (fp32), in order."""
     model, tokenizer, _ = load_for_inference([str(trained_run / "checkpoints" / "best.pt")])
-    lines = [" ".join(["das Haus ist klein"] * n) for n in range(1, 30)]
     shapes = []
     search = Translator._search
 
@@ -360,13 +360,15 @@ def test_translation_batches_keep_to_few_shapes_on_a_cpu_and_translate_as_exact_
 
     monkeypatch.setattr(Translator, "_search", recording_search)
     settings = DecodeSettings(beam=2, precision="fp32", batch_tokens=300)
-    bounded, exact = both_forms(lambda: Translator(model, tokenizer, settings).translate(lines))
-    assert bounded == exact
-    cpu_shapes = [(rows, cols) for bounded_form, rows, cols in shapes if bounded_form]
-    stock_shapes = [(rows, cols) for bounded_form, rows, cols in shapes if not bounded_form]
-    assert all(cols % 8 == 0 for _, cols in cpu_shapes)
-    assert any(cols % 8 for _, cols in stock_shapes)
-    assert {rows for rows, _ in cpu_shapes} != {rows for rows, _ in stock_shapes}  # the slot batches, not token batches
+    budget = Translator(model, tokenizer, settings)._budget()
+    for lines in ([" ".join(["das Haus ist klein"] * n) for n in range(1, 30)], ["ein Hund", "", "zwei Katzen"]):
+        shapes.clear()
+        bounded, exact = both_forms(lambda lines=lines: Translator(model, tokenizer, settings).translate(lines))
+        assert bounded == exact and len(bounded) == len(lines)
+        cpu_shapes = [(rows, cols) for bounded_form, rows, cols in shapes if bounded_form]
+        stock_shapes = [(rows, cols) for bounded_form, rows, cols in shapes if not bounded_form]
+        assert all(slot_shape(rows, cols, budget) == (rows, cols) for rows, cols in cpu_shapes)
+        assert any(slot_shape(rows, cols, budget) != (rows, cols) for rows, cols in stock_shapes)
 
 
 def test_tune_process_touches_the_cpu_only(monkeypatch):
