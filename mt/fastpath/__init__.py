@@ -238,16 +238,17 @@ def rows_to_keep(running: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 def bounded_shapes(device: torch.device) -> bool:
     """Whether decoding keeps its tensors to a bounded set of shapes: on a CPU, translation batches take
-    the fixed-slot search's shapes (each padded source length's full rows, mt/decoding/fixed_slots.py),
-    sources padded to a multiple of 8 positions, and each step's self-attention keys sit in a room grown
-    8 positions at a time (self_attention_room); with rows_to_keep, the batches of a long input come
-    back to shapes seen before.
+    the fixed-slot search's shapes (mt/decoding/fixed_slots.py: sources padded to a multiple of 8
+    positions, each length's full rows, a smaller batch filled up to a power of two of sentences), and
+    each step's self-attention keys sit in a room grown 8 positions at a time (self_attention_room);
+    with rows_to_keep, the batches of a long input or of a server's requests come back to shapes seen before.
 
     oneDNN, which runs the CPU's bf16 matmuls, compiles a kernel for every new shape and keeps the last
     1,024, each holding ~0.5 MB of heap. With a new shape at every step and every batch, a long bf16
     translation filled that cache and then, evicting, fragmented the heap: greedy on 2 cores, 3.07 GB
-    resident after 58,000 lines and rising, against 1.51 GB (1.39 at 26,000), at the same speed
-    (docs/benchmarks.md, CPU decoding). Elsewhere (CUDA), shapes are left exact."""
+    resident after 58,000 lines and rising, against 1.51 GB (1.39 at 26,000), at the same speed; mt-serve
+    under requests of 1-64 lines, 0.92 GB after a minute against 2.0 (docs/benchmarks.md, CPU decoding).
+    Elsewhere (CUDA), shapes are left exact."""
     return torch.device(device).type == "cpu" and not _stock_everywhere
 
 
