@@ -371,6 +371,28 @@ def test_translation_batches_keep_to_few_shapes_on_a_cpu_and_translate_as_exact_
         assert any(slot_shape(rows, cols, budget) != (rows, cols) for rows, cols in stock_shapes)
 
 
+def test_the_memory_script_reports_each_call_over_shuffled_copies(trained_run, tmp_path):
+    """scripts/bench_memory.py (the measure of the heap that unbounded shapes grew): copies after the first
+    are the same lines in another order, and every call's lines are counted, the last call's short ones too."""
+    spec = importlib.util.spec_from_file_location("bench_memory", REPO / "scripts" / "bench_memory.py")
+    bench_memory = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_memory)
+    src = tmp_path / "src.de"
+    lines = [f"das Haus Nummer {i}" for i in range(12)]
+    src.write_text("".join(line + "\n" for line in lines))
+    copies = bench_memory.input_lines(str(src), 3, seed=0)
+    assert copies[:12] == lines and sorted(copies[12:24]) == sorted(lines) == sorted(copies[24:])
+    assert copies[12:24] != lines and copies[12:24] != copies[24:]
+    report = tmp_path / "memory.jsonl"
+    checkpoint = str(trained_run / "checkpoints" / "best.pt")
+    bench_memory.main(["--checkpoint", checkpoint, "--src", str(src), "--copies", "2", "--call-lines", "5"]
+                      + ["--beam", "2", "--dtype", "fp32", "--json", str(report)])  # fmt: skip
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [row["lines"] for row in rows] == [5, 10, 15, 20, 24]
+    assert all(row["rss_gib"] > 0 for row in rows)
+    assert bench_memory.malloc_info() is None or all(row["live_gib"] > 0 for row in rows)
+
+
 def test_tune_process_touches_the_cpu_only(monkeypatch):
     monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
     fastpath.tune_process(torch.device("meta"), training=True)
