@@ -52,8 +52,8 @@ def rss_gib() -> float:
         return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / GIB
     import resource
 
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS: an upper bound there
-    return peak_kib / 2**20
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, KiB elsewhere
+    return peak * (1 if sys.platform == "darwin" else 1024) / GIB
 
 
 def input_lines(path: str, copies: int, seed: int) -> list[str]:
