@@ -22,13 +22,13 @@ def test_non_finite_updates_are_skipped_then_stop(tiny_corpus, tmp_path):
     trainer.train_step()
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     real_loss = trainer.batch_loss
-    trainer.batch_loss = lambda batch: tuple(x * float("nan") for x in real_loss(batch))
+    trainer.batch_loss = lambda batch, net=None: tuple(x * float("nan") for x in real_loss(batch, net))
     stats = trainer.train_step()
     assert not stats["finite"] and trainer.progress.step == 1 and trainer.progress.skipped_steps == 1
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
     trainer.batch_loss = real_loss  # a good update resets the run of bad ones
     assert trainer.train_step()["finite"] and trainer.progress.step == 2
-    trainer.batch_loss = lambda batch: tuple(x * float("inf") for x in real_loss(batch))
+    trainer.batch_loss = lambda batch, net=None: tuple(x * float("inf") for x in real_loss(batch, net))
     trainer.train_step()
     trainer.train_step()
     with pytest.raises(MTError, match="3 updates in a row had a non-finite loss"):

@@ -117,8 +117,8 @@ class TrainConfig:
     clip_norm: float = 0.0  # 0 = no clipping
     precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only)
     cuda_graphs: bool = True  # on CUDA: batches in a few fixed shapes, each update replayed as CUDA graphs
-    # with precision=bf16 on the CUDA-graph path: forward and backward run a bf16 copy of the weights (no
-    # autocast casts, a bf16 residual stream), Adam updates fp32 ones; on in the GPU preset multi30k_base
+    # with precision=bf16, in one process: forward and backward run a bf16 copy of the weights (no autocast
+    # casts, a bf16 residual stream), Adam updates fp32 ones; on in the GPU preset multi30k_base
     bf16_weights: bool = False
     compile: bool = False  # torch.compile the model (per batch shape on the CUDA-graph path); pays in long runs only
     max_steps: int = 100_000

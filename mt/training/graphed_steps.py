@@ -1,6 +1,7 @@
 """The Trainer's updates on the CUDA-graph path (mt/fastpath/cuda_graphs.py): batches padded to the run's
 few bucket shapes, each update launched as graph replays, its figures read back later without waiting.
-The eager update, the loop and everything else are in trainer.py; the Trainer inherits these methods.
+The eager update is in eager_steps.py, the loop and everything else in trainer.py; the Trainer inherits
+these methods.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
 from pathlib import Path
 
@@ -18,18 +17,19 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mt import fastpath
 from mt.config.model import model_options
-from mt.data.batching import EncodedCorpus, collate
+from mt.data.batching import EncodedCorpus
 from mt.data.corpus import ParallelCorpus
 from mt.data.order import DataOrder, ShardPools
 from mt.data.subword_sampling import SampledSegmentations
 from mt.data.tokenizer import PAD
-from mt.errors import Interrupted, MTError
+from mt.errors import Interrupted
 from mt.fastpath.cuda_graphs import CompiledPerShape, GraphedTraining, PendingStats, capturable_adam
-from mt.precision import autocast
+from mt.precision import WorkingCopy, autocast
 from mt.training.budget import Progress, budget_used, ranking_score, shown, stop_reason
 from mt.training.distributed import Dist, broadcast_from_main, data_parallel, sum_across
-from mt.training.flops import parameter_counts, peak_flops, training_flops
-from mt.training.graphed_steps import GraphedSteps, target_tokens
+from mt.training.eager_steps import EagerSteps
+from mt.training.flops import parameter_counts, peak_flops
+from mt.training.graphed_steps import GraphedSteps
 from mt.training.interrupt import StopRequest
 from mt.training.loss import label_smoothed_loss
 from mt.training.optim import build_optimizer, cooldown_factor, inverse_sqrt_lr, peak_lr
@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 ANNOUNCE_AFTER = 10  # updates timed before the run's duration is estimated
 
 
-class Trainer(GraphedSteps):
+class Trainer(EagerSteps, GraphedSteps):
     def __init__(
         self,
         cfg,
@@ -93,11 +93,12 @@ class Trainer(GraphedSteps):
             self.optimizer = build_optimizer(model, tc)
         self.graphed: GraphedTraining | None = None  # built at the first update, after a resume
         self.ema = WeightAverage(self.model, self.tc.ema_decay) if self.tc.ema_decay else None
-        # On that path, bf16 weights: forward and backward run a bf16 copy, Adam updates the fp32 model.
-        bf16_weights = self.graphs_off is None and self.tc.precision == "bf16" and self.tc.bf16_weights
+        # bf16 weights: forward and backward run a bf16 copy, Adam updates the fp32 model (one process).
+        bf16_weights = self.tc.precision == "bf16" and self.tc.bf16_weights and not self.dist.enabled
         self.weights_dtype = torch.bfloat16 if bf16_weights else None
+        self.working: WorkingCopy | None = None  # the eager path's copy, made at its first update
         if self.tc.bf16_weights and not bf16_weights:
-            log.warning("train.bf16_weights applies on the CUDA-graph path only (off: %s)", self.graphs_off)
+            log.warning("train.bf16_weights applies to training in one process (off)")
         self.pending: list[tuple[PendingStats, dict]] = []  # updates launched, their figures not read yet
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not (a no-op then).
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.tc.precision == "fp16")
@@ -132,86 +133,14 @@ class Trainer(GraphedSteps):
         return label_smoothed_loss(logits, target, self.tc.label_smoothing, pad_id=PAD)
 
     def train_step(self) -> dict:
-        """One optimizer update over update_freq batches; the loss is normalised by target tokens.
-
-        An update whose loss or gradient is not finite is skipped (weights untouched) and counted;
-        train.max_bad_steps of them in a row stop training with an error.
-        """
-        if self.graphs_off is None:
-            return self.graphed_train_step()
-        self.model.train()
-        world, rank = self.dist.world, self.dist.rank
-        update = self.data_order.take(self.progress, self.tc.update_freq * world)  # the same on every rank
-        total_tokens = target_tokens(update)
-        batches = [collate(pairs, idx) for pairs, idx in update[rank::world]]
-        sums = []  # (loss, nll) of each batch, read once at the end: one wait for the device per update
-        for i, batch in enumerate(batches):
-            last = i == len(batches) - 1
-            with contextlib.nullcontext() if last or not self.dist.enabled else self.net.no_sync():
-                loss, nll = self.batch_loss(batch.to(self.device))
-                self.scaler.scale(loss * world / total_tokens).backward()  # DDP averages over ranks: undo it
-            sums.append(torch.stack([loss.detach(), nll]))
-        loss_sum, nll_sum = torch.stack(sums).sum(0).tolist()
-        loss_sum, nll_sum = sum_across([loss_sum, nll_sum], self.dist, self.device)
-        self.scaler.unscale_(self.optimizer)
-        grad_norm = float(
-            torch.nn.utils.clip_grad_norm_(
-                self.model.parameters(), self.tc.clip_norm if self.tc.clip_norm > 0 else float("inf")
-            )
-        )
-        lr = self.scheduled_lr()
-        finite = self._apply_update(loss_sum, grad_norm, lr)
-        return {
-            "finite": finite,
-            "loss": loss_sum / total_tokens,
-            "nll": nll_sum / total_tokens,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "tgt_tokens": total_tokens,
-            "padded_tokens": sum(b.padded_tokens for b in batches) * world,  # this rank's share, scaled
-            "real_tokens": sum(b.real_tokens for b in batches) * world,
-            "flops": sum(training_flops(self.param_counts, b.src.shape, b.tgt_in.shape) for b in batches) * world,
-        }
+        """One optimizer update over update_freq batches, the loss normalised by target tokens: eagerly
+        (eager_steps.py), or on CUDA as replayed graphs (graphed_steps.py)."""
+        return self.eager_train_step() if self.graphs_off is not None else self.graphed_train_step()
 
     def scheduled_lr(self) -> float:
         """The next update's learning rate: warm-up and inverse square root, then the cool-down."""
         lr = inverse_sqrt_lr(self.progress.step + 1, self.tc.warmup, self.peak_lr)
         return lr * cooldown_factor(self.budget_used(), self.tc.cooldown)
-
-    def _count_bad_update(self, loss_sum: float, grad_norm: float) -> None:
-        self.progress.skipped_steps += 1
-        self.bad_in_a_row += 1
-        log.warning(
-            "skipped an update: loss %s, grad norm %s (%d in a row, %d in all)",
-            loss_sum,
-            grad_norm,
-            self.bad_in_a_row,
-            self.progress.skipped_steps,
-        )
-        if self.bad_in_a_row >= self.tc.max_bad_steps:
-            raise MTError(
-                f"{self.bad_in_a_row} updates in a row had a non-finite loss or gradient "
-                f"(train.max_bad_steps); lower train.lr or use train.precision=fp32"
-            )
-
-    def _apply_update(self, loss_sum: float, grad_norm: float, lr: float) -> bool:
-        """Step the optimizer at lr if loss and gradient are finite; otherwise skip and count. Whether it stepped."""
-        finite = math.isfinite(loss_sum) and math.isfinite(grad_norm)
-        if finite:
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            self.scaler.step(self.optimizer)
-            self.progress.step += 1
-            self.bad_in_a_row = 0
-            if self.ema is not None:
-                self.ema.update(self.progress.step)
-        elif math.isfinite(loss_sum) and self.scaler.is_enabled():
-            self.progress.skipped_steps += 1  # fp16 overflow: the scaler lowers its scale and we go on
-        else:
-            self._count_bad_update(loss_sum, grad_norm)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        return finite
 
     # ---- checkpoints, budget, validation ----------------------------------------------------
 
