@@ -42,7 +42,6 @@ class WorkingCopy:
     mt/fastpath/cuda_graphs.py: its gradient buffers must outlive every replay.)"""
 
     def __init__(self, model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16):
-        self.model = model
         self.module = copy.deepcopy(model).to(dtype)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.working = [p for p in self.module.parameters() if p.requires_grad]

@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 
 
 class EagerSteps:
-    """eager_train_step, and applying or skipping an update. Needs the Trainer's model, net, optimizer,
-    scaler, ema, weights_dtype, working, batch_loss, data_order, progress, dist, tc and scheduled_lr."""
+    """eager_train_step, and applying or skipping an update. Needs the Trainer's model, net, device, optimizer,
+    scaler, ema, weights_dtype, working, batch_loss, data_order, progress, dist, tc, param_counts, bad_in_a_row
+    and scheduled_lr."""
 
     def eager_train_step(self) -> dict:
         """One optimizer update over update_freq batches; the loss is normalised by target tokens.
