@@ -33,11 +33,10 @@ def test_the_copy_hands_its_gradients_over_in_fp32_and_takes_the_weights_back_ro
     working.widen_gradients()
     for param, grad, work in zip(working.params, expected, working.working):
         assert work.grad is None
-        assert (
-            (param.grad is None)
-            if grad is None
-            else (param.grad.dtype == torch.float32 and torch.equal(param.grad, grad))
-        )
+        if grad is None:
+            assert param.grad is None
+        else:
+            assert param.grad.dtype == torch.float32 and torch.equal(param.grad, grad)
     with torch.no_grad():
         for param in model.parameters():
             param.add_(0.01)
