@@ -301,6 +301,44 @@ def test_forgetting_a_search_drops_the_steps_captured_for_each_of_its_windows():
     assert list(replays.graphs) == [("kept", 16)] and list(replays.runs) == [("kept", 32)]
 
 
+def test_a_failed_capture_says_which_line_called_the_op_and_goes_on_eagerly(monkeypatch, caplog):
+    """A capture that meets an op it cannot record (here: a shape error raised inside torch's own Python, as
+    a host sync raises inside an op) warns naming the caller's line, not a frame of torch, then runs the
+    body eagerly, now and at every later call. torch.cuda's capture is stood in for: this is about the
+    fallback, which a CPU can check."""
+    import contextlib
+
+    from mt.fastpath import cuda_graphs
+
+    capturing = []
+
+    @contextlib.contextmanager
+    def graph(_graph, pool=None):
+        capturing.append(True)
+        try:
+            yield
+        finally:
+            capturing.pop()
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: "graph")
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    layer, runs = torch.nn.Linear(2, 3), []
+
+    def body():
+        runs.append(bool(capturing))
+        layer(torch.zeros(1, 4 if capturing else 2))  # the line the warning must name
+
+    replays = cuda_graphs.Replays(torch.device("cpu"), capture=False, warmup=0, what="the test")
+    replays.capture = True
+    with caplog.at_level("WARNING", logger=cuda_graphs.__name__):
+        replays.run("key", body)
+        replays.run("key", body)
+    line = body.__code__.co_firstlineno + 2
+    assert f"test_fixed_slots.py:{line} in body" in caplog.text and "the test goes on without graphs" in caplog.text
+    assert runs == [True, False, False] and replays.counts == Counter(eager=2) and not replays.graphs
+
+
 def test_a_translator_counts_its_fixed_slot_steps_by_how_they_ran(trained_run, monkeypatch):
     """What profiles read: on a CPU every step runs eagerly (nothing to capture), one count per step."""
     checkpoint = trained_run / "checkpoints" / "best.pt"

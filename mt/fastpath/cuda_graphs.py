@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import copy
 import logging
+import traceback
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -103,7 +105,10 @@ class Replays:
                 body()
         except RuntimeError as error:  # an op this torch cannot capture: go on, eagerly
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            log.warning("CUDA graph capture failed (%s); %s goes on without graphs", first_line, self.what)
+            log.warning(
+                "CUDA graph capture failed (%s, at %s); %s goes on without graphs",
+                first_line, raised_at(error), self.what,
+            )  # fmt: skip
             self.capture = False
             torch.cuda.synchronize(self.device)
             body()
@@ -118,6 +123,17 @@ class Replays:
         for key in [key for key in {**self.runs, **self.graphs} if which(key)]:
             self.graphs.pop(key, None)
             self.runs.pop(key, None)
+
+
+def raised_at(error: BaseException) -> str:
+    """Where error was raised, as "file:line in function": the innermost frame outside torch, the line
+    that called the op a capture refused (what a bug report about a failed capture needs)."""
+    inside_torch = str(Path(torch.__file__).parent)
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(inside_torch)]
+    if not frames:
+        return "an unknown place"
+    frame = frames[-1]
+    return f"{frame.filename}:{frame.lineno} in {frame.name}"
 
 
 class GraphedTraining:
