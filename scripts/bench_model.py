@@ -44,6 +44,7 @@ MODEL_NAMES = {
     "graphs": "mt+graphs",
     "graphs_bf16w": "mt+graphs+bf16w",
     "graphs_bf16w_cudnn": "mt+graphs+bf16w+cudnn",
+    "graphs_bf16w_closed": "mt+graphs+bf16w+closed-form-loss",
     "torch": "torch",
 }
 # (sentences, source length, target length, vocabulary)
@@ -101,7 +102,9 @@ def bench_training(
     replays, clipping at 1 as multi30k_base does), "graphs_bf16w" (the same on a bf16 copy of the weights,
     Adam stepping fp32 ones), "graphs_bf16w_cudnn" (that, with cuDNN's attention allowed: mt-train turns it
     off on CUDA, where eager shapes change every update and cuDNN plans each new one, but the graphs run a
-    few fixed shapes) or "torch" (nn.Transformer). Compiled graphs compile the model for the one shape (as
+    few fixed shapes), "graphs_bf16w_closed" (graphs_bf16w with the loss's gradient in closed form, each pass
+    compiled: mt/fastpath/loss_forms.py, for logits as large as the WMT-like batch's) or "torch"
+    (nn.Transformer). Compiled graphs compile the model for the one shape (as
     mt-train does with train.compile), captured in the graphs after the warm-up runs."""
     batch, src_len, tgt_len, vocab = SHAPES[shape]
     torch.manual_seed(0)
@@ -276,7 +279,8 @@ def main() -> None:
         "--kinds",
         nargs="+",
         choices=list(MODEL_NAMES),
-        help="exactly these (mt: ours eagerly, torch: nn.Transformer, graphs, graphs_bf16w, graphs_bf16w_cudnn); "
+        help="exactly these (mt: ours eagerly, torch: nn.Transformer, graphs, graphs_bf16w, graphs_bf16w_cudnn, "
+        "graphs_bf16w_closed); "
         "default: from --reference, --graphs and --bf16-weights",
     )
     p.add_argument(
@@ -329,7 +333,9 @@ def main() -> None:
                     for kind in kinds if precision == "bf16" else [k for k in kinds if "bf16w" not in k]:
                         if gpu:  # cuDNN attention off, as mt-train turns it off on CUDA, but for the _cudnn kind
                             torch.backends.cuda.enable_cudnn_sdp(kind.endswith("_cudnn"))
-                        results.append(bench_training(kind, preset, precision, shape, steps, device, compiled))
+                        loss_form = "closed_form" if kind.endswith("_closed") else "compiled_stock"
+                        with fastpath.large_loss_form(loss_form):
+                            results.append(bench_training(kind, preset, precision, shape, steps, device, compiled))
                         print(json.dumps(results[-1]), flush=True)
                         if gpu:
                             torch.cuda.empty_cache()  # the last model's memory, for the next one

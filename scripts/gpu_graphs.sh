@@ -6,11 +6,14 @@
 # /tmp/gpu_graphs): steps.log (what ran when, wall times, the runs' median speeds), bench_model.txt,
 # bench_decode.txt and profile_decode.txt, then all of the following in results.tgz. PARTS chooses and orders
 # them (default: tests bench bf16w decode profile batches):
-#   tests      tests.txt: tests/test_graphed_training.py and test_fixed_slots.py, their CUDA tests included
-#              (replayed training updates, with fp32 and bf16 weights, and searches equal the eager ones)
+#   tests      tests.txt: tests/test_graphed_training.py, test_fixed_slots.py and test_loss.py, their CUDA tests
+#              included (replayed training updates, with fp32 and bf16 weights, and searches equal the eager
+#              ones; the loss's closed form equals the compiled stock one)
 #   bench      bench_model.txt: the training step at a WMT-like and a Multi30k batch: eager, graphs, graphs
-#              on a bf16 copy of the weights (train.bf16_weights), the same with cuDNN's attention (off in
-#              mt-train on CUDA: does it pay at the graphs' fixed shapes?), nn.Transformer; MFU
+#              on a bf16 copy of the weights (train.bf16_weights), the same with the loss's gradient in closed
+#              form (mt/fastpath/loss_forms.py: does it beat the compiled stock loss at the WMT-like logits?),
+#              the same with cuDNN's attention (off in mt-train on CUDA: does it pay at the graphs' fixed
+#              shapes?), nn.Transformer; MFU
 #   compiletest compiletest.txt: train.compile's CUDA test (a compiled step captured and replayed updates
 #              as the eager one; compiling takes most of its time)
 #   compiled   bench_compiled.txt: the same graphs kinds with the model compiled for the WMT-like shape
@@ -38,7 +41,8 @@
 #              it does on a CPU? (not a default part)
 #   trainprofile profile_train.txt: the kernels of one base training step at the WMT-like batch, under autocast
 #              and on a bf16 copy of the weights (the graphs' kernels, run eagerly), with the time per kind of
-#              kernel: where the step's GPU time goes on the way to the MFU sought (not a default part)
+#              kernel: where the step's GPU time goes on the way to the MFU sought; then the loss alone in each
+#              of its forms, forward + backward, at the WMT-like and a Multi30k size (not a default part)
 set -u
 FINAL=${OUT:-/tmp/gpu_graphs}
 OUT=$(mktemp -d)  # everything lands here, then is packed into $FINAL/results.tgz
@@ -92,12 +96,13 @@ for part in $PARTS; do
     case $part in
     tests)
         # train.compile's test compiles on the CPU (no CUDA in it) and would take the fixed-slot tests' time
-        timeout "${TESTS_TIMEOUT:-90}" $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py -q -x \
-            -p no:cacheprovider -k "not train_compile" > "$OUT/tests.txt" 2>&1
+        # (no -x: a failure in one file, a capture that does not replay say, leaves the others' results)
+        timeout "${TESTS_TIMEOUT:-110}" $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py \
+            tests/test_loss.py -q -p no:cacheprovider -k "not train_compile" > "$OUT/tests.txt" 2>&1
         tail -3 "$OUT/tests.txt" >> "$OUT/steps.log" ;;
     bench)
-        timeout "${BENCH_TIMEOUT:-70}" $PY scripts/bench_model.py --device cuda --no-decode \
-            --kinds mt torch graphs graphs_bf16w graphs_bf16w_cudnn > "$OUT/bench_model.txt" 2>&1 ;;
+        timeout "${BENCH_TIMEOUT:-85}" $PY scripts/bench_model.py --device cuda --no-decode \
+            --kinds mt torch graphs graphs_bf16w graphs_bf16w_closed graphs_bf16w_cudnn > "$OUT/bench_model.txt" 2>&1 ;;
     compiletest)
         timeout "${COMPILETEST_TIMEOUT:-120}" $PY -m pytest tests/test_graphed_training.py -q -p no:cacheprovider \
             -k "train_compile and cuda" > "$OUT/compiletest.txt" 2>&1
@@ -115,7 +120,7 @@ for part in $PARTS; do
             train.average_last=0 ;;
     decode)
         model=$(trained_model)
-        timeout "${DECODE_TIMEOUT:-150}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
+        timeout "${DECODE_TIMEOUT:-115}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
             --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --repeats 2 \
             --cudnn-attention both > "$OUT/bench_decode.txt" 2>&1 ;;
     profile)
@@ -135,7 +140,7 @@ for part in $PARTS; do
             --src data/multi30k/test2016.de --precisions fp32 bf16 --cuda-graphs off --search-threads 1 2 \
             --repeats 2 > "$OUT/bench_decode_threads.txt" 2>&1 ;;
     trainprofile)
-        timeout "${TRAINPROFILE_TIMEOUT:-60}" $PY scripts/profile_train_step.py --device cuda --shapes wmt --no-loss \
+        timeout "${TRAINPROFILE_TIMEOUT:-100}" $PY scripts/profile_train_step.py --device cuda --shapes wmt \
             --rows 30 > "$OUT/profile_train.txt" 2>&1 ;;
     *)
         echo "unknown part: $part" | tee -a "$OUT/steps.log" ;;

@@ -421,6 +421,21 @@ def test_the_training_step_profile_sorts_each_forms_time_into_kinds_that_add_up(
     assert {name: script.kind_of(name) for name in names} == names
 
 
+def test_the_training_step_profile_times_every_form_of_the_loss_on_the_same_logits(monkeypatch, capsys):
+    """The profile's loss table (on a GPU, where its time is scarce) runs every form here at a small size,
+    and the forms agree on the loss of the same logits."""
+    spec = importlib.util.spec_from_file_location("profile_train_step", REPO / "scripts" / "profile_train_step.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    script.loss_table(torch.device("cpu"), [(64, 300)])
+    lines = capsys.readouterr().out.strip().splitlines()[1:]
+    assert [line.split("  ")[0] for line in lines] == [
+        "as the trainer calls it", "F.cross_entropy", "stock ops", "stock ops, compiled", "closed form, compiled"
+    ]  # fmt: skip
+    losses = [float(line.split("loss ")[1]) for line in lines]
+    assert max(losses) - min(losses) <= 0.2 and losses[0] > 0
+
+
 def test_the_model_bench_runs_every_kind_of_step_on_the_cpu(monkeypatch, capsys):
     """scripts/bench_model.py times the GPU's kinds of step (graphs, bf16 weights, cuDNN) where GPU time is
     scarce: each kind, both precisions, runs here at a tiny size (the graphs without capture) and lands in

@@ -1,18 +1,27 @@
-"""The label-smoothed loss in both its forms (the CPU's: blocked rows, closed-form gradient; the stock
-ops every other device runs) against torch's own cross_entropy(label_smoothing=...)."""
+"""The label-smoothed loss in each of its forms (the CPU's: blocked rows, closed-form gradient; the stock
+ops every other device runs; the closed form a GPU may take for large logits) against torch's own
+cross_entropy(label_smoothing=...)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from mt import fastpath
-from mt.fastpath import cpu_ops
+from mt.fastpath import cpu_ops, loss_forms
+from mt.training import loss as training_loss
 from mt.training.loss import label_smoothed_loss
 
 
-@pytest.fixture(params=["cpu", "stock"])
-def form(request):
-    """Runs a test with the CPU's form of the loss, then with the stock ops."""
+def uncompiled_closed_form(logits, target, smoothing, ignore_index=None):
+    return loss_forms.closed_form(logits, target, smoothing, ignore_index, compiled=False)
+
+
+@pytest.fixture(params=["cpu", "stock", "closed_form"])
+def form(request, monkeypatch):
+    """Runs a test with the CPU's form of the loss, with the stock ops, then with the closed form (its
+    passes uncompiled: the same maths as the compiled passes a GPU runs)."""
+    if request.param == "closed_form":
+        monkeypatch.setattr(training_loss.fastpath, "label_smoothed_cross_entropy", uncompiled_closed_form)
     with fastpath.stock_ops(request.param == "stock"):
         yield request.param
 
@@ -64,3 +73,44 @@ def test_bf16_logits_give_a_bf16_gradient_close_to_fp32(form):
     difference = (logits16.grad.float() - logits32.grad).abs()
     assert difference.max() <= 2**-8
     assert difference.mean() < 1e-5
+
+
+def test_the_closed_form_compiles_whole_and_gives_what_it_gives_uncompiled():
+    """What a GPU runs for large logits: each pass compiled (here by the CPU's compiler), none falling back
+    to the uncompiled one, with the same loss and gradient as the uncompiled passes, padding left out."""
+    torch.manual_seed(0)
+    logits = (torch.randn(70, 300) * 3).bfloat16().requires_grad_()
+    reference = logits.detach().clone().requires_grad_()
+    target = torch.randint(1, 300, (70,))
+    target[::9] = 0
+    loss, nll = loss_forms.closed_form(logits, target, 0.1, 0)
+    expected, expected_nll = uncompiled_closed_form(reference, target, 0.1, 0)
+    (loss * 0.5).backward()
+    (expected * 0.5).backward()
+    compiled = [loss_forms.compiled_row_statistics.compiled, loss_forms.compiled_gradient.compiled]
+    assert all(form not in (None, False) for form in compiled)
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(nll, expected_nll)
+    torch.testing.assert_close(logits.grad, reference.grad, rtol=0, atol=2**-9)  # one bf16 rounding apart at most
+    assert logits.grad[::9].abs().max() == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_the_closed_form_gives_the_compiled_stock_losss_loss_and_gradient():
+    """Logits as large as the WMT-like batch's (past FUSED_LOSS_MIN_LOGITS) take a compiled form on CUDA:
+    the closed form, where chosen, gives the default's loss and gradient."""
+    torch.manual_seed(0)
+    rows, vocab = 4096, fastpath.FUSED_LOSS_MIN_LOGITS // 4096
+    logits = (torch.randn(rows, vocab, device="cuda") * 3).bfloat16().requires_grad_()
+    reference = logits.detach().clone().requires_grad_()
+    target = torch.randint(1, vocab, (rows,), device="cuda")
+    target[::9] = 0
+    loss, nll = label_smoothed_loss(logits, target, 0.1, pad_id=0)
+    with fastpath.large_loss_form("closed_form"):
+        closed, closed_nll = label_smoothed_loss(reference, target, 0.1, pad_id=0)
+    loss.backward()
+    closed.backward()
+    assert loss_forms.compiled_gradient.compiled not in (None, False)  # the closed form ran, compiled
+    torch.testing.assert_close(closed, loss, rtol=1e-5, atol=0)
+    torch.testing.assert_close(closed_nll, nll, rtol=1e-5, atol=0)
+    torch.testing.assert_close(reference.grad, logits.grad, rtol=0, atol=2**-9)

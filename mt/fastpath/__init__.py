@@ -5,7 +5,8 @@ computes. It runs the stock op, except on the device where another form was meas
 that is the CPU, whose forms live in `cpu_ops.py` and `cpu_process.py` with their measurements.
 Everywhere else (CUDA, `meta`, ...) the stock ops run: fused kernels, a number of kernel launches
 that does not grow with the batch, no host syncs, shapes that `torch.compile` captures whole. On CUDA,
-two choices among torch's own kernels were measured (see `autocast_decoding` and `tune_process`).
+two choices among torch's own kernels were measured (see `autocast_decoding` and `tune_process`), and
+the loss over large logits runs compiled (`loss_forms.py`).
 
 `stock_ops()` (or MT_FASTPATH=stock in the environment) turns every CPU form off, to compare them
 with the stock ops (the tests do) or to see the path another device takes, and leaves torch's own
@@ -21,7 +22,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from mt.fastpath import cpu_ops, cpu_process
+from mt.fastpath import cpu_ops, cpu_process, loss_forms
 from mt.host import cpu_cores
 
 _stock_everywhere = os.environ.get("MT_FASTPATH", "auto") == "stock"
@@ -120,16 +121,20 @@ def label_smoothed_cross_entropy(
     if _cpu_form(logits):
         return cpu_ops.blocked_smoothed_cross_entropy(logits, target, smoothing, ignore_index)
     if _fused_loss_pays(logits):
-        return _compiled_loss(logits, target, smoothing, ignore_index)
-    return _stock_smoothed_cross_entropy(logits, target, smoothing, ignore_index)
+        if _large_loss_form == "closed_form":
+            return loss_forms.closed_form(logits, target, smoothing, ignore_index)
+        return loss_forms.compiled_stock(logits, target, smoothing, ignore_index)
+    return loss_forms.stock(logits, target, smoothing, ignore_index)
 
 
 FUSED_LOSS_MIN_LOGITS = 2**27  # rows x vocabulary from which the compiled loss pays back its compile
+LARGE_LOSS_FORMS = ("compiled_stock", "closed_form")  # mt/fastpath/loss_forms.py
+_large_loss_form = "compiled_stock"
 
 
 def _fused_loss_pays(logits: torch.Tensor) -> bool:
-    """Whether the loss runs compiled (torch.compile fuses log-softmax, gather and mean into a few
-    kernels and never writes the fp32 log-probabilities out). On CUDA, for large logits only: on an
+    """Whether the loss runs compiled (loss_forms: the compiler fuses log-softmax, gather and mean into a
+    few kernels and never writes the fp32 log-probabilities out). On CUDA, for large logits only: on an
     H200, forward + backward at 24,960 x 37,000 took 6.8 ms compiled against 18.2 ms (a WMT-like step
     is ~60 ms), at 4,096 x 10,000 0.63 against 0.91 ms, which never repays the ~7 s compile in a run of
     minutes (scripts/profile_train_step.py; docs/benchmarks.md, GPU training)."""
@@ -141,32 +146,18 @@ def _fused_loss_pays(logits: torch.Tensor) -> bool:
     )
 
 
-_compiled = None  # the compiled loss; False once compiling failed here (no compiler, say): stock ops then
-
-
-def _compiled_loss(logits, target, smoothing, ignore_index):
-    global _compiled
-    if _compiled is None:  # one compile, dynamic in the number of rows
-        _compiled = torch.compile(_stock_smoothed_cross_entropy, dynamic=True)
-    if _compiled is not False:
-        try:
-            return _compiled(logits, target, smoothing, ignore_index)
-        except Exception as error:  # noqa: BLE001 - any compiler failure: the stock ops compute the same
-            logging.getLogger(__name__).warning("compiling the loss failed (%s); it runs uncompiled", error)
-            _compiled = False
-    return _stock_smoothed_cross_entropy(logits, target, smoothing, ignore_index)
-
-
-def _stock_smoothed_cross_entropy(
-    logits: torch.Tensor, target: torch.Tensor, smoothing: float, ignore_index: int | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    log_probs = logits.log_softmax(dim=-1, dtype=torch.float32)  # (N, V)
-    nll = -log_probs.gather(-1, target[:, None]).squeeze(-1)  # -log p_y
-    loss = (1.0 - smoothing) * nll - smoothing * log_probs.mean(dim=-1)  # + e * mean_v(-log p_v)
-    if ignore_index is not None:
-        real = target != ignore_index
-        loss, nll = loss.where(real, 0.0), nll.where(real, 0.0)
-    return loss.sum(), nll.detach().sum()
+@contextlib.contextmanager
+def large_loss_form(form: str):
+    """Within this context, large logits on CUDA take this form of the loss (LARGE_LOSS_FORMS): for the
+    benchmarks that time the forms side by side. compiled_stock is the default."""
+    global _large_loss_form
+    if form not in LARGE_LOSS_FORMS:
+        raise ValueError(f"loss form {form!r}: one of {', '.join(LARGE_LOSS_FORMS)}")
+    before, _large_loss_form = _large_loss_form, form
+    try:
+        yield
+    finally:
+        _large_loss_form = before
 
 
 # From torch 2.13 inductor's own dropout can repeat parts of its masks on CUDA (pytorch/pytorch#198333, silent).
