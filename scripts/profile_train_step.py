@@ -10,6 +10,7 @@ kernel's device time does not count anyway.
 
     python scripts/profile_train_step.py --device cuda
     python scripts/profile_train_step.py --device cuda --forms bf16w --shapes wmt --no-loss
+    python scripts/profile_train_step.py --device cpu --loss-only --loss-sizes 2000x8000
 
 On a CPU (for a check of the script) the tables hold ops' own CPU time instead of kernels' device time.
 """
@@ -195,17 +196,24 @@ def main() -> None:
     p.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
     p.add_argument("--size", choices=list(SIZES), default="base", help="tiny: a check of the script on a CPU")
     p.add_argument("--no-loss", action="store_true", help="leave out the loss alone in its forms")
+    p.add_argument("--loss-only", action="store_true", help="the loss alone, no step profile")
+    p.add_argument(
+        "--loss-sizes",
+        nargs="+",
+        default=[f"{rows}x{vocab}" for rows, vocab in LOSS_SIZES],
+        help="logits the loss alone is timed at, ROWSxVOCABULARY (default: %(default)s)",
+    )
     args = p.parse_args()
     device = torch.device(args.device)
     tune_process(device, training=True)
-    for shape in args.shapes:
+    for shape in [] if args.loss_only else args.shapes:
         for form in args.forms:
             kernel_table(form, args.size, shape, device, args.rows)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     if args.no_loss:
         return
-    loss_table(device, LOSS_SIZES)
+    loss_table(device, [tuple(int(n) for n in size.split("x")) for size in args.loss_sizes])
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 def stock(
     logits: torch.Tensor, target: torch.Tensor, smoothing: float, ignore_index: int | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, nll) summed over the rows whose target is not ignore_index; the loss differentiable."""
     log_probs = logits.log_softmax(dim=-1, dtype=torch.float32)  # (N, V)
     nll = -log_probs.gather(-1, target[:, None]).squeeze(-1)  # -log p_y
     loss = (1.0 - smoothing) * nll - smoothing * log_probs.mean(dim=-1)  # + e * mean_v(-log p_v)
