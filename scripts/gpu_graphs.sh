@@ -100,6 +100,7 @@ for part in $PARTS; do
         # (no -x: a failure in one file, a capture that does not replay say, leaves the others' results)
         timeout "${TESTS_TIMEOUT:-110}" $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py \
             tests/test_loss.py -q -p no:cacheprovider -k "not train_compile" > "$OUT/tests.txt" 2>&1
+        grep -h "^FAILED\|capture failed" "$OUT/tests.txt" | head -5 >> "$OUT/steps.log"
         tail -3 "$OUT/tests.txt" >> "$OUT/steps.log" ;;
     bench)
         timeout "${BENCH_TIMEOUT:-85}" $PY scripts/bench_model.py --device cuda --no-decode \
@@ -123,7 +124,9 @@ for part in $PARTS; do
         model=$(trained_model)
         timeout "${DECODE_TIMEOUT:-115}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
             --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --repeats 2 \
-            --cudnn-attention both > "$OUT/bench_decode.txt" 2>&1 ;;
+            --cudnn-attention both > "$OUT/bench_decode.txt" 2>&1
+        # at a glance: did the fixed-slot steps replay (steps a timed call), and did a capture fail, where?
+        grep -h "steps a timed call\|capture failed" "$OUT/bench_decode.txt" | head -8 >> "$OUT/steps.log" ;;
     profile)
         timeout "${PROFILE_TIMEOUT:-65}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
             --src data/multi30k/test2016.de --lines 200 --beams 5 1 --precisions fp32 bf16 --cuda-graphs on \
