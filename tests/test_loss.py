@@ -95,6 +95,31 @@ def test_the_closed_form_compiles_whole_and_gives_what_it_gives_uncompiled():
     assert logits.grad[::9].abs().max() == 0
 
 
+def test_a_loss_pass_that_fails_to_compile_says_so_once_and_runs_uncompiled(monkeypatch, caplog):
+    """Where torch.compile cannot build (no C++ compiler or Triton, say), the pass warns once and gives the
+    uncompiled result, then and at every later call, without trying again."""
+    tries = []
+
+    def failing_compile(fn, dynamic):
+        def compiled(*args):
+            tries.append(fn.__name__)
+            raise RuntimeError("no compiler here")
+
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    forward = loss_forms._Compiled(loss_forms.row_statistics, "the test's pass")
+    logits, target = torch.randn(6, 11), torch.randint(0, 11, (6,))
+    with caplog.at_level("WARNING", logger=loss_forms.__name__):
+        results = [forward(logits, target) for _ in range(2)]
+    expected = loss_forms.row_statistics(logits, target)
+    for got in results:
+        for a, b in zip(got, expected):
+            torch.testing.assert_close(a, b)
+    assert tries == ["row_statistics"] and forward.compiled is False
+    assert caplog.text.count("compiling the test's pass failed (no compiler here); it runs uncompiled") == 1
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_on_cuda_the_closed_form_gives_the_compiled_stock_losss_loss_and_gradient():
     """Logits as large as the WMT-like batch's (past FUSED_LOSS_MIN_LOGITS) take a compiled form on CUDA:

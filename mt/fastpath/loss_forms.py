@@ -63,8 +63,8 @@ class _Compiled:
     """A function compiled at its first call (dynamic in the number of rows), or run as it is where
     compiling fails (no compiler, say): the same result either way."""
 
-    def __init__(self, fn):
-        self.fn, self.compiled = fn, None
+    def __init__(self, fn, what: str):
+        self.fn, self.what, self.compiled = fn, what, None
 
     def __call__(self, *args):
         if self.compiled is None:
@@ -73,14 +73,14 @@ class _Compiled:
             try:
                 return self.compiled(*args)
             except Exception as error:  # noqa: BLE001 - any compiler failure: the same ops uncompiled
-                log.warning("compiling %s failed (%s); it runs uncompiled", self.fn.__name__, error)
+                log.warning("compiling %s failed (%s); it runs uncompiled", self.what, error)
                 self.compiled = False
         return self.fn(*args)
 
 
-compiled_stock = _Compiled(stock)
-compiled_row_statistics = _Compiled(row_statistics)
-compiled_gradient = _Compiled(gradient)
+compiled_stock = _Compiled(stock, "the loss")
+compiled_row_statistics = _Compiled(row_statistics, "the loss's forward pass")
+compiled_gradient = _Compiled(gradient, "the loss's gradient")
 
 
 class _ClosedForm(torch.autograd.Function):
