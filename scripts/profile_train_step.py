@@ -168,7 +168,7 @@ def time_loss(name, fn, rows: int, vocab: int, device, repeats: int = 10) -> Non
         loss.backward()
     synchronize(device)
     ms = (time.perf_counter() - start) / repeats * 1000
-    print(f"{name:28} {rows:>6} x {vocab:<6} {ms:7.2f} ms (first call {first:.1f} s) loss {float(loss):.1f}")
+    print(f"{name:28} {rows:>6} x {vocab:<6} {ms:7.2f} ms (first call {first:.1f} s) loss {float(loss.detach()):.1f}")
 
 
 LOSS_SIZES = [(24960, 37000), (4096, 10000)]  # (rows, vocabulary): the WMT-like batch's logits, a Multi30k one's
