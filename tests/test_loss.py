@@ -143,6 +143,7 @@ def test_on_cuda_the_closed_form_gives_the_compiled_stock_losss_loss_and_gradien
     loss.backward()
     closed.backward()
     assert loss_forms.compiled_gradient.compiled not in (None, False)  # the closed form ran, compiled
-    torch.testing.assert_close(closed, loss, rtol=1e-5, atol=0)
-    torch.testing.assert_close(closed_nll, nll, rtol=1e-5, atol=0)
-    torch.testing.assert_close(reference.grad, logits.grad, rtol=0, atol=2**-9)
+    torch.testing.assert_close(closed, loss, rtol=1e-4, atol=0)  # fp32 sums of 4,096 rows, in other orders
+    torch.testing.assert_close(closed_nll, nll, rtol=1e-4, atol=0)
+    # fp32 gradients a hair apart may round to neighbouring bf16 values: one step at |g| < 1 is at most 2^-8
+    torch.testing.assert_close(reference.grad, logits.grad, rtol=0, atol=2**-8)
