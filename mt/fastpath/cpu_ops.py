@@ -13,6 +13,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mt.fastpath import loss_forms
+
 # ---- output layer: h @ W^T --------------------------------------------------------------------
 
 OUTPUT_ROWS_PER_BLOCK = 1024
@@ -155,10 +157,9 @@ class _BlockedSmoothedCrossEntropy(torch.autograd.Function):
         nll, uniform = torch.empty_like(lse), torch.empty_like(lse)
         for start in range(0, logits.size(0), LOSS_ROWS_PER_BLOCK):
             rows = slice(start, start + LOSS_ROWS_PER_BLOCK)
-            z = logits[rows].float()
-            lse[rows] = torch.logsumexp(z, dim=-1)
-            nll[rows] = lse[rows] - z.gather(-1, target[rows, None]).squeeze(-1)  # -log p_y
-            uniform[rows] = lse[rows] - z.mean(dim=-1)  # mean_v(-log p_v)
+            lse[rows], z_target, z_mean = loss_forms.row_statistics(logits[rows], target[rows])
+            nll[rows] = lse[rows] - z_target  # -log p_y
+            uniform[rows] = lse[rows] - z_mean  # mean_v(-log p_v)
         loss = ((1.0 - smoothing) * nll + smoothing * uniform).sum()
         ctx.save_for_backward(logits, target, lse)
         ctx.smoothing = smoothing

@@ -84,6 +84,9 @@ compiled_gradient = _Compiled(gradient, "the loss's gradient")
 
 
 class _ClosedForm(torch.autograd.Function):
+    """closed_form's two passes: the rows' statistics forward (the only tensor kept for backward besides
+    the logits is their log-sum-exp), the gradient written out backward."""
+
     @staticmethod
     def forward(ctx, logits, target, smoothing: float, ignore_index: int | None, compiled: bool):
         lse, z_target, z_mean = (compiled_row_statistics if compiled else row_statistics)(logits, target)
