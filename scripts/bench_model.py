@@ -104,8 +104,8 @@ def bench_training(
     off on CUDA, where eager shapes change every update and cuDNN plans each new one, but the graphs run a
     few fixed shapes), "graphs_bf16w_closed" (graphs_bf16w with the loss's gradient in closed form, each pass
     compiled: mt/fastpath/loss_forms.py, for logits as large as the WMT-like batch's) or "torch"
-    (nn.Transformer). Compiled graphs compile the model for the one shape (as
-    mt-train does with train.compile), captured in the graphs after the warm-up runs."""
+    (nn.Transformer). Compiled graphs compile the model for the one shape (as mt-train does with
+    train.compile), captured in the graphs after the warm-up runs."""
     batch, src_len, tgt_len, vocab = SHAPES[shape]
     torch.manual_seed(0)
     ours = Transformer(vocab, vocab, **PRESETS[preset])
@@ -234,8 +234,9 @@ def bench_decode_steps(
 
 
 def print_training_table(rows: list[dict]) -> None:
+    width = max([len("model"), *(len(r["model"]) for r in rows)])
     print(
-        f"{'model':23} {'preset':6} {'precision':9} {'shape':12} {'tgt tok/s':>10} {'ms/step':>8} "
+        f"{'model':{width}} {'preset':6} {'precision':9} {'shape':12} {'tgt tok/s':>10} {'ms/step':>8} "
         f"{'TFLOP/s':>8} {'MFU':>6} {'peak MiB':>9} {'vs torch':>8} {'vs eager':>8}"
     )
     for r in rows:
@@ -251,7 +252,7 @@ def print_training_table(rows: list[dict]) -> None:
         eager = f"{r['tgt_tokens_per_s'] / eager_row['tgt_tokens_per_s']:.2f}x" if eager_row else "-"
         mfu = f"{100 * r['mfu']:.1f}%" if "mfu" in r else "-"
         print(
-            f"{r['model']:23} {r['preset']:6} {r['precision']:9} {r['shape']:12} {r['tgt_tokens_per_s']:>10} "
+            f"{r['model']:{width}} {r['preset']:6} {r['precision']:9} {r['shape']:12} {r['tgt_tokens_per_s']:>10} "
             f"{r['ms_per_step']:>8} {r['tflops']:>8} {mfu:>6} {r['peak_mem_mib']:>9} {ratio:>8} {eager:>8}"
         )
 
