@@ -2,6 +2,7 @@
 gives the dynamic cache's logits, and greedy and beam search give search.py's translations, on any device
 (here the CPU, eagerly; on CUDA also captured)."""
 
+import copy
 import gzip
 import importlib.util
 import json
@@ -289,6 +290,47 @@ def test_replayed_cuda_graphs_give_the_eager_searchs_translations(trained_run):
         assert graphed.translate(lines) == want  # the same batches: their captured steps replayed
         steps = Counter(graphed.replays.counts) - before
         assert graphed.replays.graphs and steps["replayed"] > steps["eager"]  # a failed capture never replays
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["beam", "greedy"])
+def test_a_fixed_slot_step_captured_by_hand_replays_as_the_eager_steps_run(reversal_model, kind):
+    """One search steps eagerly; its twin runs the same first steps, then each window's step captured with
+    torch.cuda.graph directly (no fallback, so a capture that fails shows its whole traceback here) and
+    replayed: the twins find the same hypotheses. Where this fails and the translator's replay test does too,
+    the traceback names the op that capture refuses."""
+    model = copy.deepcopy(reversal_model[0]).cuda()
+    src = sources(reversal_model[2]).cuda()
+    make = (lambda: FixedSlotBeam(model, src, 4, 0.6, 1.0, 4, 2)) if kind == "beam" else (
+        lambda: FixedSlotGreedy(model, src, 1.0, 4)
+    )  # fmt: skip
+    with torch.inference_mode():
+        eager, graphed = make(), make()
+        run(eager, check_every=1000)
+        graphs, side, replays, t = {}, torch.cuda.Stream(), 0, 0
+        while t < graphed.length:  # step by step: eagerly, replayed, or a warm-up run and a captured step
+            window = graphed.window(t)
+            graphed.state.set_window(window)
+            if window in graphs:
+                graphs[window].replay()
+                replays += 1
+            elif graphed.window(t + 1) != window or t + 1 == graphed.length:  # the window's last step: eagerly
+                graphed.step()
+            else:  # a warm-up run on a side stream, as torch's guidance asks, then the window's step captured
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    graphed.step()
+                torch.cuda.current_stream().wait_stream(side)
+                graphs[window] = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graphs[window]):
+                    graphed.step()
+                graphs[window].replay()  # the step after the warm-up
+                t += 1
+            t += 1
+        torch.cuda.synchronize()
+    assert graphs and replays > 0
+    found, expected = graphed.results(), eager.results()
+    same(found, expected) if kind == "beam" else same([[h] for h in found], [[h] for h in expected])
 
 
 def test_forgetting_a_search_drops_the_steps_captured_for_each_of_its_windows():
