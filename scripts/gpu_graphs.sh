@@ -6,9 +6,9 @@
 # /tmp/gpu_graphs): steps.log (what ran when, wall times, the runs' median speeds), bench_model.txt,
 # bench_decode.txt and profile_decode.txt, then all of the following in results.tgz. PARTS chooses and orders
 # them (default: tests bench bf16w decode profile batches):
-#   tests      tests.txt: tests/test_graphed_training.py, test_fixed_slots.py and test_loss.py, their CUDA tests
-#              included (replayed training updates, with fp32 and bf16 weights, and searches equal the eager
-#              ones; the loss's closed form equals the compiled stock one)
+#   tests      tests.txt: the CUDA tests of tests/test_graphed_training.py, test_fixed_slots.py and test_loss.py
+#              (replayed training updates, with fp32 and bf16 weights, and searches equal the eager ones, a
+#              step captured by hand too; the loss's closed form equals the compiled stock one)
 #   bench      bench_model.txt: the training step at a WMT-like and a Multi30k batch: eager, graphs, graphs
 #              on a bf16 copy of the weights (train.bf16_weights), the same with the loss's gradient in closed
 #              form (mt/fastpath/loss_forms.py: does it beat the compiled stock loss at the WMT-like logits?),
@@ -96,10 +96,11 @@ for part in $PARTS; do
     step "$part"
     case $part in
     tests)
-        # train.compile's test compiles on the CPU (no CUDA in it) and would take the fixed-slot tests' time
-        # (no -x: a failure in one file, a capture that does not replay say, leaves the others' results)
+        # The GPU's own tests alone (CI runs the rest on a CPU); train.compile's compiles for most of a minute
+        # (part compiletest). No -x: a failure in one, a capture that does not replay say, leaves the others'.
+        gpu_tests="(cuda or captured_by_hand or position_table) and not train_compile"
         timeout "${TESTS_TIMEOUT:-110}" $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py \
-            tests/test_loss.py -q -p no:cacheprovider -k "not train_compile" > "$OUT/tests.txt" 2>&1
+            tests/test_loss.py -q -p no:cacheprovider -k "$gpu_tests" > "$OUT/tests.txt" 2>&1
         grep -h "^FAILED\|capture failed" "$OUT/tests.txt" | head -5 >> "$OUT/steps.log"
         tail -3 "$OUT/tests.txt" >> "$OUT/steps.log" ;;
     bench)
