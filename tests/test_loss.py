@@ -98,7 +98,8 @@ def test_the_closed_form_compiles_whole_and_gives_what_it_gives_uncompiled():
     assert all(form not in (None, False) for form in compiled)
     torch.testing.assert_close(loss, expected)
     torch.testing.assert_close(nll, expected_nll)
-    torch.testing.assert_close(logits.grad, reference.grad, rtol=0, atol=2**-9)  # one bf16 rounding apart at most
+    # the same fp32 maths compiled or not: within half a bf16 step (2^-8 at |g| < 1) of each other
+    torch.testing.assert_close(logits.grad, reference.grad, rtol=0, atol=2**-9)
     assert logits.grad[::9].abs().max() == 0
 
 
