@@ -1,9 +1,11 @@
 """Decoding speed and quality of a checkpoint: sentences/s, target tokens/s and BLEU for greedy and beam
 search in fp32 and bf16, batched by tokens, plus `translate` start-up time on one sentence. On CUDA each
 also with decode.cuda_graphs (search in fixed slots, replayed steps), with the share of lines identical
-to the search without it. Given references, also scoring them (mt-score's forced decoding): pairs/s and
-the test set's perplexity, and how well the per-piece score finds pairs made misaligned on purpose (a
-share of the references moved to other lines): the precision among the lowest-scored pairs, and ROC AUC.
+to the search without it; `--precisions tf32` adds a what-if, fp32 with CUDA's matmuls on TF32 tensor
+cores, with the share of lines identical to fp32's. Given references, also scoring them (mt-score's forced
+decoding): pairs/s and the test set's perplexity, and how well the per-piece score finds pairs made
+misaligned on purpose (a share of the references moved to other lines): the precision among the
+lowest-scored pairs, and ROC AUC.
 
     .venv/bin/python scripts/bench_decode.py --checkpoint runs/multi30k.de-en/smoke/checkpoints/final.pt \\
         --src data/multi30k/test2016.de --ref data/multi30k/test2016.en
@@ -13,6 +15,7 @@ Prints one JSON object per measurement, then a table. Reports, never asserts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -33,6 +36,7 @@ from mt.inference import load_for_inference
 from mt.metrics import score
 
 TRANSLATORS_CHOICE = translator_module.fastpath.search_threads  # of search threads
+TF32 = "tf32"  # a what-if precision: fp32 weights and activations, CUDA's fp32 matmuls on TF32 tensor cores
 
 
 def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:
@@ -60,9 +64,31 @@ def startup_seconds(checkpoint: str, sentence: str, device: str) -> float:
 
 
 def forms(precisions: list[str], cudnn_choices: list[bool]) -> list[tuple[str, bool]]:
-    """(precision, cuDNN attention on) pairs to time: fp32 once when both are asked (cuDNN has no fp32 kernel)."""
+    """(precision, cuDNN attention on) pairs to time: fp32 (and tf32) once when both are asked (cuDNN has no
+    fp32 kernel)."""
     both = len(cudnn_choices) > 1
-    return [(p, c) for p in precisions for c in cudnn_choices if not (both and p == "fp32" and not c)]
+    return [(p, c) for p in precisions for c in cudnn_choices if not (both and p in ("fp32", TF32) and not c)]
+
+
+@contextlib.contextmanager
+def matmuls_in_tf32(on: bool):
+    """A what-if for the tf32 rows: CUDA's fp32 matmuls on TF32 tensor cores (inputs rounded to 10 bits of
+    mantissa, fp32's range, fp32 sums) rather than in full fp32 as translate runs them (torch's default).
+    Through torch's newer switch where it has one (the old and new switches may not be mixed); put back after.
+    A CPU's matmuls are not affected: there tf32 rows are fp32 ones."""
+    matmul = torch.backends.cuda.matmul
+    name = "fp32_precision" if hasattr(matmul, "fp32_precision") else "allow_tf32"
+    before = getattr(matmul, name)
+    setattr(matmul, name, ("tf32" if on else "ieee") if name == "fp32_precision" else on)
+    try:
+        yield
+    finally:
+        setattr(matmul, name, before)
+
+
+def weights_of(precision: str) -> str:
+    """The decode.precision a timed precision runs: tf32 keeps the weights in fp32."""
+    return "fp32" if precision == TF32 else precision
 
 
 def checking_every(steps: int | None) -> None:
@@ -76,6 +102,30 @@ def searching_in(threads: int | None) -> None:
     """A what-if: search.py's searches run a call's batches in `threads` threads sharing the cores (None:
     fastpath.search_threads' choice: two on a CPU for a call of 4 batches or more, one elsewhere)."""
     translator_module.fastpath.search_threads = TRANSLATORS_CHOICE if threads is None else lambda *_, **__: threads
+
+
+def timed_calls(translator: Translator, sources: list[str], repeats: int, cuda_graphs: bool):
+    """(the best of `repeats` calls on sources in seconds, the first call's (None without fixed slots, warmed
+    up on a few lines instead), the fixed-slot steps a timed call ran by kind, the last call's results)."""
+    first = None
+    if cuda_graphs:  # the first call captures each shape's steps: what a one-off `translate` pays
+        start = time.perf_counter()
+        translator.translate_nbest(sources)
+        first = time.perf_counter() - start
+    else:
+        translator.translate_nbest(sources[:64])  # warm-up
+    best, before = float("inf"), Counter(translator.replays.counts)
+    for _ in range(repeats):
+        start = time.perf_counter()
+        results = translator.translate_nbest(sources)
+        best = min(best, time.perf_counter() - start)
+    steps = Counter(translator.replays.counts) - before  # fixed-slot steps: eager, captured, replayed
+    return best, first, steps, results
+
+
+def share_equal(lines: list[str], others: list[str]) -> float:
+    """The share of lines equal to the other form's, line by line."""
+    return round(sum(a == b for a, b in zip(lines, others)) / len(lines), 4)
 
 
 def variants(graphs: list[bool], checks: list[int] | None, threads: list[int] | None) -> list[tuple]:
@@ -93,7 +143,14 @@ def main() -> None:
     p.add_argument("--src", required=True)
     p.add_argument("--ref")
     p.add_argument("--beams", nargs="+", type=int, default=[1, 5])
-    p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
+    p.add_argument(
+        "--precisions",
+        nargs="+",
+        default=["fp32", "bf16"],
+        choices=["fp32", "bf16", "fp16", TF32],
+        help="decode.precision, each; tf32: fp32 with CUDA's matmuls on TF32 tensor cores (a what-if: translate "
+        "runs fp32 matmuls in full), its lines compared with fp32's where fp32 is also asked",
+    )
     p.add_argument("--batch-tokens", type=int, default=0, help="default: the checkpoint's decode.batch_tokens")
     p.add_argument("--repeats", type=int, default=3, help="best of N runs (timings on shared machines are noisy)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -144,74 +201,74 @@ def main() -> None:
     }
     print(json.dumps(env), flush=True)
     rows = []
-    with_cudnn = {}  # (precision, beam, cuda_graphs, check interval): the translations with cuDNN attention on
+    with_cudnn = {}  # (precision, beam, cuda_graphs, check interval, threads): the translations with cuDNN attention on
+    in_fp32 = {}  # (beam, cuda_graphs, check interval, threads): fp32's translations, for tf32's to compare with
     for precision, cudnn in forms(args.precisions, cudnn_choices):
-        torch.backends.cuda.enable_cudnn_sdp(cudnn)
-        warm_up = DecodeSettings.from_config(
-            cfg.decode, beam=max(args.beams), batch_tokens=batch_tokens, precision=precision
-        )
-        Translator(model, tokenizer, warm_up, args.device).translate_nbest(sources[:64])
-        for beam in args.beams:
-            plain = None  # the translations without cuda_graphs, to compare with
-            for cuda_graphs, every, threads in variants(graphs, args.check_every, args.search_threads):
-                settings = DecodeSettings.from_config(
-                    cfg.decode, beam=beam, batch_tokens=batch_tokens, precision=precision, cuda_graphs=cuda_graphs
-                )
-                checking_every(every)
-                searching_in(threads)
-                translator = Translator(model, tokenizer, settings, args.device)
-                first = None
-                if cuda_graphs:  # the first call captures each shape's steps: what a one-off `translate` pays
-                    start = time.perf_counter()
-                    translator.translate_nbest(sources)
-                    first = time.perf_counter() - start
-                else:
-                    translator.translate_nbest(sources[:64])  # warm-up
-                best, before = float("inf"), Counter(translator.replays.counts)
-                for _ in range(args.repeats):
-                    start = time.perf_counter()
-                    results = translator.translate_nbest(sources)
-                    best = min(best, time.perf_counter() - start)
-                steps = Counter(translator.replays.counts) - before  # fixed-slot steps: eager, captured, replayed
-                hyps = [r[0].text for r in results]
-                tgt_tokens = sum(len(r[0].tgt_pieces) for r in results)
-                row = {
-                    "bench": "decode",
-                    "precision": precision,
-                    "beam": beam,
-                    "cuda_graphs": cuda_graphs,
-                    "cudnn_attention": cudnn,
-                    "sentences_per_s": round(len(sources) / best, 1),
-                    "tgt_tokens_per_s": round(tgt_tokens / best),
-                    "seconds": round(best, 2),
-                }
-                if every is not None:
-                    row["check_every"] = every
-                if threads is not None:
-                    row["search_threads"] = threads
-                if first is not None:
-                    row["first_call_sentences_per_s"] = round(len(sources) / first, 1)
-                    row["steps_a_call"] = {kind: n // args.repeats for kind, n in sorted(steps.items())}
-                if references:
-                    row["bleu"] = score(hyps, references).bleu
-                if cudnn:
-                    with_cudnn[precision, beam, cuda_graphs, every, threads] = hyps
-                elif (precision, beam, cuda_graphs, every, threads) in with_cudnn:
-                    on = with_cudnn[precision, beam, cuda_graphs, every, threads]
-                    row["same_as_cudnn_on"] = round(sum(a == b for a, b in zip(hyps, on)) / len(hyps), 4)
-                if plain is None:
-                    plain = hyps
-                else:
-                    row["same_lines"] = round(sum(a == b for a, b in zip(hyps, plain)) / len(hyps), 4)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+        with matmuls_in_tf32(precision == TF32):
+            torch.backends.cuda.enable_cudnn_sdp(cudnn)
+            warm_up = DecodeSettings.from_config(
+                cfg.decode, beam=max(args.beams), batch_tokens=batch_tokens, precision=weights_of(precision)
+            )
+            Translator(model, tokenizer, warm_up, args.device).translate_nbest(sources[:64])
+            for beam in args.beams:
+                plain = None  # the translations without cuda_graphs, to compare with
+                for cuda_graphs, every, threads in variants(graphs, args.check_every, args.search_threads):
+                    settings = DecodeSettings.from_config(
+                        cfg.decode,
+                        beam=beam,
+                        batch_tokens=batch_tokens,
+                        precision=weights_of(precision),
+                        cuda_graphs=cuda_graphs,
+                    )
+                    checking_every(every)
+                    searching_in(threads)
+                    translator = Translator(model, tokenizer, settings, args.device)
+                    best, first, steps, results = timed_calls(translator, sources, args.repeats, cuda_graphs)
+                    hyps = [r[0].text for r in results]
+                    tgt_tokens = sum(len(r[0].tgt_pieces) for r in results)
+                    row = {
+                        "bench": "decode",
+                        "precision": precision,
+                        "beam": beam,
+                        "cuda_graphs": cuda_graphs,
+                        "cudnn_attention": cudnn,
+                        "sentences_per_s": round(len(sources) / best, 1),
+                        "tgt_tokens_per_s": round(tgt_tokens / best),
+                        "seconds": round(best, 2),
+                    }
+                    if every is not None:
+                        row["check_every"] = every
+                    if threads is not None:
+                        row["search_threads"] = threads
+                    if first is not None:
+                        row["first_call_sentences_per_s"] = round(len(sources) / first, 1)
+                        row["steps_a_call"] = {kind: n // args.repeats for kind, n in sorted(steps.items())}
+                    if references:
+                        row["bleu"] = score(hyps, references).bleu
+                    if cudnn:
+                        with_cudnn[precision, beam, cuda_graphs, every, threads] = hyps
+                    elif (precision, beam, cuda_graphs, every, threads) in with_cudnn:
+                        row["same_as_cudnn_on"] = share_equal(
+                            hyps, with_cudnn[precision, beam, cuda_graphs, every, threads]
+                        )
+                    if precision == "fp32":
+                        in_fp32[beam, cuda_graphs, every, threads] = hyps
+                    elif precision == TF32 and (beam, cuda_graphs, every, threads) in in_fp32:
+                        row["same_as_fp32"] = share_equal(hyps, in_fp32[beam, cuda_graphs, every, threads])
+                    if plain is None:
+                        plain = hyps
+                    else:
+                        row["same_lines"] = share_equal(hyps, plain)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     torch.backends.cuda.enable_cudnn_sdp(cudnn_choices[0])
     scoring = []
     if references:
         for precision in args.precisions:
-            settings = DecodeSettings.from_config(cfg.decode, precision=precision)
+            settings = DecodeSettings.from_config(cfg.decode, precision=weights_of(precision))
             translator = Translator(model, tokenizer, settings, args.device)
-            scoring.append(scoring_row(translator, sources, references, args.repeats, precision))
+            with matmuls_in_tf32(precision == TF32):
+                scoring.append(scoring_row(translator, sources, references, args.repeats, precision))
             print(json.dumps(scoring[-1]), flush=True)
     startup = startup_seconds(args.checkpoint, sources[0], args.device)
     print(json.dumps({"bench": "startup", "seconds": round(startup, 2)}), flush=True)
@@ -317,6 +374,9 @@ def print_table(rows: list[dict], startup: float, title: str) -> None:
             graphs = "fixed slots" if r["cuda_graphs"] else "search.py"
             graphs += f" (done read every {r['check_every']} steps)" if "check_every" in r else ""
             print(f"cuDNN off, {r['precision']} beam {r['beam']}, {graphs}: same lines as on {r['same_as_cudnn_on']}")
+        if "same_as_fp32" in r:
+            graphs = "fixed slots" if r["cuda_graphs"] else "search.py"
+            print(f"tf32 (fp32, TF32 matmuls) beam {r['beam']}, {graphs}: same lines as fp32 {r['same_as_fp32']}")
     print(f"translate start-up on one sentence: {startup:.2f} s")
 
 

@@ -8,7 +8,8 @@
 # them (default: tests bench bf16w decode profile batches):
 #   tests      tests.txt: the CUDA tests of tests/test_graphed_training.py, test_fixed_slots.py and test_loss.py
 #              (replayed training updates, with fp32 and bf16 weights, and searches equal the eager ones, a
-#              step captured by hand too; the loss's closed form equals the compiled stock one)
+#              step captured by hand too; the loss's closed form equals the compiled stock one; the decode
+#              part's TF32 switch reaches the matmuls)
 #   bench      bench_model.txt: the training step at a WMT-like and a Multi30k batch: eager, graphs, graphs
 #              on a bf16 copy of the weights (train.bf16_weights), the same with the loss's gradient in closed
 #              form (mt/fastpath/loss_forms.py: does it beat the compiled stock loss at the WMT-like logits?),
@@ -25,7 +26,9 @@
 #   decode     bench_decode.txt: translate's path on test2016 with the model of the first of bf16w, graphs
 #              that ran: greedy and beam 5, fp32 and bf16, with and without decode.cuda_graphs (search in
 #              fixed slots), and the share of equal lines; bf16 also with SDPA's cuDNN attention off (on by
-#              torch's default when decoding; off in mt-train, where it built a graph for every new shape)
+#              torch's default when decoding; off in mt-train, where it built a graph for every new shape);
+#              tf32, fp32 with the matmuls on TF32 tensor cores (translate runs them in full fp32; a fixed-slot
+#              beam step is ~55 GFLOP at 1,000 rows), its BLEU and lines equal to fp32's
 #   profile    profile_decode.txt: sentencepiece's per-line decoding (as a list of one, alone), then that
 #              model's beam 5 and greedy on 200 lines of test2016 in fixed slots, fp32 and bf16: first and
 #              steady wall time, steps eager/captured/replayed, each captured step replayed alone (launch,
@@ -99,7 +102,7 @@ for part in $PARTS; do
         # The GPU's own tests alone (CI runs the rest on a CPU); train.compile's compiles for most of a minute
         # (part compiletest). No -x: a failure in one, a capture that does not replay say, leaves the others'.
         gpu_tests="(cuda or captured_by_hand or position_table) and not train_compile"
-        timeout "${TESTS_TIMEOUT:-110}" $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py \
+        timeout "${TESTS_TIMEOUT:-90}" $PY -m pytest tests/test_graphed_training.py tests/test_fixed_slots.py \
             tests/test_loss.py -q -p no:cacheprovider -k "$gpu_tests" > "$OUT/tests.txt" 2>&1
         grep -h "^FAILED\|capture failed" "$OUT/tests.txt" | head -5 >> "$OUT/steps.log"
         tail -3 "$OUT/tests.txt" >> "$OUT/steps.log" ;;
@@ -116,18 +119,18 @@ for part in $PARTS; do
     graphs)
         run graphs "${GRAPHS_TIMEOUT:-190}" train.bf16_weights=false ;;
     bf16w)
-        run bf16w "${BF16W_TIMEOUT:-175}" ;;
+        run bf16w "${BF16W_TIMEOUT:-170}" ;;
     eager)
         run eager "${EAGER_TIMEOUT:-100}" train.cuda_graphs=false train.max_steps="$EAGER_STEPS" \
             train.valid_every=100000 data.test_split=null decode.alpha_candidates=[] train.keep_last=0 \
             train.average_last=0 ;;
     decode)
         model=$(trained_model)
-        timeout "${DECODE_TIMEOUT:-115}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
-            --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 bf16 --repeats 2 \
+        timeout "${DECODE_TIMEOUT:-140}" $PY scripts/bench_decode.py --checkpoint "$model" --device cuda \
+            --src data/multi30k/test2016.de --ref data/multi30k/test2016.en --precisions fp32 tf32 bf16 --repeats 2 \
             --cudnn-attention both > "$OUT/bench_decode.txt" 2>&1
         # at a glance: did the fixed-slot steps replay (steps a timed call), and did a capture fail, where?
-        grep -h "steps a timed call\|capture failed" "$OUT/bench_decode.txt" | head -8 >> "$OUT/steps.log" ;;
+        grep -h "steps a timed call\|capture failed\|same lines as fp32" "$OUT/bench_decode.txt" | head -12 >> "$OUT/steps.log" ;;
     profile)
         timeout "${PROFILE_TIMEOUT:-65}" $PY scripts/profile_decode.py --checkpoint "$(trained_model)" --device cuda \
             --src data/multi30k/test2016.de --lines 200 --beams 5 1 --precisions fp32 bf16 --cuda-graphs on \

@@ -528,6 +528,14 @@ def test_a_fixed_slot_step_reads_nothing_back_and_launches_the_same_ops_at_any_b
     assert len(counts) == 1
 
 
+def bench_decode_module():
+    """scripts/bench_decode.py as a module."""
+    spec = importlib.util.spec_from_file_location("bench_decode", REPO / "scripts" / "bench_decode.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
 def test_the_decoding_bench_compares_fixed_slots_with_search_py_on_the_cpu(
     trained_run, tiny_corpus, monkeypatch, capsys
 ):
@@ -535,9 +543,7 @@ def test_the_decoding_bench_compares_fixed_slots_with_search_py_on_the_cpu(
     every form it times (search.py's loop in one thread and in two, fixed slots reading whether they are done
     every 8 or every step) writes the same lines, each fixed-slot call's steps are counted, and the
     references are scored."""
-    spec = importlib.util.spec_from_file_location("bench_decode", REPO / "scripts" / "bench_decode.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_decode_module()
     monkeypatch.setattr(bench, "startup_seconds", lambda *args: 1.0)  # a translate process: tested elsewhere
     monkeypatch.setattr(bench.translator_module, "run_search", bench.translator_module.run_search)  # put back after
     monkeypatch.setattr(bench.translator_module.fastpath, "search_threads", bench.TRANSLATORS_CHOICE)  # the same
@@ -563,3 +569,60 @@ def test_the_decoding_bench_compares_fixed_slots_with_search_py_on_the_cpu(
     assert slots[1] <= slots[8]  # reading every step stops no later
     (scored,) = [row for row in rows if row["bench"] == "score"]
     assert scored["perplexity"] > 1 and 0 <= scored["misaligned_auc"] <= 1
+
+
+def test_the_decoding_bench_times_tf32_as_fp32_weights_and_compares_its_lines(
+    trained_run, tiny_corpus, monkeypatch, capsys
+):
+    """bench_decode's tf32 rows (a what-if for a GPU) decode the fp32 model with CUDA's matmuls switched to TF32,
+    and say how many lines equal fp32's: on a CPU, whose matmuls the switch leaves alone, all of them. The
+    switch is put back after."""
+    bench = bench_decode_module()
+    monkeypatch.setattr(bench, "startup_seconds", lambda *args: 1.0)
+    switch = torch.backends.cuda.matmul
+    name = "fp32_precision" if hasattr(switch, "fp32_precision") else "allow_tf32"
+    before = getattr(switch, name)
+    seen = []
+    translate = bench.Translator.translate_nbest
+    monkeypatch.setattr(
+        bench.Translator,
+        "translate_nbest",
+        lambda self, *a, **k: seen.append((self.settings.precision, getattr(switch, name))) or translate(self, *a, **k),
+    )
+    monkeypatch.setattr("sys.argv", [
+        "bench_decode.py", "--checkpoint", str(trained_run / "checkpoints" / "final.pt"),
+        "--src", str(tiny_corpus / "test.de"), "--ref", str(tiny_corpus / "test.en"), "--precisions", "fp32", "tf32",
+        "--beams", "1", "3", "--cuda-graphs", "off", "--repeats", "1", "--json",
+    ])  # fmt: skip
+    bench.main()
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    decoded = [row for row in rows if row["bench"] == "decode"]
+    assert [(row["precision"], row["beam"]) for row in decoded] == [("fp32", 1), ("fp32", 3), ("tf32", 1), ("tf32", 3)]
+    for row in decoded:
+        assert ("same_as_fp32" in row) == (row["precision"] == "tf32")
+        assert row.get("same_as_fp32", 1.0) == 1.0
+    fp32, tf32 = (next(r["bleu"] for r in decoded if r["precision"] == p and r["beam"] == 3) for p in ("fp32", "tf32"))
+    assert tf32 == fp32
+    assert [row["precision"] for row in rows if row["bench"] == "score"] == ["fp32", "tf32"]
+    on = "tf32" if name == "fp32_precision" else True
+    assert {switch_was == on for precision, switch_was in seen} == {False, True}  # the tf32 calls alone switched
+    assert all(precision == "fp32" for precision, _ in seen)  # the weights stay fp32
+    assert getattr(switch, name) == before
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_tf32_switch_reaches_cuda_fp32_matmuls_and_is_put_back():
+    """On a GPU with TF32 tensor cores bench_decode's switch reaches the matmuls: their results move off full
+    fp32's (by about TF32's rounding of the inputs, not more) and come back once it is put back."""
+    if torch.cuda.get_device_capability()[0] < 8:
+        pytest.skip("TF32 needs an Ampere or newer GPU")
+    bench = bench_decode_module()
+    a, b = (torch.randn(512, 512, device="cuda", generator=torch.Generator("cuda").manual_seed(i)) for i in (1, 2))
+    exact = (a.double() @ b.double()).float()
+    full = a @ b
+    with bench.matmuls_in_tf32(True):
+        rounded = a @ b
+    assert torch.equal(a @ b, full)
+    scale = exact.abs().max()
+    assert (full - exact).abs().max() < 1e-5 * scale
+    assert 1e-5 * scale < (rounded - exact).abs().max() < 1e-2 * scale
