@@ -107,7 +107,7 @@ def replays_alone(translator: Translator, repeats: int) -> str:
 
 def _replays_alone(translator: Translator, repeats: int) -> str:
     rows = []
-    for (key, window), graph in translator.replays.graphs.items():
+    for (key, window, parity), graph in translator.replays.graphs.items():
         search = translator._searches.get(key)  # a diagnosis may look inside; the translator keeps them by key
         if search is None:
             continue
@@ -134,7 +134,8 @@ def _replays_alone(translator: Translator, repeats: int) -> str:
         wall = time.perf_counter() - start
         position.copy_(saved)
         rows.append(
-            f"  rows {key[0]:>5} x {key[1]:>3} positions, window {window:>3}: launch {launch / repeats * 1e6:7.0f} us, "
+            f"  rows {key[0]:>5} x {key[1]:>3} positions, window {window:>3}, store {parity}: "
+            f"launch {launch / repeats * 1e6:7.0f} us, "
             f"device {device / repeats * 1e6:7.0f} us, back to back {wall / repeats * 1e6:7.0f} us a replay"
         )
     if not rows:

@@ -93,8 +93,41 @@ def test_a_static_cache_in_a_window_attends_over_and_reorders_its_first_slots_al
     torch.testing.assert_close(past[:, :, 30:], before[:, :, 30:])
     search = FixedSlotGreedy(reversal_model[1], src, max_len_a=0.0, max_len_b=20)  # untrained: runs on
     windows = []
-    run(search, step=lambda window: windows.append(window) or search.step())
+    run(search, step=lambda form: windows.append(form[0]) or search.step())
     assert windows[:17] == [16] * 16 + [20] and search.state.caches[-1].window == windows[-1] == 20
+
+
+def test_a_beam_reorder_gathers_into_the_spare_store_and_the_host_swaps_the_two(reversal_model):
+    """With a spare store the reorder's kernels write the gathered rows there and leave the past as it was
+    (what a captured step records); the swap, host work alone, makes them the past the next step reads: the
+    dynamic cache's logits again, and the two stores' storage kept."""
+    model, _, data = reversal_model
+    src = sources(data, 3)
+    tokens = torch.tensor([[1, 5, 9, 4], [1, 7, 7, 3], [1, 12, 6, 8]])
+    with torch.no_grad():
+        dynamic, static = model.start_state(src), model.start_static_state(src, 1, 6)
+        static.keep_spare()
+        stores = {static.past.data_ptr(), static.spare.data_ptr()}
+        for t in range(tokens.size(1)):
+            want, dynamic = model.step(tokens[:, t], dynamic)
+            got, static = model.step(tokens[:, t], static)
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+            if t == 1:  # the reorder in two halves, mid-sentence
+                order = torch.tensor([2, 0, 1])
+                dynamic = dynamic.reorder_same_source(order)
+                before = static.past.clone()
+                static.reorder_into_spare(order)
+                assert torch.equal(static.past, before) and static.parity == 0
+                torch.testing.assert_close(static.spare, before[:, order])
+                static.swap_stores()
+                assert static.parity == 1 and static.caches[1].past["kv"].data_ptr() == static.past[2:].data_ptr()
+                tokens = tokens[order]
+        order = torch.tensor([1, 2, 0])
+        dynamic, static = dynamic.reorder_same_source(order), static.reorder_same_source(order)  # both halves
+        want, _ = model.step(torch.tensor([3, 4, 5]), dynamic)
+        got, _ = model.step(torch.tensor([3, 4, 5]), static)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert {static.past.data_ptr(), static.spare.data_ptr()} == stores and static.parity == 0
 
 
 @pytest.mark.parametrize(("beam", "alpha", "nbest"), [(4, 0.6, 1), (5, 1.0, 3), (3, 0.0, 3)])
@@ -131,15 +164,21 @@ def test_a_search_loads_another_batch_into_the_same_storage(reversal_model):
     first, second = (torch.nn.functional.pad(x, (0, width - x.size(1))) for x in (first, second))
     with torch.no_grad():
         search = FixedSlotBeam(model, first, beam=4, max_len_a=1.0, max_len_b=4, nbest=2, length=20)
-        kept = (search.history, search.kept_tokens, search.state.memory, search.state.past)
-        buffers = [t.data_ptr() for t in kept]
+        state = search.state
+
+        def buffers():  # the caches' two stores swap roles each step: as a pair, the same
+            stores = sorted(t.data_ptr() for t in (state.past, state.spare))
+            return [t.data_ptr() for t in (search.history, search.kept_tokens, state.memory)] + stores
+
+        before = buffers()
         run(search)
-        search.state.past.fill_(float("nan"))  # whatever the batch before left there reaches no later batch
+        for store in (state.past, state.spare):
+            store.fill_(float("nan"))  # whatever the batch before left there reaches no later batch
         search.load(second, max_len_a=1.0, max_len_b=4)
         run(search)
         expected = beam_search(model, second, beam=4, max_len_a=1.0, max_len_b=4, nbest=2)
         same(search.results(), expected)
-        assert [t.data_ptr() for t in kept] == buffers
+        assert buffers() == before
         with pytest.raises(ValueError, match="holds 20"):
             search.load(torch.full_like(second, 5), max_len_a=2.0, max_len_b=4)  # 2 x 9 + 4 positions
 
@@ -307,28 +346,30 @@ def test_a_fixed_slot_step_captured_by_hand_replays_as_the_eager_steps_run(rever
     with torch.inference_mode():
         eager, graphed = make(), make()
         run(eager, check_every=1000)
-        graphs, side, replays, t = {}, torch.cuda.Stream(), 0, 0
-        while t < graphed.length:  # step by step: eagerly, replayed, or a warm-up run and a captured step
+        graphs, warmed, side, replays = {}, set(), torch.cuda.Stream(), 0
+        for t in range(graphed.length):  # step by step: replayed, a warm-up run, captured, or eagerly
             window = graphed.window(t)
             graphed.state.set_window(window)
-            if window in graphs:
-                graphs[window].replay()
+            form = (window, graphed.state.parity)  # a beam's steps alternate between its caches' two stores
+            if form in graphs:
+                graphs[form].replay()
                 replays += 1
             elif graphed.window(t + 1) != window or t + 1 == graphed.length:  # the window's last step: eagerly
                 graphed.step()
-            else:  # a warm-up run on a side stream, as torch's guidance asks, then the window's step captured
+            elif window not in warmed:  # a warm-up run on a side stream, as torch's guidance asks
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
                     graphed.step()
                 torch.cuda.current_stream().wait_stream(side)
-                graphs[window] = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graphs[window]):
+                warmed.add(window)
+            else:  # this form's step captured (its shapes warmed up), then run
+                graphs[form] = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graphs[form]):
                     graphed.step()
-                graphs[window].replay()  # the step after the warm-up
-                t += 1
-            t += 1
+                graphs[form].replay()
+            graphed.end_step()
         torch.cuda.synchronize()
-    assert graphs and replays > 0
+    assert replays > 0 and {parity for _, parity in graphs} == ({0, 1} if kind == "beam" else {0})
     found, expected = graphed.results(), eager.results()
     same(found, expected) if kind == "beam" else same([[h] for h in found], [[h] for h in expected])
 
@@ -379,6 +420,79 @@ def test_a_failed_capture_says_which_line_called_the_op_and_goes_on_eagerly(monk
     line = body.__code__.co_firstlineno + 2
     assert f"test_fixed_slots.py:{line} in body" in caplog.text and "the test goes on without graphs" in caplog.text
     assert runs == [True, False, False] and replays.counts == Counter(eager=2) and not replays.graphs
+
+
+class CaptureOnTheHost:
+    """torch.cuda's capture stood in for on a CPU, for Replays: capturing a fixed-slot step notes the search and
+    the caches' stores it reads, without running it; replay() checks the search reads those stores still (a
+    real graph replays on the buffers it was captured on, whatever the search's attributes say), then steps."""
+
+    real_steps = {FixedSlotBeam: FixedSlotBeam.step, FixedSlotGreedy: FixedSlotGreedy.step}
+    capturing = None
+    eager = Counter()  # steps run eagerly, by (search, window)
+
+    def __init__(self):
+        self.search = self.stores = None
+
+    def replay(self):
+        state = self.search.state
+        assert (state.past, state.spare) == self.stores, "a replay on the other store"
+        self.real_steps[type(self.search)](self.search)
+
+    @classmethod
+    def install(cls, monkeypatch):
+        import contextlib
+
+        @contextlib.contextmanager
+        def graph(captured, pool=None):
+            cls.capturing = captured
+            try:
+                yield
+            finally:
+                cls.capturing = None
+
+        def step(search):
+            if cls.capturing is None:
+                cls.eager[id(search), search.state.window] += 1
+                return cls.real_steps[type(search)](search)
+            cls.capturing.search, cls.capturing.stores = search, (search.state.past, search.state.spare)
+
+        class Stream:
+            def wait_stream(self, other):
+                pass
+
+        cls.eager = Counter()
+        for kind in cls.real_steps:
+            monkeypatch.setattr(kind, "step", step)
+        monkeypatch.setattr(torch.cuda, "CUDAGraph", cls)
+        monkeypatch.setattr(torch.cuda, "graph", graph)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+        monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+        return Stream()
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_translators_replayed_steps_read_the_store_each_was_captured_on(trained_run, monkeypatch, beam):
+    """decode.cuda_graphs with capture stood in for on a CPU (CaptureOnTheHost): the first call warms each
+    window's step up (2 eager runs, for both stores: the same shapes), captures it once for each of the
+    caches' stores a step may read (both for beam search, one for greedy), and replays it on that store; a
+    second call on the same lines replays every step. The lines are search.py's."""
+    lines = varied_lines(40)
+    checkpoint = trained_run / "checkpoints" / "best.pt"
+    want = load_translator(checkpoint, "cpu", beam=beam).translate(lines)
+    graphed = load_translator(checkpoint, "cpu", beam=beam, cuda_graphs=True)
+    replays = graphed.replays
+    replays.capture, replays.side = True, CaptureOnTheHost.install(monkeypatch)
+    assert graphed.translate(lines) == want
+    first = Counter(replays.counts)
+    assert graphed.translate(lines) == want
+    later = Counter(replays.counts) - first
+    forms = {key[1:] for key in replays.graphs}  # (window, parity)
+    assert {parity for _, parity in forms} == ({0, 1} if beam > 1 else {0})
+    assert first["captured"] == len(replays.graphs) and first["replayed"] > 0
+    warm_ups = CaptureOnTheHost.eager
+    assert max(warm_ups.values()) == 2 and sum(warm_ups.values()) == first["eager"]
+    assert set(later) == {"replayed"}
 
 
 def test_a_translator_counts_its_fixed_slot_steps_by_how_they_ran(trained_run, monkeypatch):
@@ -459,12 +573,12 @@ def test_the_decoding_profile_replays_each_captured_step_alone_within_its_window
     graphs = {}
     for key, search in translator._searches.items():
         for window in (16, search.length):
-            graphs[(key, window)] = StepAsGraph(search)
+            graphs[(key, window, search.state.parity)] = StepAsGraph(search)
     translator.replays.graphs.update(graphs)
     before = {key: int(search.state.position) for key, search in translator._searches.items()}
     text = profile_decode.replays_alone(translator, 3)
     assert text.count(" us a replay") == len(graphs) > 0
-    for (_, window), graph in graphs.items():
+    for (_, window, _), graph in graphs.items():
         assert graph.positions == [window - 1] * 6  # 3 alone, 3 back to back
     assert {key: int(search.state.position) for key, search in translator._searches.items()} == before
     translator.replays.graphs.clear()

@@ -8,11 +8,12 @@ where the host is fast beside the device (a CPU). Here instead:
   writing at a position held on the device;
 - a finished sentence keeps its rows, masked rather than removed;
 - the finished hypotheses of each sentence are its best `nbest` so far, merged on the device each step;
+- beam search's caches live in two stores, each step gathering the reordered rows from one into the other;
 - whether every sentence is done is read only every few steps.
 
-So one step is a fixed sequence of kernels over fixed buffers: what a CUDA graph captures once and replays
-(`run`, with mt.fastpath.cuda_graphs.Replays). Only the Transformer has a static state; the other models,
-prefixes and sampling take search.py.
+So one step is a fixed sequence of kernels over fixed buffers: what a CUDA graph captures once (for each
+window, and for each of the two stores) and replays (`run`, with mt.fastpath.cuda_graphs.Replays). Only the
+Transformer has a static state; the other models, prefixes and sampling take search.py.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class FixedSlotSearch:
     def step(self) -> None:
         raise NotImplementedError
 
+    def end_step(self) -> None:
+        """The host's part of a step, after it: nothing here. Never inside a captured step."""
+
     def window(self, t: int) -> int:
         """The target slots step t attends over: its own and those before it, rounded up to WINDOW."""
         return min(self.length, rounded_up(t + 1, WINDOW))
@@ -91,7 +95,8 @@ class FixedSlotSearch:
         state = self.state
         caches = [t for cache in state.caches for part in (cache.past, cache.source) for t in part.values()]
         mine = [t for t in vars(self).values() if torch.is_tensor(t)]
-        return sum(t.numel() * t.element_size() for t in [state.memory, state.src_mask, *caches, *mine])
+        spare = [] if state.spare is None else [state.spare]
+        return sum(t.numel() * t.element_size() for t in [state.memory, state.src_mask, *caches, *spare, *mine])
 
     def finished(self) -> torch.Tensor:
         """() bool on the device: whether every sentence is done."""
@@ -168,6 +173,7 @@ class FixedSlotBeam(FixedSlotSearch):
         # The finished hypotheses: scores best first (float64, as search.py's Python floats), tokens up to EOS.
         self.kept_score = torch.empty(batch, nbest, dtype=torch.float64, device=device)
         self.kept_tokens = torch.empty(batch, nbest, self.length, dtype=torch.long, device=device)
+        self.state.keep_spare()  # each step's reorder gathers the caches into it (StaticDecoderState)
         self._reset()
 
     def load(self, src: torch.Tensor, max_len_a: float = 1.2, max_len_b: int = 10) -> None:
@@ -212,9 +218,13 @@ class FixedSlotBeam(FixedSlotSearch):
         # The live hypotheses continue in place: history, caches, scores and next tokens follow their origin.
         self.history.copy_(self.history.gather(1, step.keep_origin[:, :, None].expand(-1, -1, length)))
         self.history.index_copy_(2, t.view(1), step.keep_tok[:, :, None])
-        self.state.reorder_same_source((self.first_row + step.keep_origin).view(-1))
+        self.state.reorder_into_spare((self.first_row + step.keep_origin).view(-1))  # end_step swaps
         self.cum_lp.copy_(step.keep_lp)
         self.tokens.copy_(step.keep_tok.view(-1))
+
+    def end_step(self) -> None:
+        """The caches' reorder completed: the store the step gathered into becomes the one the next reads."""
+        self.state.swap_stores()
 
     def finished(self) -> torch.Tensor:
         return self.done.all()
@@ -232,14 +242,16 @@ class FixedSlotBeam(FixedSlotSearch):
 
 def run(search: FixedSlotSearch, step=None, check_every: int = 8) -> None:
     """Step the search until every sentence is done or the longest limit is reached, reading `finished`
-    every check_every steps. step(window): what runs one step over that many target slots (default
-    search.step; the step captured for that window, replayed as a CUDA graph)."""
-    step = step or (lambda window: search.step())
+    every check_every steps. step(form): what runs one step, form = (window, parity): over that many target
+    slots, on the caches' store of that parity (default search.step; the step captured for that form,
+    replayed as a CUDA graph). The host's part of each step (search.end_step) runs after it, outside."""
+    step = step or (lambda form: search.step())
     window = None
     for t in range(search.length):
         if search.window(t) != window:  # every WINDOW steps
             window = search.window(t)
             search.state.set_window(window)
-        step(window)
+        step((window, search.state.parity))
+        search.end_step()
         if (t + 1) % check_every == 0 and bool(search.finished()):
             break

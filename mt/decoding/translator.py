@@ -242,7 +242,11 @@ class Translator(LineTranslator):
             oldest = next(iter(self._searches))
             del self._searches[oldest]
             self._replays.forget(lambda captured, gone=oldest: captured[0] == gone)
-        run_search(search, step=lambda window: self._replays.run((key, window), search.step))
+
+        def step(form: tuple[int, int]) -> None:  # captured for each (window, store parity), warmed up once for both
+            self._replays.run((key, *form), search.step, warm_as=(key, form[0]))
+
+        run_search(search, step=step)
         found = search.results()[: src.size(0)]
         return [[h] for h in found] if s.beam == 1 else found
 

@@ -80,20 +80,23 @@ class Replays:
         self.pool = torch.cuda.graph_pool_handle() if capture else None
         self.side = torch.cuda.Stream(self.device) if capture else None
 
-    def run(self, key, body: Callable[[], None]) -> None:
-        """body(), as the graph captured for key if there is one. Every call does body's work once."""
+    def run(self, key, body: Callable[[], None], warm_as=None) -> None:
+        """body(), as the graph captured for key if there is one. Every call does body's work once.
+        warm_as: the key whose eager runs count as this one's warm-up (default key itself): bodies that run
+        the same kernels at the same shapes on other buffers need warming up once between them."""
+        warm_as = key if warm_as is None else warm_as
         if key in self.graphs:
             self.graphs[key].replay()
             self.counts["replayed"] += 1
         elif not self.capture:
             body()
             self.counts["eager"] += 1
-        elif self.runs.get(key, 0) < self.warmup:
+        elif self.runs.get(warm_as, 0) < self.warmup:
             self.side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(self.side):
                 body()
             torch.cuda.current_stream(self.device).wait_stream(self.side)
-            self.runs[key] = self.runs.get(key, 0) + 1
+            self.runs[warm_as] = self.runs.get(warm_as, 0) + 1
             self.counts["eager"] += 1
         else:
             self._capture(key, body)

@@ -140,10 +140,14 @@ class StaticDecoderState(DecoderState):
 
     Every layer's self-attention keys and values are views of one store, `past` (2 * layers, rows, heads,
     length, d_k), layer i's keys at 2i and values at 2i + 1: a beam step reorders them all in one gather,
-    not one per layer."""
+    not one per layer. With a `spare` store of the same shape (keep_spare, for beam search), the gather
+    writes the reordered rows there and the two swap roles (swap_stores): the rows are read once and
+    written once, where reordering in place reads and writes them twice (gather, then copy back)."""
 
     past: torch.Tensor | None = None
     window: int | None = None
+    spare: torch.Tensor | None = None
+    parity: int = 0  # how many times the stores swapped, mod 2: which of the two `past` is now
 
     def start_step(self) -> None:
         """Which slots this step's query sees, the written ones (up to the position), made once for every layer."""
@@ -154,9 +158,39 @@ class StaticDecoderState(DecoderState):
 
     def reorder_same_source(self, index: torch.Tensor) -> StaticDecoderState:
         """In place: row i of every layer's past (its first `window` slots) becomes row index[i]."""
-        written = self.past[:, :, :, : self.window or self.past.size(3)]
-        written.copy_(written.index_select(1, index))
+        if self.spare is None:
+            written = self._written(self.past)
+            written.copy_(written.index_select(1, index))
+        else:
+            self.reorder_into_spare(index)
+            self.swap_stores()
         return self
+
+    def keep_spare(self) -> None:
+        """Allocate the spare store: reorders then gather into it (reorder_into_spare, swap_stores)."""
+        if self.spare is None:
+            self.spare = torch.zeros_like(self.past)
+
+    def reorder_into_spare(self, index: torch.Tensor) -> None:
+        """Row i of the spare store's first `window` slots becomes row index[i] of the past's: the reorder's
+        kernels alone, which a CUDA graph can capture. swap_stores, outside the capture, completes it."""
+        torch.index_select(self._written(self.past), 1, index, out=self._written(self.spare))
+
+    def swap_stores(self) -> None:
+        """The spare store becomes the past the layers read and write, and the past the spare: host work
+        alone (no kernel), so a step captured as a CUDA graph is captured once for each `parity`."""
+        self.past, self.spare, self.parity = self.spare, self.past, self.parity ^ 1
+        for i, cache in enumerate(self.caches):
+            cache.past["kv"] = self.past[2 * i : 2 * i + 2]
+
+    def clear_past(self) -> None:
+        """Zero every slot of the store (and the spare), for a new batch: no value of the last one reaches it."""
+        self.past.zero_()
+        if self.spare is not None:
+            self.spare.zero_()
+
+    def _written(self, store: torch.Tensor) -> torch.Tensor:
+        return store[:, :, :, : self.window or store.size(3)]
 
     def select(self, index: torch.Tensor) -> DecoderState:
         raise NotImplementedError("a static decoder state keeps its rows: mask finished ones instead")

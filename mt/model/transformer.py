@@ -149,7 +149,7 @@ class Transformer(nn.Module):
         state.memory.copy_(memory)
         state.src_mask.copy_(src_mask)
         state.position.zero_()
-        state.past.zero_()
+        state.clear_past()
         for layer, cache in zip(self.decoder_layers, state.caches):
             for kept, new in zip((cache.source["k"], cache.source["v"]), layer.cross_attn.project_kv(memory)):
                 kept.copy_(new)
