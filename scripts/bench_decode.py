@@ -34,6 +34,7 @@ from mt.decoding.translator import DecodeSettings, Translator
 from mt.fastpath import tune_process
 from mt.inference import load_for_inference
 from mt.metrics import score
+from mt.precision import DTYPES
 
 TRANSLATORS_CHOICE = translator_module.fastpath.search_threads  # of search threads
 TF32 = "tf32"  # a what-if precision: fp32 weights and activations, CUDA's fp32 matmuls on TF32 tensor cores
@@ -147,9 +148,9 @@ def main() -> None:
         "--precisions",
         nargs="+",
         default=["fp32", "bf16"],
-        choices=["fp32", "bf16", "fp16", TF32],
+        choices=[*DTYPES, TF32],
         help="decode.precision, each; tf32: fp32 with CUDA's matmuls on TF32 tensor cores (a what-if: translate "
-        "runs fp32 matmuls in full), its lines compared with fp32's where fp32 is also asked",
+        "runs fp32 matmuls in full), its lines compared with fp32's where fp32 is asked before it",
     )
     p.add_argument("--batch-tokens", type=int, default=0, help="default: the checkpoint's decode.batch_tokens")
     p.add_argument("--repeats", type=int, default=3, help="best of N runs (timings on shared machines are noisy)")
