@@ -19,7 +19,7 @@ from mt.config.model import build_model
 from mt.config.schema import from_dict
 from mt.data.tokenizer import Tokenizer
 from mt.decoding.ctranslate2_translator import CTranslate2Translator, is_export, load_export_translator
-from mt.decoding.settings import DecodeSettings
+from mt.decoding.settings import DecodeSettings, check_setting_names
 from mt.decoding.translator import Translator
 from mt.errors import MTError
 from mt.fastpath import decode_precision, tune_process
@@ -75,6 +75,7 @@ def load_translator(
     translator.translate_nbest(lines) gives each line's nbest Translations (text, score, pieces); both take
     DecodeSettings' fields as keywords for that call (translate(lines, beam=5));
     translator.score(sources, targets) gives each pair's PairScore (log P(target | source), per piece too)."""
+    check_setting_names(decode_choices)  # a misspelt keyword: one line now, before the model loads
     paths = checkpoint_paths(checkpoints)
     if any(is_export(p) for p in paths):
         if len(paths) > 1 or ensemble:

@@ -92,6 +92,18 @@ def test_decoding_settings_given_to_one_call_apply_to_that_call_alone(trained_ru
             call()
 
 
+def test_a_keyword_load_translator_does_not_know_is_one_line_before_the_model_loads(tmp_path):
+    missing = tmp_path / "none.pt"  # checked first: the keyword's error, not the missing file's
+    with pytest.raises(
+        mt.MTError, match=r"^dtype: not a decoding setting \(--dtype's setting is precision; one of alpha, "
+    ):
+        mt.load_translator(missing, dtype="bf16")
+    with pytest.raises(mt.MTError, match=r"^bream: not a decoding setting \(one of alpha, batch_tokens, beam, "):
+        mt.load_translator(missing, bream=3)
+    with pytest.raises(mt.MTError, match=r"^bream: not a decoding setting"):
+        mt.DecodeSettings.from_config({"beam": 2}, bream=3)
+
+
 def test_an_export_directory_translates_through_the_same_api(trained_run, tiny_corpus, tmp_path):
     pytest.importorskip("ctranslate2")
     final = trained_run / "checkpoints" / "final.pt"

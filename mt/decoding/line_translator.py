@@ -7,20 +7,26 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from mt.decoding.glossary import Glossary, joined_terms
 from mt.decoding.mbr import bleu_words, mbr_order
 from mt.decoding.protected_spans import decode_protected, pattern_of
 from mt.decoding.rerank import DEFAULT_REVERSE_WEIGHT, check_reverse, reranked
 from mt.decoding.sentences import several_sentences, several_sentences_note, translate_by_sentence
-from mt.decoding.settings import SCORE_BATCH_TOKENS, DecodeSettings, PairScore, Translation, check_aligned
+from mt.decoding.settings import (
+    SCORE_BATCH_TOKENS,
+    SETTING_NAMES,
+    DecodeSettings,
+    PairScore,
+    Translation,
+    check_aligned,
+    check_setting_names,
+)
 from mt.errors import MTError
 from mt.languages import into, languages_label
 
 log = logging.getLogger(__name__)
-
-SETTING_NAMES = frozenset(field.name for field in fields(DecodeSettings))
 
 
 class LineTranslator:
@@ -174,9 +180,7 @@ class LineTranslator:
         choices = {name: value for name, value in choices.items() if value is not None}
         if not choices:
             return self
-        unknown = sorted(choices.keys() - SETTING_NAMES)
-        if unknown:
-            raise MTError(f"{unknown[0]}: not a decoding setting (one of {', '.join(sorted(SETTING_NAMES))})")
+        check_setting_names(choices)
         sampling = choices.get("strategy", self.settings.strategy) == "sample"
         if not sampling and "beam" not in choices and choices.get("nbest", 1) > self.settings.beam:
             choices["beam"] = choices["nbest"]

@@ -125,6 +125,7 @@ class DecodeSettings:
     @classmethod
     def from_config(cls, decode_cfg, **choices) -> DecodeSettings:
         """decode_cfg's values (cfg.decode, or a checkpoint's), each choice that is not None taking precedence."""
+        check_setting_names(choices)
         values = {f.name: decode_cfg[f.name] for f in fields(cls) if f.name in decode_cfg}
         values.update({k: v for k, v in choices.items() if v is not None})
         if values.get("strategy", "search") == "search" and values.get("beam", 1) >= 1:  # beam 0: refused below
@@ -141,6 +142,21 @@ class DecodeSettings:
     def updated(self, **choices) -> DecodeSettings:
         """These settings with each choice that is not None in place (validated like the rest)."""
         return replace(self, **{k: v for k, v in choices.items() if v is not None})
+
+
+SETTING_NAMES = frozenset(field.name for field in fields(DecodeSettings))
+# A command-line flag whose setting has another name: the keyword a Python caller may reach for first.
+SETTING_OF_FLAG = {"dtype": "precision"}
+
+
+def check_setting_names(names) -> None:
+    """Keywords that are not DecodeSettings fields: one line naming the first, not a TypeError from inside
+    the dataclass (and before a model is loaded, where load_translator checks them)."""
+    unknown = sorted(set(names) - SETTING_NAMES)
+    if unknown:
+        name = unknown[0]
+        hint = f"--{name.replace('_', '-')}'s setting is {SETTING_OF_FLAG[name]}; " if name in SETTING_OF_FLAG else ""
+        raise MTError(f"{name}: not a decoding setting ({hint}one of {', '.join(sorted(SETTING_NAMES))})")
 
 
 def check_decode_section(decode_cfg) -> None:
