@@ -13,8 +13,10 @@ F.scaled_dot_product_attention for queries of at most 8 positions (a decoding st
 mt.fastpath.fused_attention_pays in this process.
 
 First it times detokenizing the lines one by one, each the way sentencepiece is called (see tokenizer_calls).
-On CUDA, after each fixed-slot form's steady call, every captured step is replayed on its own (replays_alone):
-its launch on the host, its time on the device and its pace back to back, beside the call's wall time a step.
+The batches are searched one after the other in the calling thread, where the profilers look (translate on a
+CPU searches 4 batches or more in two threads). On CUDA, after each fixed-slot form's steady call, every
+captured step is replayed on its own (replays_alone): its launch on the host, its time on the device and its
+pace back to back, beside the call's wall time a step.
 """
 
 from __future__ import annotations
@@ -173,11 +175,9 @@ def report(translator: Translator, sources: list[str], device: torch.device, arg
         path.unlink()
     ops = prof.key_averages()
     host = sum(op.self_cpu_time_total for op in ops) / 1e3
-    busy = sum(op.self_device_time_total for op in ops) / 1e3 if cuda else float("nan")
-    print(
-        f"profiled call {wall * 1e3:.0f} ms: ops {host:.0f} ms on the host (waits included), "
-        f"{busy:.0f} ms on the device"
-    )
+    busy = sum(op.self_device_time_total for op in ops) / 1e3
+    on_device = f", {busy:.0f} ms on the device" if cuda else ""
+    print(f"profiled call {wall * 1e3:.0f} ms: ops {host:.0f} ms on the host (waits included){on_device}")
     tables = [("self_device_time_total", "by device time")] if cuda else []
     for key, title in tables + [("self_cpu_time_total", "by host time")]:
         print(f"\nops {title}:\n{ops.table(sort_by=key, row_limit=args.rows, max_name_column_width=70)}", flush=True)
@@ -191,6 +191,7 @@ def main() -> None:
     p.add_argument("--lines", type=int, default=300)
     p.add_argument("--beams", nargs="+", type=int, default=[1])
     p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
+    p.add_argument("--batch-tokens", type=int, help="decode.batch_tokens (default: the checkpoint's)")
     p.add_argument("--cuda-graphs", choices=["off", "on", "both"], default="off", help="decode.cuda_graphs")
     p.add_argument("--attention", choices=["sdpa", "written", "both"], default="sdpa", help="see below")
     p.add_argument("--rows", type=int, default=15, help="ops shown per table")
@@ -200,6 +201,9 @@ def main() -> None:
     args = p.parse_args()
     device = torch.device(args.device)
     tune_process(device, training=False)  # as translate does
+    # Searched in this thread: cProfile and torch.profiler see this thread's work alone, and on a CPU translate
+    # searches a call of 4 batches or more in two worker threads (fastpath.search_threads), leaving them blind.
+    fastpath.search_threads = lambda *_: 1
     model, tokenizer, cfg = load_for_inference([args.checkpoint])
     sources = read_lines(args.src)[: args.lines]
     print(tokenizer_calls(tokenizer, sources), flush=True)
@@ -208,7 +212,9 @@ def main() -> None:
         for graphs in {"off": [False], "on": [True], "both": [False, True]}[args.cuda_graphs]:
             for kind in kinds:
                 fastpath.fused_attention_pays = attention_choice(kind)
-                settings = DecodeSettings.from_config(cfg.decode, beam=beam, precision=precision, cuda_graphs=graphs)
+                settings = DecodeSettings.from_config(
+                    cfg.decode, beam=beam, precision=precision, cuda_graphs=graphs, batch_tokens=args.batch_tokens
+                )
                 translator = Translator(model, tokenizer, settings, device)
                 form = f"{precision}, beam {beam}, fixed slots {'on' if graphs else 'off'}, attention {kind}"
                 report(translator, sources, device, args, form)

@@ -7,6 +7,7 @@ import gzip
 import importlib.util
 import json
 import random
+import re
 import time
 from collections import Counter
 
@@ -510,13 +511,15 @@ def test_a_translator_counts_its_fixed_slot_steps_by_how_they_ran(trained_run, m
 
 
 def test_the_decoding_profile_reports_each_form_with_its_steps_and_traces(trained_run, tmp_path):
-    """scripts/profile_decode.py (run where GPU time is short: it must not fail there on a usage slip)."""
+    """scripts/profile_decode.py (run where GPU time is short: it must not fail there on a usage slip). Its
+    batches (five here) are searched in the thread it profiles, not in translate's worker threads."""
     src = tmp_path / "src.de"
-    src.write_text("".join(line + "\n" for line in varied_lines(6)))
+    src.write_text("".join(line + "\n" for line in varied_lines(40)))
     out = run_cli(
         "python", "scripts/profile_decode.py", "--checkpoint", str(trained_run / "checkpoints" / "best.pt"),
         "--src", str(src), "--device", "cpu", "--beams", "2", "--precisions", "fp32", "--cuda-graphs", "both",
-        "--attention", "both", "--rows", "3", "--python-rows", "3", "--trace", str(tmp_path / "traces"),
+        "--attention", "both", "--rows", "40", "--python-rows", "3", "--trace", str(tmp_path / "traces"),
+        "--batch-tokens", "24",
     ).stdout  # fmt: skip
     assert out.startswith("sentencepiece decoding, microseconds a line: a list of one each ")
     forms = [line for line in out.splitlines() if line.startswith("==== ")]
@@ -529,6 +532,9 @@ def test_the_decoding_profile_reports_each_form_with_its_steps_and_traces(traine
     steady = [line for line in out.splitlines() if line.startswith("steady call")]
     assert len(steady) == 4 and "steps" not in steady[0] and " eager, 0 captured, 0 replayed)" in steady[2]
     assert out.count("by own time") == 4 and out.count("ops by host time") == 4
+    profiled = re.findall(r"^profiled call \d+ ms: ops \d+ ms on the host \(waits included\)$", out, re.MULTILINE)
+    tables = out.split("ops by host time")[1:]
+    assert len(profiled) == 4 and all("aten::addmm" in table for table in tables)  # the search's ops, seen
     traces = sorted((tmp_path / "traces").glob("*.json.gz"))
     assert len(traces) == 4 and all("traceEvents" in json.loads(gzip.open(t).read()) for t in traces)
 
