@@ -175,8 +175,7 @@ def report(translator: Translator, sources: list[str], device: torch.device, arg
         path.unlink()
     ops = prof.key_averages()
     host = sum(op.self_cpu_time_total for op in ops) / 1e3
-    busy = sum(op.self_device_time_total for op in ops) / 1e3
-    on_device = f", {busy:.0f} ms on the device" if cuda else ""
+    on_device = f", {sum(op.self_device_time_total for op in ops) / 1e3:.0f} ms on the device" if cuda else ""
     print(f"profiled call {wall * 1e3:.0f} ms: ops {host:.0f} ms on the host (waits included){on_device}")
     tables = [("self_device_time_total", "by device time")] if cuda else []
     for key, title in tables + [("self_cpu_time_total", "by host time")]:
